@@ -1,0 +1,139 @@
+/* arena.h - the in-segment layout of a job's POSIX shared-memory arena and the
+ * calls that create, attach to, validate and release it.
+ *
+ * Layout (offsets from the start of the segment; every part page- or
+ * line-aligned; nothing inside is a pointer):
+ *   0                      struct shmcoll_arena_hdr (one page)
+ *   ctrl_off               nranks x struct shmcoll_ctrl (512 B each)
+ *   slot_off               nranks x data slot: two halves of slot_half bytes
+ *   heap_off               nranks x symmetric heap of heap_stride bytes
+ */
+#ifndef SHMCOLL_SHM_ARENA_H
+#define SHMCOLL_SHM_ARENA_H
+
+#include <assert.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shm/atomics.h"
+#include "shm/name.h"
+
+#define SHMCOLL_ARENA_MAGIC   0x314c4c4f434d4853ull /* "SHMCOLL1" */
+#define SHMCOLL_ARENA_VERSION 1u
+#define SHMCOLL_ARENA_READY   0x59444552u /* "REDY" */
+#define SHMCOLL_MAX_RANKS     1024
+#define SHMCOLL_CPU_WORDS     16 /* affinity union of up to 1024 CPUs */
+
+/* Defaults when the caller gives no arena size: 128 KiB staging halves keep a
+ * rank's two halves L2-resident (LIMITS.md: 128 KiB chunks were best up to
+ * 4 MiB), and each rank gets a 4 MiB symmetric heap. */
+#define SHMCOLL_DEFAULT_SLOT_HALF  (128u * 1024)
+#define SHMCOLL_DEFAULT_HEAP_BYTES (4u * 1024 * 1024)
+#define SHMCOLL_MIN_SLOT_HALF      512u
+
+/* What one call looks like, for the peers: written by the owner into
+ * desc[s & 1] before it publishes step s, the first step of the call; read by
+ * peers after their acquire of that step. */
+struct shmcoll_desc {
+	uint32_t kind; /* which collective (lib/ numbering) */
+	uint32_t dtype;
+	uint32_t op;
+	int32_t root;
+	uint64_t count;
+	uint64_t src_off; /* offset of the source in the owner's heap, or UINT64_MAX */
+	uint64_t aux;     /* per-collective extra (e.g. heap offset of a malloc) */
+	uint32_t step;    /* the step this descriptor was written for */
+	uint32_t pad0;
+	uint64_t pad[2];
+};
+static_assert(sizeof(struct shmcoll_desc) == 64, "a descriptor is one 64-byte line");
+
+/* Per-rank control block. Writer of each line in its comment. */
+struct shmcoll_ctrl {
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t seq; /* owner: the last step it published */
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t sleepers; /* peers: count asleep on seq */
+	_Alignas(SHMCOLL_LINE) struct shmcoll_desc desc[2]; /* owner, by step parity */
+	_Alignas(SHMCOLL_LINE) _Atomic int32_t pid; /* owner, once at attach */
+};
+static_assert(sizeof(struct shmcoll_ctrl) == 4 * SHMCOLL_LINE, "four lines per rank");
+
+struct shmcoll_arena_hdr {
+	/* Written by the creator before it stores `ready`; read-only after. */
+	uint64_t magic;
+	uint32_t version;
+	uint32_t nranks;
+	uint64_t total_bytes;
+	uint64_t ctrl_off;
+	uint64_t slot_off;
+	uint64_t slot_stride; /* 2 * slot_half */
+	uint64_t slot_half;
+	uint64_t heap_off;
+	uint64_t heap_stride;
+	int32_t creator_pid;
+	uint32_t hdr_bytes; /* sizeof(struct shmcoll_arena_hdr) of the creator */
+
+	/* creator: 0 until the fields above are valid (release). */
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t ready;
+	/* every rank: fetch-add once when attached; the last one unlinks. */
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t attached;
+	_Atomic uint32_t attach_sleepers;
+	/* any rank: set once to abort the job. */
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t aborted;
+	/* every rank: OR of its CPU affinity, for the oversubscription test. */
+	_Alignas(SHMCOLL_LINE) _Atomic uint64_t cpus[SHMCOLL_CPU_WORDS];
+};
+static_assert(sizeof(struct shmcoll_arena_hdr) <= 4096, "the header fits its page");
+
+/* Sizes of the parts, computed by the creator and checked by everyone. */
+struct shmcoll_layout {
+	uint64_t total_bytes, ctrl_off, slot_off, slot_stride, slot_half, heap_off, heap_stride;
+};
+
+/* The process-local view of an attached arena. */
+struct shmcoll_arena {
+	uint8_t *base;
+	size_t bytes;
+	struct shmcoll_arena_hdr *hdr;
+	struct shmcoll_layout lay; /* validated private copy: offsets come from here */
+	uint32_t nranks;
+	char name[SHMCOLL_NAME_MAX];
+};
+
+/* Computes the layout for nranks in arena_bytes (0: the defaults). Returns 0
+ * or -EINVAL (nranks out of range, or arena_bytes too small: the message in
+ * err says the minimum). Pure: no shared memory touched. */
+int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_layout *out,
+			  char *err, size_t errlen);
+
+/* Checks a header read from a segment of file_bytes bytes against the layout
+ * rules and the expected rank count. Returns 0 or -EPROTO with a message. It
+ * reads only the given copy, so a hostile segment cannot change it meanwhile. */
+int shmcoll__arena_validate(const struct shmcoll_arena_hdr *hdr, uint64_t file_bytes,
+			    uint32_t nranks, char *err, size_t errlen);
+
+/* Creates the job's segment (O_CREAT|O_EXCL, 0600), reserves its space, maps
+ * it and writes the header. -EEXIST if the name is taken, -ENOSPC when the
+ * shared-memory filesystem has no room, -EINVAL for a bad size. */
+int shmcoll__arena_create(struct shmcoll_arena *a, const char *job, uint32_t nranks,
+			  size_t arena_bytes, char *err, size_t errlen);
+
+/* Opens and maps the segment the creator of job made, retrying until it
+ * exists and is ready or timeout_ns passes (-ETIMEDOUT; < 0: forever).
+ * -EPROTO for a segment that fails validation. */
+int shmcoll__arena_attach(struct shmcoll_arena *a, const char *job, uint32_t nranks,
+			  int64_t timeout_ns, char *err, size_t errlen);
+
+/* Registers rank as attached; the last rank to attach unlinks the name, so
+ * from then on no crash can leak the segment. */
+void shmcoll__arena_join(struct shmcoll_arena *a, uint32_t rank);
+
+/* Removes the name if it still exists (failure paths), then unmaps. */
+void shmcoll__arena_release(struct shmcoll_arena *a, int unlink_name);
+
+static inline struct shmcoll_ctrl *shmcoll__ctrl(const struct shmcoll_arena *a, uint32_t rank)
+{
+	return (struct shmcoll_ctrl *)(a->base + a->lay.ctrl_off) + rank;
+}
+
+#endif

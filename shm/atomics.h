@@ -1,0 +1,39 @@
+/* atomics.h - the only memory-ordering vocabulary of shmcoll: thin names over
+ * <stdatomic.h> so every barrier in the tree reads as what it is for. */
+#ifndef SHMCOLL_SHM_ATOMICS_H
+#define SHMCOLL_SHM_ATOMICS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Shared lines are padded to 128 bytes, not 64: the adjacent-line prefetcher
+ * of current x86 cores pulls 64-byte lines in pairs, so two writers 64 bytes
+ * apart still fight over one 128-byte block. */
+#define SHMCOLL_LINE 128
+
+#define load_relaxed(p)     atomic_load_explicit((p), memory_order_relaxed)
+#define load_acquire(p)     atomic_load_explicit((p), memory_order_acquire)
+#define load_seqcst(p)      atomic_load_explicit((p), memory_order_seq_cst)
+#define store_relaxed(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+#define store_release(p, v) atomic_store_explicit((p), (v), memory_order_release)
+#define store_seqcst(p, v)  atomic_store_explicit((p), (v), memory_order_seq_cst)
+#define fetch_add_seqcst(p, v) atomic_fetch_add_explicit((p), (v), memory_order_seq_cst)
+#define fetch_sub_seqcst(p, v) atomic_fetch_sub_explicit((p), (v), memory_order_seq_cst)
+#define fetch_or_relaxed(p, v) atomic_fetch_or_explicit((p), (v), memory_order_relaxed)
+#define fence_acquire()     atomic_thread_fence(memory_order_acquire)
+
+/* Sequence numbers only grow and wrap: compare by signed distance. */
+static inline int seq_reached(uint32_t cur, uint32_t want)
+{
+	return (int32_t)(cur - want) >= 0;
+}
+
+/* A hint to the core that this is a spin-wait loop (x86 PAUSE). */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+#endif

@@ -1,0 +1,114 @@
+/* wait.c - spin, yield, futex sleep; bounded by a timeout and an abort word.
+ *
+ * Measured on the reference machine (../shared/baseline/LIMITS.md): a spinning
+ * hand-off across cores takes ~30 ns, a sched_yield hand-off ~1.2 us, a futex
+ * wake of a sleeper on an idle vCPU 14-25 us. So with a core per rank we spin
+ * for a while first; with more ranks than cores any spin only delays the peer
+ * we wait for (it cannot run), so we yield at once, and sleep after ~1 ms. */
+#include "shm/wait.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm/atomics.h"
+
+/* Spins before the first yield when every rank has a core: ~20-60 us. */
+#define SPIN_ITERS 4096
+/* Time spent yielding before sleeping on the futex. */
+#define YIELD_NS 1000000
+/* Longest single futex sleep: a wake that races with the abort check costs at
+ * most this much delay. */
+#define SLEEP_SLICE_NS 50000000
+
+int64_t shmcoll__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Shared (not FUTEX_PRIVATE) operations: peers are other processes. */
+static void futex_wait(_Atomic uint32_t *word, uint32_t val, int64_t ns)
+{
+	struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
+
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+void shmcoll__wake_all(_Atomic uint32_t *word)
+{
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void shmcoll__publish(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t val)
+{
+	/* Sequentially consistent store then load: either this load sees a
+	 * sleeper, or the sleeper's re-check after its fetch-add in
+	 * futex_sleep() sees val (store-buffer litmus; both sides seq_cst).
+	 * The store is also the release that publishes the staged data. */
+	store_seqcst(word, val);
+	if (load_seqcst(sleepers) != 0)
+		shmcoll__wake_all(word);
+}
+
+static void futex_sleep(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t want,
+			int64_t ns)
+{
+	uint32_t cur;
+
+	/* Pairs with the seq_cst store and load in shmcoll__publish(). */
+	fetch_add_seqcst(sleepers, 1);
+	cur = load_seqcst(word);
+	if (!seq_reached(cur, want))
+		futex_wait(word, cur, ns);
+	fetch_sub_seqcst(sleepers, 1);
+}
+
+int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
+		      _Atomic uint32_t *sleepers, uint32_t want)
+{
+	int64_t start, now, slice;
+	int i;
+
+	/* Spin relaxed, order once: the acquire fence after the loop pairs
+	 * with the release store in shmcoll__publish(). */
+	if (!w->oversubscribed) {
+		for (i = 0; i < SPIN_ITERS; i++) {
+			if (seq_reached(load_relaxed(word), want)) {
+				fence_acquire();
+				return 0;
+			}
+			cpu_relax();
+		}
+	} else if (seq_reached(load_relaxed(word), want)) {
+		fence_acquire();
+		return 0;
+	}
+
+	start = shmcoll__now_ns();
+	for (;;) {
+		if (seq_reached(load_relaxed(word), want)) {
+			fence_acquire();
+			return 0;
+		}
+		if (load_relaxed(w->abort_word))
+			return -ECANCELED;
+		now = shmcoll__now_ns();
+		if (w->timeout_ns >= 0 && now - start >= w->timeout_ns)
+			return -ETIMEDOUT;
+		if (now - start < YIELD_NS) {
+			sched_yield();
+			continue;
+		}
+		slice = SLEEP_SLICE_NS;
+		if (w->timeout_ns >= 0 && w->timeout_ns - (now - start) < slice)
+			slice = w->timeout_ns - (now - start);
+		futex_sleep(word, sleepers, want, slice);
+	}
+}

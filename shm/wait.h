@@ -1,0 +1,36 @@
+/* wait.h - the one bounded wait of shmcoll and its partner, publish: a waiter
+ * spins, yields, then sleeps on a futex on the shared word; a publisher wakes
+ * sleepers only when there are any. */
+#ifndef SHMCOLL_SHM_WAIT_H
+#define SHMCOLL_SHM_WAIT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* How one rank waits. Filled once per communicator. */
+struct shmcoll_waiter {
+	int64_t timeout_ns;         /* < 0: wait forever */
+	const _Atomic uint32_t *abort_word; /* non-zero: give up with -ECANCELED */
+	int oversubscribed;         /* more ranks than CPUs: never spin, yield at once */
+};
+
+/* Sets *word = val and wakes whoever sleeps on it. val must be later than the
+ * current value (sequence numbers only grow). The store is a release: data
+ * written before it is visible to a waiter that returns 0 from wait_geq.
+ * Pairs with the fetch-add of sleepers in futex_sleep() (wait.c). */
+void shmcoll__publish(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t val);
+
+/* Waits until *word has reached want (wrap-safe). Returns 0 with acquire
+ * ordering, -ETIMEDOUT once the waiter's timeout has passed since the wait
+ * entered its slow path, or -ECANCELED when *abort_word became non-zero.
+ * The fast path costs one relaxed load per spin and no system call. */
+int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
+		      _Atomic uint32_t *sleepers, uint32_t want);
+
+/* Wakes every sleeper on word without changing it (abort uses this). */
+void shmcoll__wake_all(_Atomic uint32_t *word);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t shmcoll__now_ns(void);
+
+#endif
