@@ -1,0 +1,70 @@
+/* allgather.c - every rank gets every rank's block, in rank order.
+ *
+ * Protocol, for each chunk of at most slot_half bytes of the block:
+ *   1. Each rank copies its chunk into its staging half for this step, unless
+ *      sendbuf is in its symmetric heap (then peers read it in place; that
+ *      holds in place too, since nobody writes a rank's own block).
+ *   2. Every rank publishes the step and waits for every peer's; the first
+ *      chunk checks the peers' descriptors.
+ *   3. Each rank copies every peer's chunk into that peer's block of recvbuf,
+ *      and its own from sendbuf unless in place
+ *      (sendbuf == recvbuf + rank * sendcount * elemsize).
+ *   Halves are reused two steps later as in allreduce.c; a final step when
+ *   anyone was read in place. */
+#include <errno.h>
+#include <string.h>
+
+#include "lib/internal.h"
+
+int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
+		      shmcoll_comm *c)
+{
+	const char *fn = "shmcoll_allgather";
+	const uint8_t *send = sendbuf;
+	uint8_t *recv = recvbuf, *own;
+	struct shmcoll_desc *d;
+	size_t bytes, total, es, cap, done, n;
+	int p, rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = shmcoll__check_type(c, fn, dtype, sendcount, (size_t)c->size, &total);
+	bytes = total / (size_t)c->size;
+	if (!rc)
+		rc = shmcoll__check_buf(c, fn, "sendbuf", sendbuf, bytes);
+	if (!rc)
+		rc = shmcoll__check_buf(c, fn, "recvbuf", recvbuf, total);
+	own = recv ? recv + (size_t)c->rank * bytes : NULL;
+	if (!rc)
+		rc = shmcoll__check_overlap(c, fn, sendbuf, bytes, recvbuf, total, own);
+	if (!rc)
+		rc = shmcoll__enter(c, fn);
+	if (rc || !sendcount)
+		return rc;
+
+	es = shmcoll_dtype_size(dtype);
+	cap = shmcoll__chunk_elems(c, es, 1);
+	d = shmcoll__desc_begin(c, KIND_ALLGATHER, dtype, SHMCOLL_SUM, -1, sendcount);
+	d->src_off = shmcoll__heap_off(c, send, bytes);
+	for (done = 0; done < sendcount; done += n) {
+		uint32_t step = c->seq + 1;
+
+		n = min_size(cap, sendcount - done);
+		if (d->src_off == NO_OFF)
+			memcpy(shmcoll__slot(c, c->rank, step), send + done * es, n * es);
+		rc = shmcoll__chunk_step(c, fn, d, done == 0, bytes);
+		if (rc < 0)
+			return rc;
+		for (p = 0; p < c->size; p++) {
+			const uint8_t *src;
+
+			if (p == c->rank)
+				src = send == own ? NULL : send + done * es;
+			else
+				src = c->zc[p] ? c->zc[p] + done * es : shmcoll__slot(c, p, step);
+			if (src)
+				memcpy(recv + (size_t)p * bytes + done * es, src, n * es);
+		}
+	}
+	return shmcoll__zc_release(c, fn, -1);
+}

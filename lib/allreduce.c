@@ -1,0 +1,67 @@
+/* allreduce.c - every rank gets op over all ranks' vectors.
+ *
+ * Protocol (flat all-read), for each chunk of at most slot_half bytes:
+ *   1. Each rank copies its chunk of sendbuf into its own staging half for
+ *      this step (half = step & 1) - unless its sendbuf lies in its symmetric
+ *      heap and is not also its recvbuf: then peers read it in place.
+ *   2. It publishes the step (release) and waits for every peer's (acquire).
+ *      On the first chunk it checks every peer's descriptor (same call).
+ *   3. It reduces all ranks' chunks, in rank order, into its recvbuf; every
+ *      rank folds in the same order, so all get the same bits.
+ *   A staging half is rewritten two steps later, which the writer reaches
+ *   only after every peer published the step in between, i.e. finished
+ *   reading. If any rank was read in place, one more step at the end keeps
+ *   it from returning while a peer still reads its buffer. */
+#include <errno.h>
+#include <string.h>
+
+#include "lib/internal.h"
+
+int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
+		      shmcoll_op op, shmcoll_comm *c)
+{
+	const char *fn = "shmcoll_allreduce";
+	const uint8_t *send = sendbuf;
+	uint8_t *recv = recvbuf;
+	struct shmcoll_desc *d;
+	size_t bytes, es, cap, done, n;
+	shmcoll__reduce_fn reduce;
+	int p, rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = shmcoll__check_type(c, fn, dtype, count, 1, &bytes);
+	if (!rc)
+		rc = shmcoll__check_op(c, fn, dtype, op);
+	if (!rc)
+		rc = shmcoll__check_buf(c, fn, "sendbuf", sendbuf, bytes);
+	if (!rc)
+		rc = shmcoll__check_buf(c, fn, "recvbuf", recvbuf, bytes);
+	if (!rc)
+		rc = shmcoll__check_overlap(c, fn, sendbuf, bytes, recvbuf, bytes, recvbuf);
+	if (!rc)
+		rc = shmcoll__enter(c, fn);
+	if (rc || !count)
+		return rc;
+
+	reduce = shmcoll__reduce_lookup(dtype, op);
+	es = shmcoll_dtype_size(dtype);
+	cap = shmcoll__chunk_elems(c, es, 1);
+	d = shmcoll__desc_begin(c, KIND_ALLREDUCE, dtype, op, -1, count);
+	if (send != recv)
+		d->src_off = shmcoll__heap_off(c, send, bytes);
+	for (done = 0; done < count; done += n) {
+		uint32_t step = c->seq + 1;
+
+		n = min_size(cap, count - done);
+		if (d->src_off == NO_OFF)
+			memcpy(shmcoll__slot(c, c->rank, step), send + done * es, n * es);
+		rc = shmcoll__chunk_step(c, fn, d, done == 0, bytes);
+		if (rc < 0)
+			return rc;
+		for (p = 0; p < c->size; p++)
+			c->srcs[p] = c->zc[p] ? c->zc[p] + done * es : shmcoll__slot(c, p, step);
+		reduce(recv + done * es, c->srcs, c->size, n);
+	}
+	return shmcoll__zc_release(c, fn, -1);
+}

@@ -1,0 +1,68 @@
+/* alltoall.c - rank r gets block r of every rank's sendbuf, in rank order.
+ *
+ * Protocol, for each chunk of n elements of a block, n at most
+ * slot_half / (size * elemsize):
+ *   1. Each rank copies chunk k of every block q of sendbuf to position q of
+ *      its staging half for this step, unless sendbuf is in its symmetric
+ *      heap and not in place (then peers read its blocks in place).
+ *   2. Every rank publishes the step and waits for every peer's; the first
+ *      chunk checks the peers' descriptors.
+ *   3. Rank r copies position r (or block r) of every rank p into block p of
+ *      its recvbuf. In place (sendbuf == recvbuf) works because the chunk
+ *      of every block was staged in step 1 before step 3 overwrites it.
+ *   Halves are reused two steps later as in allreduce.c; a final step when
+ *   anyone was read in place. */
+#include <errno.h>
+#include <string.h>
+
+#include "lib/internal.h"
+
+int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
+		     shmcoll_comm *c)
+{
+	const char *fn = "shmcoll_alltoall";
+	const uint8_t *send = sendbuf;
+	uint8_t *recv = recvbuf;
+	struct shmcoll_desc *d;
+	size_t bytes, total, es, cap, done, n, q;
+	int p, rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = shmcoll__check_type(c, fn, dtype, count, (size_t)c->size, &total);
+	bytes = total / (size_t)c->size;
+	if (!rc)
+		rc = shmcoll__check_buf(c, fn, "sendbuf", sendbuf, total);
+	if (!rc)
+		rc = shmcoll__check_buf(c, fn, "recvbuf", recvbuf, total);
+	if (!rc)
+		rc = shmcoll__check_overlap(c, fn, sendbuf, total, recvbuf, total, recvbuf);
+	if (!rc)
+		rc = shmcoll__enter(c, fn);
+	if (rc || !count)
+		return rc;
+
+	es = shmcoll_dtype_size(dtype);
+	cap = shmcoll__chunk_elems(c, es, (size_t)c->size);
+	d = shmcoll__desc_begin(c, KIND_ALLTOALL, dtype, SHMCOLL_SUM, -1, count);
+	if (send != recv)
+		d->src_off = shmcoll__heap_off(c, send, total);
+	for (done = 0; done < count; done += n) {
+		uint32_t step = c->seq + 1;
+		uint8_t *slot = shmcoll__slot(c, c->rank, step);
+
+		n = min_size(cap, count - done);
+		if (d->src_off == NO_OFF)
+			for (q = 0; q < (size_t)c->size; q++)
+				memcpy(slot + q * n * es, send + q * bytes + done * es, n * es);
+		rc = shmcoll__chunk_step(c, fn, d, done == 0, total);
+		if (rc < 0)
+			return rc;
+		for (p = 0; p < c->size; p++)
+			memcpy(recv + (size_t)p * bytes + done * es,
+			       c->zc[p] ? c->zc[p] + (size_t)c->rank * bytes + done * es
+					: shmcoll__slot(c, p, step) + (size_t)c->rank * n * es,
+			       n * es);
+	}
+	return shmcoll__zc_release(c, fn, -1);
+}

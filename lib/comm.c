@@ -1,0 +1,226 @@
+/* comm.c - communicators: create from a config or from the launcher's
+ * environment, destroy, abort, and the accessors. */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "lib/internal.h"
+
+#define DEFAULT_TIMEOUT_MS 300000
+
+/* The message of the calling thread's last failed create: there is no
+ * communicator to hold it. */
+static _Thread_local char create_err[SHMCOLL_ERR_LEN];
+
+__attribute__((format(printf, 2, 3))) static int create_fail(int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(create_err, sizeof(create_err), fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+const char *shmcoll_last_error(const shmcoll_comm *c)
+{
+	return c ? c->err : create_err;
+}
+
+int shmcoll_comm_rank(const shmcoll_comm *c)
+{
+	return c ? c->rank : -EINVAL;
+}
+
+int shmcoll_comm_size(const shmcoll_comm *c)
+{
+	return c ? c->size : -EINVAL;
+}
+
+/* Parses a whole decimal number from the environment. 1: set and valid,
+ * 0: not set, -1: set but not a number in [lo, hi]. */
+static int env_long(const char *name, long long lo, long long hi, long long *out)
+{
+	const char *s = getenv(name);
+	char *end;
+	long long v;
+
+	if (!s || !*s)
+		return 0;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 1;
+}
+
+/* The wait bound: the config's, else SHMCOLL_TIMEOUT_MS, else 5 minutes.
+ * Negative means forever. */
+static int64_t timeout_ns(const shmcoll_config *cfg)
+{
+	long long ms = DEFAULT_TIMEOUT_MS;
+
+	if (cfg->timeout_ms != 0)
+		ms = cfg->timeout_ms;
+	else if (env_long("SHMCOLL_TIMEOUT_MS", LLONG_MIN, INT_MAX, &ms) != 1 || ms == 0)
+		ms = DEFAULT_TIMEOUT_MS;
+	return ms < 0 ? -1 : (int64_t)ms * 1000000;
+}
+
+static int popcount_cpus(const struct shmcoll_arena_hdr *h)
+{
+	int w, n = 0;
+
+	for (w = 0; w < SHMCOLL_CPU_WORDS; w++)
+		n += __builtin_popcountll(load_relaxed(&h->cpus[w]));
+	return n;
+}
+
+int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
+{
+	char err[SHMCOLL_ERR_LEN - 64];
+	struct shmcoll_waiter attach_wait;
+	long long env_arena;
+	size_t arena_bytes;
+	shmcoll_comm *c;
+	int rc;
+
+	create_err[0] = '\0';
+	if (!out)
+		return create_fail(-EINVAL, "shmcoll_comm_create: comm (the out pointer) is NULL");
+	*out = NULL;
+	if (!cfg)
+		return create_fail(-EINVAL, "shmcoll_comm_create: cfg is NULL");
+	if (cfg->size < 1 || cfg->size > SHMCOLL_MAX_RANKS)
+		return create_fail(-EINVAL, "shmcoll_comm_create: size %d out of range 1..%d",
+				   cfg->size, SHMCOLL_MAX_RANKS);
+	if (cfg->rank < 0 || cfg->rank >= cfg->size)
+		return create_fail(-EINVAL, "shmcoll_comm_create: rank %d out of range 0..%d",
+				   cfg->rank, cfg->size - 1);
+	if (!cfg->job || !cfg->job[0])
+		return create_fail(-EINVAL, "shmcoll_comm_create: job is NULL or empty");
+	arena_bytes = cfg->arena_bytes;
+	if (!arena_bytes) {
+		rc = env_long("SHMCOLL_ARENA_BYTES", 0, LLONG_MAX, &env_arena);
+		if (rc < 0)
+			return create_fail(-EINVAL, "SHMCOLL_ARENA_BYTES is not a byte count");
+		if (rc > 0)
+			arena_bytes = (size_t)env_arena;
+	}
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return create_fail(-ENOMEM, "shmcoll_comm_create: out of memory");
+	c->rank = cfg->rank;
+	c->size = cfg->size;
+	c->srcs = calloc((size_t)c->size, sizeof(*c->srcs));
+	c->zc = calloc((size_t)c->size, sizeof(*c->zc));
+	if (!c->srcs || !c->zc) {
+		rc = create_fail(-ENOMEM, "shmcoll_comm_create: out of memory");
+		goto err_free;
+	}
+	c->waiter.timeout_ns = timeout_ns(cfg);
+
+	if (c->rank == 0)
+		rc = shmcoll__arena_create(&c->arena, cfg->job, (uint32_t)c->size, arena_bytes,
+					   err, sizeof(err));
+	else
+		rc = shmcoll__arena_attach(&c->arena, cfg->job, (uint32_t)c->size,
+					   c->waiter.timeout_ns, err, sizeof(err));
+	if (rc < 0) {
+		create_fail(rc, "shmcoll_comm_create: rank %d: %s", c->rank, err);
+		goto err_free;
+	}
+	c->waiter.abort_word = &c->arena.hdr->aborted;
+	c->me = shmcoll__ctrl(&c->arena, (uint32_t)c->rank);
+	c->seq = load_relaxed(&c->me->seq);
+	shmcoll__arena_join(&c->arena, (uint32_t)c->rank);
+
+	/* Wait for every rank: the last one unlinked the name, and the CPU
+	 * union they wrote decides how we wait from now on. */
+	attach_wait = c->waiter;
+	attach_wait.oversubscribed = 1;
+	rc = shmcoll__wait_geq(&attach_wait, &c->arena.hdr->attached,
+			       &c->arena.hdr->attach_sleepers, (uint32_t)c->size);
+	if (rc < 0) {
+		create_fail(rc, "shmcoll_comm_create: only %u of %d ranks attached to %s",
+			    load_relaxed(&c->arena.hdr->attached), c->size, c->arena.name);
+		shmcoll__arena_release(&c->arena, 1);
+		goto err_free;
+	}
+	c->waiter.oversubscribed = c->size > popcount_cpus(c->arena.hdr);
+	shmcoll__heap_init(c);
+	*out = c;
+	return 0;
+
+err_free:
+	free(c->srcs);
+	free(c->zc);
+	free(c);
+	return rc;
+}
+
+int shmcoll_init(shmcoll_comm **out)
+{
+	long long rank, size;
+	char solo[64];
+	uint64_t nonce = 0;
+	shmcoll_config cfg = {0};
+	int r, s;
+
+	create_err[0] = '\0';
+	if (!out)
+		return create_fail(-EINVAL, "shmcoll_init: comm (the out pointer) is NULL");
+	*out = NULL;
+	r = env_long("SHMCOLL_RANK", 0, SHMCOLL_MAX_RANKS - 1, &rank);
+	s = env_long("SHMCOLL_SIZE", 1, SHMCOLL_MAX_RANKS, &size);
+	cfg.job = getenv("SHMCOLL_JOB");
+	if (r < 0 || s < 0)
+		return create_fail(-EINVAL, "shmcoll_init: SHMCOLL_RANK or SHMCOLL_SIZE "
+					    "is not a valid number");
+	if (r == 0 && s == 0 && (!cfg.job || !*cfg.job)) {
+		/* Started without a launcher: a job of one rank. */
+		if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
+			nonce = (uint64_t)shmcoll__now_ns();
+		snprintf(solo, sizeof(solo), "solo%d-%016llx", (int)getpid(),
+			 (unsigned long long)nonce);
+		cfg.job = solo;
+		rank = 0;
+		size = 1;
+	} else if (r == 0 || s == 0 || !cfg.job || !*cfg.job) {
+		return create_fail(-EINVAL, "shmcoll_init: SHMCOLL_RANK, SHMCOLL_SIZE and "
+					    "SHMCOLL_JOB must be set together");
+	}
+	cfg.rank = (int)rank;
+	cfg.size = (int)size;
+	return shmcoll_comm_create(&cfg, out);
+}
+
+int shmcoll_comm_abort(shmcoll_comm *c)
+{
+	if (!c)
+		return -EINVAL;
+	shmcoll__break(c, ECANCELED);
+	return 0;
+}
+
+int shmcoll_comm_destroy(shmcoll_comm *c)
+{
+	if (!c)
+		return -EINVAL;
+	/* Local: the segment's name is gone since every rank attached, and
+	 * unmapping our view leaves the peers' views intact, so no step is
+	 * needed. Every collective already waited for readers of our data. */
+	shmcoll__heap_fini(c);
+	shmcoll__arena_release(&c->arena, 0);
+	free(c->srcs);
+	free(c->zc);
+	free(c);
+	return 0;
+}

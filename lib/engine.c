@@ -1,0 +1,287 @@
+/* engine.c - what every collective shares: argument checks, call
+ * descriptors, and the step (publish my sequence number, wait for every
+ * peer's), with the error messages that name who did not arrive. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/internal.h"
+
+int shmcoll__fail(shmcoll_comm *c, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->err, sizeof(c->err), fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static const char *const kind_names[KIND_COUNT] = {
+	[KIND_BARRIER] = "barrier",     [KIND_BCAST] = "bcast",
+	[KIND_REDUCE] = "reduce",       [KIND_ALLREDUCE] = "allreduce",
+	[KIND_ALLGATHER] = "allgather", [KIND_REDUCE_SCATTER] = "reduce_scatter",
+	[KIND_GATHER] = "gather",       [KIND_SCATTER] = "scatter",
+	[KIND_ALLTOALL] = "alltoall",   [KIND_MALLOC] = "malloc",
+	[KIND_FREE] = "free",
+};
+
+static const char *const dtype_names[SHMCOLL_DTYPE_COUNT] = {
+	"int8", "uint8", "int32", "uint32", "int64", "uint64",
+	"float16", "bfloat16", "float32", "float64",
+};
+
+static const char *const op_names[SHMCOLL_OP_COUNT] = {
+	"sum", "prod", "min", "max", "avg", "band", "bor", "bxor",
+};
+
+const char *shmcoll__kind_name(uint32_t kind)
+{
+	return kind > 0 && kind < KIND_COUNT ? kind_names[kind] : "unknown";
+}
+
+const char *shmcoll__dtype_name(uint32_t dtype)
+{
+	return dtype < SHMCOLL_DTYPE_COUNT ? dtype_names[dtype] : "unknown";
+}
+
+const char *shmcoll__op_name(uint32_t op)
+{
+	return op < SHMCOLL_OP_COUNT ? op_names[op] : "unknown";
+}
+
+size_t shmcoll_dtype_size(shmcoll_dtype dtype)
+{
+	static const unsigned char sizes[SHMCOLL_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+
+	return (unsigned)dtype < SHMCOLL_DTYPE_COUNT ? sizes[dtype] : 0;
+}
+
+int shmcoll__check_comm(shmcoll_comm *c, const char *fn)
+{
+	(void)fn;
+	return c ? 0 : -EINVAL;
+}
+
+int shmcoll__check_type(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, size_t count,
+			size_t mult, size_t *bytes)
+{
+	size_t es = shmcoll_dtype_size(dtype);
+
+	if (!es)
+		return shmcoll__fail(c, -EINVAL, "%s: unknown dtype %d", fn, (int)dtype);
+	if (count > SIZE_MAX / es / mult)
+		return shmcoll__fail(c, -EINVAL,
+				     "%s: count %zu of %s (x%zu) overflows size_t bytes", fn,
+				     count, dtype_names[dtype], mult);
+	*bytes = count * es * mult;
+	return 0;
+}
+
+int shmcoll__check_op(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, shmcoll_op op)
+{
+	if ((unsigned)op >= SHMCOLL_OP_COUNT)
+		return shmcoll__fail(c, -EINVAL, "%s: unknown op %d", fn, (int)op);
+	if (!shmcoll__reduce_lookup(dtype, op))
+		return shmcoll__fail(c, -EINVAL, "%s: op %s is not defined on dtype %s", fn,
+				     op_names[op], shmcoll__dtype_name(dtype));
+	return 0;
+}
+
+int shmcoll__check_root(shmcoll_comm *c, const char *fn, int root)
+{
+	if (root < 0 || root >= c->size)
+		return shmcoll__fail(c, -EINVAL, "%s: root %d out of range 0..%d", fn, root,
+				     c->size - 1);
+	return 0;
+}
+
+int shmcoll__check_buf(shmcoll_comm *c, const char *fn, const char *name, const void *buf,
+		       size_t bytes)
+{
+	if (!buf && bytes)
+		return shmcoll__fail(c, -EINVAL, "%s: %s is NULL with %zu bytes to move", fn,
+				     name, bytes);
+	return 0;
+}
+
+int shmcoll__check_overlap(shmcoll_comm *c, const char *fn, const void *a, size_t na,
+			   const void *b, size_t nb, const void *inplace_a)
+{
+	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+
+	if (!na || !nb || a == inplace_a)
+		return 0;
+	if (x < y + nb && y < x + na)
+		return shmcoll__fail(c, -EINVAL,
+				     "%s: sendbuf and recvbuf overlap without being the "
+				     "in-place form",
+				     fn);
+	return 0;
+}
+
+int shmcoll__enter(shmcoll_comm *c, const char *fn)
+{
+	if (load_relaxed(&c->broken) || load_relaxed(&c->arena.hdr->aborted)) {
+		if (!load_relaxed(&c->broken))
+			atomic_store(&c->broken, ECANCELED);
+		/* Keep the message of the failure that broke it, if any. */
+		if (!c->err[0] || strstr(c->err, "aborted") == NULL)
+			shmcoll__fail(c, -ECANCELED,
+				      "%s: the communicator was aborted earlier%s%s", fn,
+				      c->err[0] ? " after: " : "", c->err);
+		return -ECANCELED;
+	}
+	c->err[0] = '\0';
+	return 0;
+}
+
+struct shmcoll_desc *shmcoll__desc_begin(shmcoll_comm *c, uint32_t kind, shmcoll_dtype dtype,
+					 shmcoll_op op, int root, uint64_t count)
+{
+	uint32_t step = c->seq + 1;
+	/* Safe to overwrite: every peer finished reading desc[step & 1] (of
+	 * step - 2) before publishing step - 1, which our last step waited for. */
+	struct shmcoll_desc *d = &c->me->desc[step & 1];
+
+	d->kind = kind;
+	d->dtype = (uint32_t)dtype;
+	d->op = (uint32_t)op;
+	d->root = root;
+	d->count = count;
+	d->src_off = NO_OFF;
+	d->aux = 0;
+	d->step = step;
+	return d;
+}
+
+void shmcoll__break(shmcoll_comm *c, int why)
+{
+	int p;
+
+	atomic_store(&c->broken, why);
+	/* seq_cst: a waiter that re-checks the abort word after its futex
+	 * sleep is woken or times out of its slice (wait.c). */
+	store_seqcst(&c->arena.hdr->aborted, 1);
+	for (p = 0; p < c->size; p++)
+		shmcoll__wake_all(&shmcoll__ctrl(&c->arena, (uint32_t)p)->seq);
+	shmcoll__wake_all(&c->arena.hdr->attached);
+}
+
+static int step_failed(shmcoll_comm *c, const char *fn, int rc, uint32_t step)
+{
+	char who[160];
+	size_t n = 0;
+	int p;
+
+	if (rc == -ECANCELED) {
+		atomic_store(&c->broken, ECANCELED);
+		return shmcoll__fail(c, rc, "%s: the communicator was aborted by a peer", fn);
+	}
+	who[0] = '\0';
+	for (p = 0; p < c->size && n < sizeof(who) - 16; p++) {
+		struct shmcoll_ctrl *pc = shmcoll__ctrl(&c->arena, (uint32_t)p);
+
+		if (!seq_reached(load_relaxed(&pc->seq), step))
+			n += (size_t)snprintf(who + n, sizeof(who) - n, "%s%d", n ? ", " : "", p);
+	}
+	shmcoll__break(c, -rc);
+	return shmcoll__fail(c, rc, "%s: timed out after %lld ms waiting for rank(s) %s (step %u)",
+			     fn, (long long)(c->waiter.timeout_ns / 1000000), who, step);
+}
+
+int shmcoll__step(shmcoll_comm *c, const char *fn)
+{
+	uint32_t step = c->seq + 1;
+	int i, p, rc;
+
+	/* Release: our staged data and descriptor for this step are visible
+	 * to a peer whose wait for it returns. */
+	shmcoll__publish(&c->me->seq, &c->me->sleepers, step);
+	c->seq = step;
+	for (i = 1; i < c->size; i++) {
+		struct shmcoll_ctrl *pc;
+
+		p = (c->rank + i) % c->size;
+		pc = shmcoll__ctrl(&c->arena, (uint32_t)p);
+		/* Acquire: pairs with the publish above on rank p. */
+		rc = shmcoll__wait_geq(&c->waiter, &pc->seq, &pc->sleepers, step);
+		if (rc < 0)
+			return step_failed(c, fn, rc, step);
+	}
+	return 0;
+}
+
+int shmcoll__check_peers(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine,
+			 uint64_t src_bytes)
+{
+	const struct shmcoll_layout *l = &c->arena.lay;
+	int p;
+
+	for (p = 0; p < c->size; p++) {
+		const struct shmcoll_desc *d = &shmcoll__ctrl(&c->arena, (uint32_t)p)->desc[mine->step & 1];
+		uint64_t off = d->src_off;
+
+		if (p != c->rank &&
+		    (d->step != mine->step || d->kind != mine->kind || d->dtype != mine->dtype ||
+		     d->op != mine->op || d->root != mine->root || d->count != mine->count)) {
+			shmcoll__break(c, EPROTO);
+			if (d->step != mine->step)
+				return shmcoll__fail(c, -EPROTO,
+						     "%s: mismatched calls: rank %d is inside a "
+						     "different collective at step %u",
+						     fn, p, mine->step);
+			return shmcoll__fail(
+				c, -EPROTO,
+				"%s: mismatched calls: rank %d called %s(count=%llu, %s, %s, "
+				"root=%d), rank %d called %s(count=%llu, %s, %s, root=%d)",
+				fn, c->rank, shmcoll__kind_name(mine->kind),
+				(unsigned long long)mine->count, shmcoll__dtype_name(mine->dtype),
+				shmcoll__op_name(mine->op), mine->root, p,
+				shmcoll__kind_name(d->kind), (unsigned long long)d->count,
+				shmcoll__dtype_name(d->dtype), shmcoll__op_name(d->op), d->root);
+		}
+		c->zc[p] = NULL;
+		if (off == NO_OFF)
+			continue;
+		if (off > l->heap_stride || src_bytes > l->heap_stride - off) {
+			shmcoll__break(c, EPROTO);
+			return shmcoll__fail(c, -EPROTO,
+					     "%s: rank %d described a buffer outside its heap", fn,
+					     p);
+		}
+		c->zc[p] = c->arena.base + l->heap_off + (uint64_t)p * l->heap_stride + off;
+	}
+	return 0;
+}
+
+uint64_t shmcoll__heap_off(const shmcoll_comm *c, const void *buf, size_t bytes)
+{
+	uintptr_t b = (uintptr_t)buf, h = (uintptr_t)c->heap;
+	uint64_t len = c->arena.lay.heap_stride;
+
+	if (!buf || !bytes || b < h || b - h > len || bytes > len - (b - h))
+		return NO_OFF;
+	return (uint64_t)(b - h);
+}
+
+int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
+			int first, uint64_t src_bytes)
+{
+	int rc = shmcoll__step(c, fn);
+
+	if (rc == 0 && first)
+		rc = shmcoll__check_peers(c, fn, d, src_bytes);
+	return rc;
+}
+
+int shmcoll__zc_release(shmcoll_comm *c, const char *fn, int skip)
+{
+	int p;
+
+	for (p = 0; p < c->size; p++)
+		if (p != skip && c->zc[p])
+			return c->size > 1 ? shmcoll__step(c, fn) : 0;
+	return 0;
+}

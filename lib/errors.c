@@ -1,0 +1,32 @@
+/* errors.c - the error codes of shmcoll and their texts, in one table. */
+#include <errno.h>
+
+#include "lib/internal.h"
+
+#define SHMCOLL_ERRORS(X)                                                                 \
+	X(0, "success")                                                                   \
+	X(EINVAL, "invalid argument")                                                     \
+	X(ENOMEM, "out of memory")                                                        \
+	X(ENOSPC, "no room in the shared-memory filesystem for the arena")                \
+	X(ETIMEDOUT, "a peer did not arrive within the timeout")                          \
+	X(EOWNERDEAD, "a peer process died")                                              \
+	X(EPROTO, "ranks called mismatched collectives, or the arena is not valid")       \
+	X(ECANCELED, "the communicator was aborted")                                      \
+	X(EEXIST, "an arena for this job already exists")                                 \
+	X(EACCES, "permission denied on the shared-memory filesystem")                    \
+	X(EMFILE, "too many open files")
+
+const char *shmcoll_strerror(int err)
+{
+	if (err < 0)
+		err = -err;
+	switch (err) {
+#define CASE(code, text)                                                                  \
+	case code:                                                                        \
+		return text;
+		SHMCOLL_ERRORS(CASE)
+#undef CASE
+	default:
+		return "unknown error";
+	}
+}

@@ -1,0 +1,77 @@
+/* gather.c - the root gets every rank's block, in rank order.
+ *
+ * Protocol, for each chunk of at most slot_half bytes of the block:
+ *   1. Each rank other than the root copies its chunk into its staging half
+ *      for this step, unless sendbuf is in its symmetric heap (then the root
+ *      reads it in place).
+ *   2. Every rank publishes the step and waits for every peer's; the first
+ *      chunk checks the peers' descriptors.
+ *   3. The root copies every peer's chunk into that peer's block of recvbuf,
+ *      and its own from sendbuf unless in place (an addition to the contract,
+ *      as for allgather: sendbuf == recvbuf + root * sendcount * elemsize).
+ *   Halves are reused two steps later as in allreduce.c; a final step when
+ *   the root read a peer in place. */
+#include <errno.h>
+#include <string.h>
+
+#include "lib/internal.h"
+
+int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
+		   int root, shmcoll_comm *c)
+{
+	const char *fn = "shmcoll_gather";
+	const uint8_t *send = sendbuf;
+	uint8_t *recv = recvbuf, *own = NULL;
+	struct shmcoll_desc *d;
+	size_t bytes, total, es, cap, done, n;
+	int p, rc, is_root;
+
+	if (!c)
+		return -EINVAL;
+	rc = shmcoll__check_type(c, fn, dtype, sendcount, (size_t)c->size, &total);
+	bytes = total / (size_t)c->size;
+	if (!rc)
+		rc = shmcoll__check_root(c, fn, root);
+	is_root = c->rank == root;
+	if (!rc)
+		rc = shmcoll__check_buf(c, fn, "sendbuf", sendbuf, bytes);
+	if (!rc && is_root) {
+		rc = shmcoll__check_buf(c, fn, "recvbuf", recvbuf, total);
+		own = recv + (size_t)root * bytes;
+		if (!rc)
+			rc = shmcoll__check_overlap(c, fn, sendbuf, bytes, recvbuf, total, own);
+	}
+	if (!rc)
+		rc = shmcoll__enter(c, fn);
+	if (rc || !sendcount)
+		return rc;
+
+	es = shmcoll_dtype_size(dtype);
+	cap = shmcoll__chunk_elems(c, es, 1);
+	d = shmcoll__desc_begin(c, KIND_GATHER, dtype, SHMCOLL_SUM, root, sendcount);
+	if (!is_root)
+		d->src_off = shmcoll__heap_off(c, send, bytes);
+	for (done = 0; done < sendcount; done += n) {
+		uint32_t step = c->seq + 1;
+
+		n = min_size(cap, sendcount - done);
+		if (!is_root && d->src_off == NO_OFF)
+			memcpy(shmcoll__slot(c, c->rank, step), send + done * es, n * es);
+		rc = shmcoll__chunk_step(c, fn, d, done == 0, bytes);
+		if (rc < 0)
+			return rc;
+		if (!is_root)
+			continue;
+		for (p = 0; p < c->size; p++) {
+			const uint8_t *src;
+
+			if (p == root)
+				src = send == own ? NULL : send + done * es;
+			else
+				src = c->zc[p] ? c->zc[p] + done * es : shmcoll__slot(c, p, step);
+			if (src)
+				memcpy(recv + (size_t)p * bytes + done * es, src, n * es);
+		}
+	}
+	return shmcoll__zc_release(c, fn, root);
+}

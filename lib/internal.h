@@ -1,0 +1,135 @@
+/* internal.h - the communicator and the step engine shared by every
+ * collective file. Nothing here is exported. */
+#ifndef SHMCOLL_INTERNAL_H
+#define SHMCOLL_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shmcoll.h"
+#include "shm/arena.h"
+#include "shm/wait.h"
+#include "lib/kernels.h"
+
+#define SHMCOLL_ERR_LEN 320
+#define NO_OFF UINT64_MAX
+
+/* What a descriptor's kind field says; also the names in messages. */
+enum shmcoll_kind {
+	KIND_BARRIER = 1,
+	KIND_BCAST,
+	KIND_REDUCE,
+	KIND_ALLREDUCE,
+	KIND_ALLGATHER,
+	KIND_REDUCE_SCATTER,
+	KIND_GATHER,
+	KIND_SCATTER,
+	KIND_ALLTOALL,
+	KIND_MALLOC,
+	KIND_FREE,
+	KIND_COUNT
+};
+
+struct heap_block {
+	uint64_t off, len;
+	int used;
+};
+
+struct shmcoll_comm {
+	int rank, size;
+	struct shmcoll_arena arena;
+	struct shmcoll_waiter waiter;
+	struct shmcoll_ctrl *me; /* this rank's control block */
+	uint32_t seq;            /* the last step this rank published */
+	_Atomic int broken;      /* non-zero once aborted: later calls fail */
+	uint8_t *heap;           /* this rank's heap partition, in this mapping */
+	struct heap_block *blocks;
+	size_t nblocks, cap_blocks;
+	const void **srcs;       /* size entries: kernel sources of one chunk */
+	const uint8_t **zc;      /* size entries: each rank's zero-copy source or NULL */
+	char err[SHMCOLL_ERR_LEN];
+};
+
+/* Records a message for shmcoll_last_error() and returns rc. */
+int shmcoll__fail(shmcoll_comm *c, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+const char *shmcoll__kind_name(uint32_t kind);
+const char *shmcoll__dtype_name(uint32_t dtype);
+const char *shmcoll__op_name(uint32_t op);
+
+/* Argument checks, each returning 0 or -EINVAL with a message naming the
+ * argument. They run before any rank waits on another. */
+int shmcoll__check_comm(shmcoll_comm *c, const char *fn);
+int shmcoll__check_type(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, size_t count,
+			size_t mult, size_t *bytes);
+int shmcoll__check_op(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, shmcoll_op op);
+int shmcoll__check_root(shmcoll_comm *c, const char *fn, int root);
+int shmcoll__check_buf(shmcoll_comm *c, const char *fn, const char *name, const void *buf,
+		       size_t bytes);
+/* Fails unless [a, a+na) and [b, b+nb) are disjoint or a == inplace_a. */
+int shmcoll__check_overlap(shmcoll_comm *c, const char *fn, const void *a, size_t na,
+			   const void *b, size_t nb, const void *inplace_a);
+
+/* Returns -ECANCELED (with a message) if the communicator was aborted. */
+int shmcoll__enter(shmcoll_comm *c, const char *fn);
+
+/* The descriptor for the call whose first step is the next one. */
+struct shmcoll_desc *shmcoll__desc_begin(shmcoll_comm *c, uint32_t kind, shmcoll_dtype dtype,
+					 shmcoll_op op, int root, uint64_t count);
+
+/* Publishes the next step and waits until every peer has published it.
+ * Returns 0, or breaks the communicator and returns -ETIMEDOUT/-ECANCELED. */
+int shmcoll__step(shmcoll_comm *c, const char *fn);
+
+/* After the first step of a call: checks every peer's descriptor matches
+ * ours (-EPROTO, communicator broken) and fills c->zc[p] with each rank's
+ * zero-copy source (NULL where it staged), each checked to lie inside its
+ * heap for src_bytes bytes. */
+int shmcoll__check_peers(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine,
+			 uint64_t src_bytes);
+
+/* One step of a chunked call: the first one also checks the peers'
+ * descriptors (see shmcoll__check_peers). */
+int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
+			int first, uint64_t src_bytes);
+
+/* After the last chunk: if any rank other than skip (-1: none) let peers read
+ * its buffer in place, one more step so nobody returns (and lets its caller
+ * reuse the buffer) while a peer still reads it. */
+int shmcoll__zc_release(shmcoll_comm *c, const char *fn, int skip);
+
+static inline size_t min_size(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Breaks the communicator for everyone: sets the shared abort word and wakes
+ * every sleeper. Async-signal-safe. */
+void shmcoll__break(shmcoll_comm *c, int why);
+
+/* Staging half of rank for step. */
+static inline uint8_t *shmcoll__slot(const shmcoll_comm *c, int rank, uint32_t step)
+{
+	const struct shmcoll_layout *l = &c->arena.lay;
+
+	return c->arena.base + l->slot_off + (uint64_t)rank * l->slot_stride +
+	       (step & 1) * l->slot_half;
+}
+
+/* Offset of [buf, buf+bytes) in this rank's heap, or NO_OFF if it is not
+ * entirely inside it (then it is an ordinary buffer and gets staged). */
+uint64_t shmcoll__heap_off(const shmcoll_comm *c, const void *buf, size_t bytes);
+
+/* Elements of es bytes per staging chunk when each chunk is split into
+ * parts pieces (1 for whole-vector collectives, size for per-peer ones). */
+static inline size_t shmcoll__chunk_elems(const shmcoll_comm *c, size_t es, size_t parts)
+{
+	return (size_t)(c->arena.lay.slot_half / (es * parts));
+}
+
+void shmcoll__heap_init(shmcoll_comm *c);
+void shmcoll__heap_fini(shmcoll_comm *c);
+
+#endif

@@ -1,0 +1,73 @@
+/* reduce.c - the root gets op over all ranks' vectors.
+ *
+ * Protocol, for each chunk of at most slot_half bytes:
+ *   1. Each rank other than the root copies its chunk into its staging half
+ *      for this step, unless its sendbuf is in its symmetric heap (then the
+ *      root reads it in place). The root reads its own sendbuf directly,
+ *      staging it only when in place (sendbuf == recvbuf).
+ *   2. Every rank publishes the step and waits for every peer's; the first
+ *      chunk checks the peers' descriptors.
+ *   3. The root reduces all ranks' chunks in rank order into recvbuf.
+ *   Halves are reused two steps later as in allreduce.c; a final step when
+ *   the root read some peer in place keeps that peer from returning early. */
+#include <errno.h>
+#include <string.h>
+
+#include "lib/internal.h"
+
+int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
+		   shmcoll_op op, int root, shmcoll_comm *c)
+{
+	const char *fn = "shmcoll_reduce";
+	const uint8_t *send = sendbuf;
+	uint8_t *recv = recvbuf;
+	struct shmcoll_desc *d;
+	size_t bytes, es, cap, done, n;
+	shmcoll__reduce_fn reduce;
+	int p, rc, is_root, inplace;
+
+	if (!c)
+		return -EINVAL;
+	rc = shmcoll__check_type(c, fn, dtype, count, 1, &bytes);
+	if (!rc)
+		rc = shmcoll__check_op(c, fn, dtype, op);
+	if (!rc)
+		rc = shmcoll__check_root(c, fn, root);
+	if (!rc)
+		rc = shmcoll__check_buf(c, fn, "sendbuf", sendbuf, bytes);
+	is_root = c->rank == root;
+	if (!rc && is_root)
+		rc = shmcoll__check_buf(c, fn, "recvbuf", recvbuf, bytes);
+	if (!rc && is_root)
+		rc = shmcoll__check_overlap(c, fn, sendbuf, bytes, recvbuf, bytes, recvbuf);
+	if (!rc)
+		rc = shmcoll__enter(c, fn);
+	if (rc || !count)
+		return rc;
+
+	reduce = shmcoll__reduce_lookup(dtype, op);
+	es = shmcoll_dtype_size(dtype);
+	cap = shmcoll__chunk_elems(c, es, 1);
+	inplace = is_root && send == recv;
+	d = shmcoll__desc_begin(c, KIND_REDUCE, dtype, op, root, count);
+	if (!is_root)
+		d->src_off = shmcoll__heap_off(c, send, bytes);
+	for (done = 0; done < count; done += n) {
+		uint32_t step = c->seq + 1;
+
+		n = min_size(cap, count - done);
+		if ((!is_root && d->src_off == NO_OFF) || inplace)
+			memcpy(shmcoll__slot(c, c->rank, step), send + done * es, n * es);
+		rc = shmcoll__chunk_step(c, fn, d, done == 0, bytes);
+		if (rc < 0)
+			return rc;
+		if (!is_root)
+			continue;
+		for (p = 0; p < c->size; p++)
+			c->srcs[p] = c->zc[p] ? c->zc[p] + done * es : shmcoll__slot(c, p, step);
+		if (!inplace)
+			c->srcs[root] = send + done * es;
+		reduce(recv + done * es, c->srcs, c->size, n);
+	}
+	return shmcoll__zc_release(c, fn, root);
+}

@@ -1,0 +1,72 @@
+/* reduce_scatter.c - rank r gets op over every rank's block r.
+ *
+ * Protocol, for each chunk of n elements of a block, n at most
+ * slot_half / (size * elemsize):
+ *   1. Each rank copies chunk k of every block q of sendbuf to position q of
+ *      its staging half for this step, unless sendbuf is in its symmetric
+ *      heap and not in place (then peers read its blocks in place).
+ *   2. Every rank publishes the step and waits for every peer's; the first
+ *      chunk checks the peers' descriptors.
+ *   3. Rank r reduces position r (or block r in place) of every rank, in rank
+ *      order, into its recvbuf. In place (recvbuf == sendbuf + r * recvcount
+ *      * elemsize) the chunk was staged before recvbuf overwrites it.
+ *   Halves are reused two steps later as in allreduce.c; a final step when
+ *   anyone was read in place. */
+#include <errno.h>
+#include <string.h>
+
+#include "lib/internal.h"
+
+int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+			   shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *c)
+{
+	const char *fn = "shmcoll_reduce_scatter";
+	const uint8_t *send = sendbuf;
+	uint8_t *recv = recvbuf;
+	struct shmcoll_desc *d;
+	size_t bytes, total, es, cap, done, n, q;
+	shmcoll__reduce_fn reduce;
+	int p, rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = shmcoll__check_type(c, fn, dtype, recvcount, (size_t)c->size, &total);
+	bytes = total / (size_t)c->size;
+	if (!rc)
+		rc = shmcoll__check_op(c, fn, dtype, op);
+	if (!rc)
+		rc = shmcoll__check_buf(c, fn, "sendbuf", sendbuf, total);
+	if (!rc)
+		rc = shmcoll__check_buf(c, fn, "recvbuf", recvbuf, bytes);
+	if (!rc)
+		rc = shmcoll__check_overlap(c, fn, recvbuf, bytes, sendbuf, total,
+					    send ? send + (size_t)c->rank * bytes : NULL);
+	if (!rc)
+		rc = shmcoll__enter(c, fn);
+	if (rc || !recvcount)
+		return rc;
+
+	reduce = shmcoll__reduce_lookup(dtype, op);
+	es = shmcoll_dtype_size(dtype);
+	cap = shmcoll__chunk_elems(c, es, (size_t)c->size);
+	d = shmcoll__desc_begin(c, KIND_REDUCE_SCATTER, dtype, op, -1, recvcount);
+	if (recv != send + (size_t)c->rank * bytes)
+		d->src_off = shmcoll__heap_off(c, send, total);
+	for (done = 0; done < recvcount; done += n) {
+		uint32_t step = c->seq + 1;
+		uint8_t *slot = shmcoll__slot(c, c->rank, step);
+
+		n = min_size(cap, recvcount - done);
+		if (d->src_off == NO_OFF)
+			for (q = 0; q < (size_t)c->size; q++)
+				memcpy(slot + q * n * es, send + q * bytes + done * es, n * es);
+		rc = shmcoll__chunk_step(c, fn, d, done == 0, total);
+		if (rc < 0)
+			return rc;
+		for (p = 0; p < c->size; p++)
+			c->srcs[p] = c->zc[p] ? c->zc[p] + (size_t)c->rank * bytes + done * es
+					      : shmcoll__slot(c, p, step) + (size_t)c->rank * n * es;
+		reduce(recv + done * es, c->srcs, c->size, n);
+	}
+	return shmcoll__zc_release(c, fn, -1);
+}

@@ -1,0 +1,77 @@
+/* scatter.c - rank r gets block r of the root's sendbuf.
+ *
+ * Protocol, for each chunk of n elements of a block, n at most
+ * slot_half / (size * elemsize):
+ *   1. The root copies chunk k of every block q to position q of its staging
+ *      half for this step, unless sendbuf is in its symmetric heap (then the
+ *      others read it in place).
+ *   2. Every rank publishes the step and waits for every peer's; the first
+ *      chunk checks the peers' descriptors.
+ *   3. Each other rank copies its position (or block) into recvbuf; the root
+ *      copies its own block from sendbuf unless in place (an addition to the
+ *      contract: recvbuf == sendbuf + root * recvcount * elemsize).
+ *   Halves are reused two steps later as in allreduce.c; a final step when
+ *   the root was read in place. */
+#include <errno.h>
+#include <string.h>
+
+#include "lib/internal.h"
+
+int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcoll_dtype dtype,
+		    int root, shmcoll_comm *c)
+{
+	const char *fn = "shmcoll_scatter";
+	const uint8_t *send = sendbuf, *own = NULL;
+	uint8_t *recv = recvbuf;
+	struct shmcoll_desc *d;
+	size_t bytes, total, es, cap, done, n, q;
+	int rc, is_root;
+
+	if (!c)
+		return -EINVAL;
+	rc = shmcoll__check_type(c, fn, dtype, recvcount, (size_t)c->size, &total);
+	bytes = total / (size_t)c->size;
+	if (!rc)
+		rc = shmcoll__check_root(c, fn, root);
+	is_root = c->rank == root;
+	if (!rc)
+		rc = shmcoll__check_buf(c, fn, "recvbuf", recvbuf, bytes);
+	if (!rc && is_root) {
+		rc = shmcoll__check_buf(c, fn, "sendbuf", sendbuf, total);
+		own = send ? send + (size_t)root * bytes : NULL;
+		if (!rc)
+			rc = shmcoll__check_overlap(c, fn, recvbuf, bytes, sendbuf, total, own);
+	}
+	if (!rc)
+		rc = shmcoll__enter(c, fn);
+	if (rc || !recvcount)
+		return rc;
+
+	es = shmcoll_dtype_size(dtype);
+	cap = shmcoll__chunk_elems(c, es, (size_t)c->size);
+	d = shmcoll__desc_begin(c, KIND_SCATTER, dtype, SHMCOLL_SUM, root, recvcount);
+	if (is_root)
+		d->src_off = shmcoll__heap_off(c, send, total);
+	for (done = 0; done < recvcount; done += n) {
+		uint32_t step = c->seq + 1;
+		uint8_t *slot = shmcoll__slot(c, c->rank, step);
+
+		n = min_size(cap, recvcount - done);
+		if (is_root && d->src_off == NO_OFF)
+			for (q = 0; q < (size_t)c->size; q++)
+				memcpy(slot + q * n * es, send + q * bytes + done * es, n * es);
+		rc = shmcoll__chunk_step(c, fn, d, done == 0, total);
+		if (rc < 0)
+			return rc;
+		if (is_root) {
+			if (recv != own)
+				memcpy(recv + done * es, own + done * es, n * es);
+		} else {
+			memcpy(recv + done * es,
+			       c->zc[root] ? c->zc[root] + (size_t)c->rank * bytes + done * es
+					   : shmcoll__slot(c, root, step) + (size_t)c->rank * n * es,
+			       n * es);
+		}
+	}
+	return shmcoll__zc_release(c, fn, -1);
+}
