@@ -1,0 +1,171 @@
+/* test_wait.c - the wait primitive: wrap-safe arrival, timeout, abort, futex
+ * sleep and wake, and an invariant held over many ping-pong rounds. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm/atomics.h"
+#include "shm/wait.h"
+
+static _Atomic uint32_t no_abort;
+
+static struct shmcoll_waiter waiter(int64_t timeout_ns, int oversubscribed)
+{
+	struct shmcoll_waiter w = {.timeout_ns = timeout_ns,
+				   .abort_word = &no_abort,
+				   .oversubscribed = oversubscribed};
+	return w;
+}
+
+Test(wait, seq_reached_is_wrap_safe)
+{
+	cr_assert(seq_reached(5, 5));
+	cr_assert(seq_reached(6, 5));
+	cr_assert_not(seq_reached(4, 5));
+	cr_assert(seq_reached(2, UINT32_MAX - 1), "wrapped past the top");
+	cr_assert_not(seq_reached(UINT32_MAX - 1, 2));
+	cr_assert(seq_reached(0x80000000u + 4, 5));
+}
+
+Test(wait, returns_at_once_when_reached)
+{
+	_Atomic uint32_t word = 10, sleepers = 0;
+	struct shmcoll_waiter w = waiter(0, 0);
+
+	/* A zero timeout would fail any wait that reached its slow path. */
+	cr_assert_eq(shmcoll__wait_geq(&w, &word, &sleepers, 10), 0);
+	cr_assert_eq(shmcoll__wait_geq(&w, &word, &sleepers, 3), 0);
+	store_relaxed(&word, 1u);
+	cr_assert_eq(shmcoll__wait_geq(&w, &word, &sleepers, UINT32_MAX), 0,
+		     "1 is two steps after UINT32_MAX");
+}
+
+Test(wait, times_out)
+{
+	for (int over = 0; over < 2; over++) {
+		_Atomic uint32_t word = 0, sleepers = 0;
+		struct shmcoll_waiter w = waiter(30 * 1000000, over);
+		int64_t t0 = shmcoll__now_ns();
+
+		cr_assert_eq(shmcoll__wait_geq(&w, &word, &sleepers, 1), -ETIMEDOUT);
+		cr_assert_geq(shmcoll__now_ns() - t0, 30 * 1000000, "not before the timeout");
+		cr_assert_eq(load_relaxed(&sleepers), 0, "a sleeper that left unregistered");
+	}
+}
+
+Test(wait, abort_word_cancels)
+{
+	_Atomic uint32_t word = 0, sleepers = 0, abort_word = 1;
+	struct shmcoll_waiter w = {.timeout_ns = -1, .abort_word = &abort_word};
+
+	cr_assert_eq(shmcoll__wait_geq(&w, &word, &sleepers, 1), -ECANCELED);
+}
+
+struct sleeper_arg {
+	_Atomic uint32_t word, sleepers, abort_word;
+	int rc;
+	int64_t timeout_ns;
+};
+
+static void *sleeper(void *p)
+{
+	struct sleeper_arg *a = p;
+	struct shmcoll_waiter w = {.timeout_ns = a->timeout_ns, .abort_word = &a->abort_word,
+				   .oversubscribed = 1};
+
+	a->rc = shmcoll__wait_geq(&w, &a->word, &a->sleepers, 1);
+	return NULL;
+}
+
+Test(wait, publish_wakes_a_futex_sleeper, .timeout = 30)
+{
+	struct sleeper_arg a = {.timeout_ns = 20ll * 1000000000};
+	pthread_t t;
+
+	cr_assert_eq(pthread_create(&t, NULL, sleeper, &a), 0);
+	/* Wait until it sleeps on the futex (it registers first), however long
+	 * that takes: no timing assumption. */
+	while (load_seqcst(&a.sleepers) == 0)
+		usleep(1000);
+	shmcoll__publish(&a.word, &a.sleepers, 1);
+	pthread_join(t, NULL);
+	cr_assert_eq(a.rc, 0);
+	cr_assert_eq(load_relaxed(&a.sleepers), 0);
+}
+
+Test(wait, abort_wakes_a_futex_sleeper, .timeout = 30)
+{
+	struct sleeper_arg a = {.timeout_ns = -1};
+	pthread_t t;
+
+	cr_assert_eq(pthread_create(&t, NULL, sleeper, &a), 0);
+	while (load_seqcst(&a.sleepers) == 0)
+		usleep(1000);
+	store_seqcst(&a.abort_word, 1u);
+	shmcoll__wake_all(&a.word);
+	pthread_join(t, NULL);
+	cr_assert_eq(a.rc, -ECANCELED);
+}
+
+/* Two processes hand a token back and forth through two shared words; each
+ * round the payload written before publishing must be the one read after
+ * waiting: the release/acquire pairing, held over many rounds. */
+struct pingpong {
+	_Atomic uint32_t seq[2], sleepers[2];
+	uint64_t payload[2];
+};
+
+static int pingpong_side(struct pingpong *pp, int me, uint32_t rounds, int over)
+{
+	struct shmcoll_waiter w = waiter(60ll * 1000000000, over);
+	uint32_t r;
+
+	for (r = 1; r <= rounds; r++) {
+		if (me == 1 || r > 1) {
+			if (shmcoll__wait_geq(&w, &pp->seq[!me], &pp->sleepers[!me],
+					      me == 0 ? r - 1 : r) != 0)
+				return 2;
+			if (pp->payload[!me] != (uint64_t)(me == 0 ? r - 1 : r) * 3 + !me)
+				return 3;
+		}
+		pp->payload[me] = (uint64_t)r * 3 + (uint64_t)me;
+		shmcoll__publish(&pp->seq[me], &pp->sleepers[me], r);
+	}
+	return 0;
+}
+
+static void run_pingpong(int over, uint32_t rounds)
+{
+	struct pingpong *pp = mmap(NULL, sizeof(*pp), PROT_READ | PROT_WRITE,
+				   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int st0, st1;
+	pid_t a, b;
+
+	cr_assert_neq(pp, MAP_FAILED);
+	a = fork();
+	if (a == 0)
+		_exit(pingpong_side(pp, 0, rounds, over));
+	b = fork();
+	if (b == 0)
+		_exit(pingpong_side(pp, 1, rounds, over));
+	waitpid(a, &st0, 0);
+	waitpid(b, &st1, 0);
+	cr_assert(WIFEXITED(st0) && WEXITSTATUS(st0) == 0, "side 0 status %#x", st0);
+	cr_assert(WIFEXITED(st1) && WEXITSTATUS(st1) == 0, "side 1 status %#x", st1);
+	munmap(pp, sizeof(*pp));
+}
+
+Test(wait, pingpong_spinning, .timeout = 120)
+{
+	run_pingpong(0, 200000);
+}
+
+Test(wait, pingpong_yielding, .timeout = 120)
+{
+	run_pingpong(1, 50000);
+}
