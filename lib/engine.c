@@ -8,13 +8,17 @@
 
 #include "lib/internal.h"
 
-int shmcoll__fail(shmcoll_comm *c, int rc, const char *fmt, ...)
+int shmcoll__fail(shmcoll_comm *c, int rc, const char *fn_fmt, ...)
 {
 	va_list ap;
 
-	va_start(ap, fmt);
-	vsnprintf(c->err, sizeof(c->err), fmt, ap);
+	va_start(ap, fn_fmt);
+	vsnprintf(c->err, sizeof(c->err), fn_fmt, ap);
 	va_end(ap);
+	/* The first failure that breaks the communicator is quoted by every
+	 * later -ECANCELED. */
+	if (load_relaxed(&c->broken) && !c->cause[0])
+		memcpy(c->cause, c->err, sizeof(c->cause));
 	return rc;
 }
 
@@ -123,18 +127,15 @@ int shmcoll__check_overlap(shmcoll_comm *c, const char *fn, const void *a, size_
 
 int shmcoll__enter(shmcoll_comm *c, const char *fn)
 {
-	if (load_relaxed(&c->broken) || load_relaxed(&c->arena.hdr->aborted)) {
-		if (!load_relaxed(&c->broken))
-			atomic_store(&c->broken, ECANCELED);
-		/* Keep the message of the failure that broke it, if any. */
-		if (!c->err[0] || strstr(c->err, "aborted") == NULL)
-			shmcoll__fail(c, -ECANCELED,
-				      "%s: the communicator was aborted earlier%s%s", fn,
-				      c->err[0] ? " after: " : "", c->err);
-		return -ECANCELED;
+	if (!load_relaxed(&c->broken) && !load_relaxed(&c->arena.hdr->aborted)) {
+		c->err[0] = '\0';
+		return 0;
 	}
-	c->err[0] = '\0';
-	return 0;
+	if (!load_relaxed(&c->broken))
+		atomic_store(&c->broken, ECANCELED);
+	return shmcoll__fail(c, -ECANCELED, "%s: the communicator was aborted earlier%s%s", fn,
+			     c->cause[0] ? ": " : " (by a peer or shmcoll_comm_abort)",
+			     c->cause);
 }
 
 struct shmcoll_desc *shmcoll__desc_begin(shmcoll_comm *c, uint32_t kind, shmcoll_dtype dtype,

@@ -48,7 +48,8 @@ struct shmcoll_comm {
 	size_t nblocks, cap_blocks;
 	const void **srcs;       /* size entries: kernel sources of one chunk */
 	const uint8_t **zc;      /* size entries: each rank's zero-copy source or NULL */
-	char err[SHMCOLL_ERR_LEN];
+	char err[SHMCOLL_ERR_LEN];   /* shmcoll_last_error() */
+	char cause[SHMCOLL_ERR_LEN]; /* the failure that broke the communicator */
 };
 
 /* Records a message for shmcoll_last_error() and returns rc. */

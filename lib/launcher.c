@@ -1,0 +1,415 @@
+/* launcher.c - shmcoll-run: starts the P ranks of one job on this node with the
+ * environment shmcoll_init() reads, forwards signals to them, stops the job when a
+ * rank fails, and removes the job's arena once every rank is gone. */
+#include "shm/name.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROG                  "shmcoll-run"
+#define VERSION               "0.1.0"
+#define MAX_RANKS             4096
+#define KILL_GRACE_MS         500 /* SIGTERM -> SIGKILL: the others are gone within a second */
+#define EXIT_FAILURE_LAUNCHER 1
+#define EXIT_USAGE            2
+#define EXIT_EXEC             127
+
+struct job {
+	int size;
+	pid_t *pids; /* pids[i] is rank i until it is reaped, then 0 */
+	int started; /* ranks forked */
+	int alive;   /* ranks forked and not yet reaped */
+	pid_t pgid;  /* the ranks' process group (rank 0's pid), 0 before it */
+	pid_t launcher;
+	char id[64];      /* SHMCOLL_JOB */
+	char **argv;      /* PROGRAM and its arguments */
+	int status;       /* exit status of the first failure, -1 while none */
+	int stopping;     /* the launcher has begun stopping the ranks */
+	int got_sig;      /* SIGINT or SIGTERM the launcher received, 0 if none */
+	int kill_pending; /* SIGKILL is due at kill_at */
+	struct timespec kill_at;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "Usage: " PROG " -n P [OPTIONS] [--] PROGRAM [ARGS...]\n"
+	        "\n"
+	        "Start P ranks of PROGRAM on this node as one shmcoll job. Every rank gets the\n"
+	        "environment shmcoll_init() reads, signals sent to the launcher are passed on\n"
+	        "to the ranks, and when one rank fails the others are stopped.\n"
+	        "\n"
+	        "Options:\n"
+	        "  -n, --np P          number of ranks, 1 to %d (required)\n"
+	        "      --timeout-ms N  export SHMCOLL_TIMEOUT_MS=N, the ranks' default wait\n"
+	        "                      timeout in milliseconds\n"
+	        "  -h, --help          show this help and exit\n"
+	        "      --version       show the version and exit\n"
+	        "  --                  end of options; PROGRAM follows\n"
+	        "\n"
+	        "Environment of rank i:\n"
+	        "  SHMCOLL_RANK=i, SHMCOLL_LOCAL_RANK=i     rank in the job, 0 to P-1\n"
+	        "  SHMCOLL_SIZE=P, SHMCOLL_LOCAL_SIZE=P     number of ranks\n"
+	        "  SHMCOLL_JOB=j<pid>-<16 hex digits>       job id, unique to this run\n"
+	        "  SHMCOLL_TIMEOUT_MS=N                     only with --timeout-ms\n"
+	        "\n"
+	        "The ranks run in a process group of their own (so they should not read from\n"
+	        "a terminal) and are killed if the launcher dies. SIGINT, SIGTERM, SIGHUP and\n"
+	        "SIGQUIT are forwarded to them; a second SIGINT or SIGTERM kills them with\n"
+	        "SIGKILL. When a rank exits non-zero or is killed by a signal, the launcher\n"
+	        "names it on stderr, sends SIGTERM to the other ranks and SIGKILL %d ms later.\n"
+	        "Once every rank is gone, the job's shared-memory arena is removed if left.\n"
+	        "\n"
+	        "Exit status:\n"
+	        "  0        every rank exited 0\n"
+	        "  N        the first failing rank exited N (127: PROGRAM could not be run)\n"
+	        "  128+S    the first failing rank was killed by signal S, or the launcher\n"
+	        "           received SIGINT/SIGTERM S and stopped the job\n"
+	        "  1        the launcher itself failed\n"
+	        "  2        bad usage\n"
+	        "\n"
+	        "Example:\n"
+	        "  " PROG " -n 4 --timeout-ms 10000 build/examples/demo\n",
+	        MAX_RANKS, KILL_GRACE_MS);
+}
+
+/* Prints the problem and a pointer to --help; returns the usage exit status. */
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, PROG ": ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '" PROG " --help' for more information.\n");
+	return EXIT_USAGE;
+}
+
+/* Parses a whole decimal int in [lo, hi]; returns 0 or -EINVAL. */
+static int parse_int(const char *s, long lo, long hi, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
+}
+
+/* "j<launcher pid>-<64 random bits>": unique per run and not guessable, so no
+ * other user's job can pre-create or attach to this job's arena by name. */
+static int make_job_id(struct job *job)
+{
+	uint64_t r;
+	unsigned char *p = (unsigned char *)&r;
+	size_t got = 0;
+
+	while (got < sizeof(r)) {
+		ssize_t n = getrandom(p + got, sizeof(r) - got, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)n;
+	}
+	snprintf(job->id, sizeof(job->id), "j%ld-%016" PRIx64, (long)job->launcher, r);
+	return 0;
+}
+
+static void now(struct timespec *ts)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+}
+
+/* Signals the ranks' group. Only while a rank is unreaped: its pid keeps the
+ * group id from being reused, so the signal cannot reach strangers. */
+static void signal_ranks(const struct job *job, int sig)
+{
+	if (job->pgid > 0 && job->alive > 0)
+		kill(-job->pgid, sig);
+}
+
+/* SIGTERM now, SIGKILL KILL_GRACE_MS later for whatever ignored it. */
+static void stop_ranks(struct job *job)
+{
+	if (job->stopping)
+		return;
+	job->stopping = 1;
+	signal_ranks(job, SIGTERM);
+	now(&job->kill_at);
+	job->kill_at.tv_nsec += KILL_GRACE_MS * 1000000L;
+	job->kill_at.tv_sec += job->kill_at.tv_nsec / 1000000000L;
+	job->kill_at.tv_nsec %= 1000000000L;
+	job->kill_pending = 1;
+}
+
+/* Runs in the child: joins the ranks' group, ties its life to the launcher and
+ * execs PROGRAM. Only rank-local state is touched; never returns. */
+static void exec_rank(const struct job *job, int rank, const sigset_t *origmask)
+{
+	char buf[16];
+	int err;
+
+	if (setpgid(0, rank == 0 ? 0 : job->pgid) < 0) {
+		dprintf(STDERR_FILENO, PROG ": rank %d cannot join the job's process group: %s\n",
+		        rank, strerror(errno));
+		_exit(EXIT_EXEC);
+	}
+	/* Die with the launcher; if it is already gone, the signal was never armed. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != job->launcher)
+		_exit(EXIT_EXEC);
+	snprintf(buf, sizeof(buf), "%d", rank);
+	if (setenv("SHMCOLL_RANK", buf, 1) < 0 || setenv("SHMCOLL_LOCAL_RANK", buf, 1) < 0) {
+		dprintf(STDERR_FILENO, PROG ": rank %d: cannot set its environment: %s\n", rank,
+		        strerror(errno));
+		_exit(EXIT_EXEC);
+	}
+	sigprocmask(SIG_SETMASK, origmask, NULL);
+	execvp(job->argv[0], job->argv);
+	err = errno;
+	dprintf(STDERR_FILENO, PROG ": cannot run %s: %s\n", job->argv[0], strerror(err));
+	_exit(EXIT_EXEC);
+}
+
+static int start_ranks(struct job *job, const sigset_t *origmask)
+{
+	int i;
+
+	for (i = 0; i < job->size; i++) {
+		pid_t pid = fork();
+
+		if (pid < 0) {
+			fprintf(stderr, PROG ": cannot start rank %d: %s\n", i, strerror(errno));
+			return -1;
+		}
+		if (pid == 0)
+			exec_rank(job, i, origmask);
+		/* Also set here, so the group exists before the next rank joins it and
+		 * before any signal is forwarded. EACCES: the child has exec'd, and it
+		 * joined the group itself first. */
+		if (i == 0)
+			job->pgid = pid;
+		setpgid(pid, job->pgid);
+		job->pids[i] = pid;
+		job->started++;
+		job->alive++;
+	}
+	return 0;
+}
+
+static void reap(struct job *job, pid_t pid, int ws)
+{
+	int rank, code;
+
+	for (rank = 0; rank < job->started; rank++)
+		if (job->pids[rank] == pid)
+			break;
+	if (rank == job->started)
+		return;
+	job->pids[rank] = 0;
+	job->alive--;
+	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0)
+		return;
+	/* Once the launcher is stopping the job, or has passed on SIGINT/SIGTERM,
+	 * whatever dies was stopped by it: not a failure of its own. */
+	if (job->stopping || job->got_sig) {
+		stop_ranks(job);
+		return;
+	}
+	if (WIFEXITED(ws)) {
+		code = WEXITSTATUS(ws);
+		fprintf(stderr, PROG ": rank %d (pid %ld) exited with status %d\n", rank, (long)pid,
+		        code);
+	} else {
+		code = 128 + WTERMSIG(ws);
+		fprintf(stderr, PROG ": rank %d (pid %ld) killed by signal %d (%s)%s\n", rank,
+		        (long)pid, WTERMSIG(ws), strsignal(WTERMSIG(ws)),
+		        WCOREDUMP(ws) ? ", core dumped" : "");
+	}
+	job->status = code;
+	stop_ranks(job);
+}
+
+/* Waits synchronously for SIGCHLD, the forwarded signals and the SIGKILL
+ * deadline: with every one of them blocked there are no handlers at all. */
+static void wait_ranks(struct job *job, const sigset_t *waitset)
+{
+	while (job->alive > 0) {
+		struct timespec t, left, *timeout = NULL;
+		siginfo_t si;
+		pid_t pid;
+		int ws, sig;
+
+		for (;;) {
+			pid = waitpid(-1, &ws, WNOHANG);
+			if (pid > 0) {
+				reap(job, pid, ws);
+				continue;
+			}
+			if (pid < 0 && errno == EINTR)
+				continue;
+			break;
+		}
+		if (pid < 0 && errno == ECHILD) {
+			/* Someone else reaped them: nothing left to wait for. */
+			job->alive = 0;
+			break;
+		}
+		if (job->alive == 0)
+			break;
+		if (job->kill_pending) {
+			now(&t);
+			left.tv_sec = job->kill_at.tv_sec - t.tv_sec;
+			left.tv_nsec = job->kill_at.tv_nsec - t.tv_nsec;
+			if (left.tv_nsec < 0) {
+				left.tv_sec--;
+				left.tv_nsec += 1000000000L;
+			}
+			if (left.tv_sec < 0) {
+				signal_ranks(job, SIGKILL);
+				job->kill_pending = 0;
+				continue;
+			}
+			timeout = &left;
+		}
+		sig = sigtimedwait(waitset, &si, timeout);
+		if (sig < 0 || sig == SIGCHLD)
+			continue;
+		signal_ranks(job, sig);
+		if (sig != SIGINT && sig != SIGTERM)
+			continue;
+		if (job->got_sig) {
+			signal_ranks(job, SIGKILL);
+			job->kill_pending = 0;
+		} else {
+			job->got_sig = sig;
+		}
+	}
+}
+
+/* A job whose ranks were all SIGKILLed never ran shmcoll_comm_destroy(). */
+static void remove_arena(const struct job *job)
+{
+	char name[SHMCOLL_NAME_MAX];
+
+	if (shmcoll__arena_name(name, sizeof(name), job->id) < 0)
+		return;
+	if (shm_unlink(name) < 0 && errno != ENOENT)
+		fprintf(stderr, PROG ": cannot remove %s: %s\n", name, strerror(errno));
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"np", required_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"timeout-ms", required_argument, NULL, 'T'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct job job = {.status = -1};
+	const char *timeout_ms = NULL;
+	sigset_t waitset, origmask;
+	struct sigaction sa = {.sa_handler = SIG_DFL};
+	char buf[32];
+	int opt, tmo, err;
+
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "+:hn:", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'n':
+			if (parse_int(optarg, 1, MAX_RANKS, &job.size) < 0)
+				return usage_error(
+				    "-n wants a number of ranks from 1 to %d, not '%s'", MAX_RANKS,
+				    optarg);
+			break;
+		case 'T':
+			if (parse_int(optarg, INT_MIN, INT_MAX, &tmo) < 0)
+				return usage_error("--timeout-ms wants an integer, not '%s'",
+				                   optarg);
+			timeout_ms = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf(PROG " " VERSION "\n");
+			return 0;
+		case ':':
+			return usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			if (optopt)
+				return usage_error("unknown option '-%c'", optopt);
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (job.size == 0)
+		return usage_error("the number of ranks is missing (-n P)");
+	if (optind >= argc)
+		return usage_error("no PROGRAM to run");
+	job.argv = argv + optind;
+	job.launcher = getpid();
+
+	err = make_job_id(&job);
+	if (err < 0) {
+		fprintf(stderr, PROG ": cannot make a job id: %s\n", strerror(-err));
+		return EXIT_FAILURE_LAUNCHER;
+	}
+	snprintf(buf, sizeof(buf), "%d", job.size);
+	if (setenv("SHMCOLL_SIZE", buf, 1) < 0 || setenv("SHMCOLL_LOCAL_SIZE", buf, 1) < 0 ||
+	    setenv("SHMCOLL_JOB", job.id, 1) < 0 ||
+	    (timeout_ms && setenv("SHMCOLL_TIMEOUT_MS", timeout_ms, 1) < 0)) {
+		fprintf(stderr, PROG ": cannot set the ranks' environment: %s\n", strerror(errno));
+		return EXIT_FAILURE_LAUNCHER;
+	}
+	job.pids = calloc((size_t)job.size, sizeof(*job.pids));
+	if (!job.pids) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return EXIT_FAILURE_LAUNCHER;
+	}
+
+	/* An inherited SIG_IGN for SIGCHLD would reap the ranks behind our back. */
+	sigaction(SIGCHLD, &sa, NULL);
+	/* Blocked before the first fork, so no signal is lost while ranks start;
+	 * each rank restores origmask before exec. */
+	sigemptyset(&waitset);
+	sigaddset(&waitset, SIGCHLD);
+	sigaddset(&waitset, SIGINT);
+	sigaddset(&waitset, SIGTERM);
+	sigaddset(&waitset, SIGHUP);
+	sigaddset(&waitset, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &waitset, &origmask);
+
+	if (start_ranks(&job, &origmask) < 0) {
+		job.status = EXIT_FAILURE_LAUNCHER;
+		stop_ranks(&job);
+	}
+	wait_ranks(&job, &waitset);
+	remove_arena(&job);
+	free(job.pids);
+
+	if (job.got_sig)
+		return 128 + job.got_sig;
+	return job.status < 0 ? 0 : job.status;
+}

@@ -1,0 +1,179 @@
+/* rankprog.c - the rank program test_launcher runs under shmcoll-run: one mode
+ * per behaviour the launcher must handle (success, a rank that exits non-zero,
+ * a rank killed by a signal, signal forwarding, the environment it sets). */
+#include <shmcoll.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Exit codes: which check failed. */
+#define EXIT_USAGE   2
+#define EXIT_WRONG   3 /* allreduce gave a wrong result */
+#define EXIT_CALL    4 /* a shmcoll call failed */
+#define EXIT_BARRIER 5 /* a barrier completed although a rank never arrived */
+#define COUNT        16
+
+static int env_int(const char *name, int dflt)
+{
+	const char *s = getenv(name);
+
+	return s ? atoi(s) : dflt;
+}
+
+/* With SHMCOLL_TEST_PIDDIR set, records "<pid> <pgid> <job>" in
+ * $SHMCOLL_TEST_PIDDIR/rank.<rank>, so the test can check that every rank is
+ * gone and no arena is left. Written under a temporary name and renamed, so a
+ * reader never sees half a file. */
+static void write_pidfile(void)
+{
+	const char *dir = getenv("SHMCOLL_TEST_PIDDIR");
+	const char *job = getenv("SHMCOLL_JOB");
+	char tmp[4096], path[4096], line[256];
+	int fd, n, rank = env_int("SHMCOLL_RANK", 0);
+
+	if (!dir)
+		return;
+	n = snprintf(line, sizeof(line), "%ld %ld %s\n", (long)getpid(), (long)getpgrp(),
+	             job ? job : "-");
+	snprintf(tmp, sizeof(tmp), "%s/.rank.%d.tmp", dir, rank);
+	snprintf(path, sizeof(path), "%s/rank.%d", dir, rank);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || write(fd, line, (size_t)n) != n || close(fd) < 0 || rename(tmp, path) < 0) {
+		fprintf(stderr, "rankprog: cannot write %s: %s\n", path, strerror(errno));
+		exit(EXIT_USAGE);
+	}
+}
+
+static void call_failed(const char *what, int err, const shmcoll_comm *comm)
+{
+	fprintf(stderr, "rankprog: rank %d: %s: %s (%s)\n", env_int("SHMCOLL_RANK", -1), what,
+	        shmcoll_strerror(err), shmcoll_last_error(comm));
+	exit(EXIT_CALL);
+}
+
+static shmcoll_comm *init(void)
+{
+	shmcoll_comm *comm = NULL;
+	int err = shmcoll_init(&comm);
+
+	if (err < 0)
+		call_failed("shmcoll_init", err, NULL);
+	return comm;
+}
+
+static int mode_ok(void)
+{
+	shmcoll_comm *comm = init();
+	int rank = shmcoll_comm_rank(comm), size = shmcoll_comm_size(comm);
+	int32_t send[COUNT], recv[COUNT];
+	int32_t want = (int32_t)(size * (size + 1) / 2);
+	int i, err;
+
+	for (i = 0; i < COUNT; i++) {
+		send[i] = rank + 1;
+		recv[i] = -1;
+	}
+	err = shmcoll_allreduce(send, recv, COUNT, SHMCOLL_INT32, SHMCOLL_SUM, comm);
+	if (err < 0)
+		call_failed("shmcoll_allreduce", err, comm);
+	for (i = 0; i < COUNT; i++) {
+		if (recv[i] != want) {
+			fprintf(stderr, "rankprog: rank %d: element %d is %d, want %d\n", rank, i,
+			        (int)recv[i], (int)want);
+			return EXIT_WRONG;
+		}
+	}
+	err = shmcoll_barrier(comm);
+	if (err < 0)
+		call_failed("shmcoll_barrier", err, comm);
+	err = shmcoll_comm_destroy(comm);
+	if (err < 0)
+		call_failed("shmcoll_comm_destroy", err, NULL);
+	printf("rank %d of %d ok\n", rank, size);
+	return 0;
+}
+
+/* The ranks that stay behind when one fails: the barrier cannot complete. If
+ * the library notices the dead peer and fails the barrier, they still wait to
+ * be stopped by the launcher, so the failing rank is the job's only failure. */
+static int wait_in_barrier(shmcoll_comm *comm, int missing)
+{
+	int err = shmcoll_barrier(comm);
+
+	if (err == 0) {
+		fprintf(stderr, "rankprog: rank %d: barrier completed without rank %d\n",
+		        shmcoll_comm_rank(comm), missing);
+		return EXIT_BARRIER;
+	}
+	fprintf(stderr, "rankprog: rank %d: barrier: %s; waiting to be stopped\n",
+	        shmcoll_comm_rank(comm), shmcoll_strerror(err));
+	for (;;)
+		pause();
+}
+
+static int mode_fail(int victim, int code)
+{
+	shmcoll_comm *comm = init();
+
+	if (shmcoll_comm_rank(comm) == victim)
+		exit(code);
+	return wait_in_barrier(comm, victim);
+}
+
+static int mode_kill(int victim)
+{
+	shmcoll_comm *comm = init();
+
+	if (shmcoll_comm_rank(comm) == victim)
+		raise(SIGKILL);
+	return wait_in_barrier(comm, victim);
+}
+
+static int mode_sleep(void)
+{
+	struct timespec left = {.tv_sec = 60};
+
+	while (nanosleep(&left, &left) < 0 && errno == EINTR)
+		;
+	return 0;
+}
+
+static int mode_env(void)
+{
+	const char *rank = getenv("SHMCOLL_RANK");
+	const char *size = getenv("SHMCOLL_SIZE");
+	const char *job = getenv("SHMCOLL_JOB");
+
+	if (!rank || !size || !job) {
+		fprintf(stderr, "rankprog: SHMCOLL_RANK, SHMCOLL_SIZE or SHMCOLL_JOB is unset\n");
+		return EXIT_USAGE;
+	}
+	printf("%s %s %s\n", rank, size, job);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+
+	write_pidfile();
+	if (!strcmp(mode, "ok") && argc == 2)
+		return mode_ok();
+	if (!strcmp(mode, "fail") && argc == 4)
+		return mode_fail(atoi(argv[2]), atoi(argv[3]));
+	if (!strcmp(mode, "kill") && argc == 3)
+		return mode_kill(atoi(argv[2]));
+	if (!strcmp(mode, "sleep") && argc == 2)
+		return mode_sleep();
+	if (!strcmp(mode, "env") && argc == 2)
+		return mode_env();
+	fprintf(stderr, "usage: rankprog ok | fail RANK CODE | kill RANK | sleep | env\n");
+	return EXIT_USAGE;
+}
