@@ -159,37 +159,61 @@ struct shmcoll_desc *shmcoll__desc_begin(shmcoll_comm *c, uint32_t kind, shmcoll
 
 void shmcoll__break(shmcoll_comm *c, int why)
 {
+	uint32_t none = 0;
 	int p;
 
 	atomic_store(&c->broken, why);
-	/* seq_cst: a waiter that re-checks the abort word after its futex
-	 * sleep is woken or times out of its slice (wait.c). */
-	store_seqcst(&c->arena.hdr->aborted, 1);
+	/* The first cause wins: (rank + 1) << 8 | errno, so a rank woken by it
+	 * can report what happened and who saw it. seq_cst: a waiter re-checks
+	 * the word after each futex sleep, which is woken or times out of its
+	 * slice (wait.c). */
+	atomic_compare_exchange_strong(&c->arena.hdr->aborted, &none,
+				       ((uint32_t)(c->rank + 1) << 8) | ((uint32_t)why & 0xff));
 	for (p = 0; p < c->size; p++)
 		shmcoll__wake_all(&shmcoll__ctrl(&c->arena, (uint32_t)p)->seq);
 	shmcoll__wake_all(&c->arena.hdr->attached);
 }
 
-static int step_failed(shmcoll_comm *c, const char *fn, int rc, uint32_t step)
+/* The peers of step that had not published it, as "2, 5". */
+static void missing_ranks(const shmcoll_comm *c, uint32_t step, char *who, size_t len)
 {
-	char who[160];
 	size_t n = 0;
 	int p;
 
-	if (rc == -ECANCELED) {
-		atomic_store(&c->broken, ECANCELED);
-		return shmcoll__fail(c, rc, "%s: the communicator was aborted by a peer", fn);
-	}
 	who[0] = '\0';
-	for (p = 0; p < c->size && n < sizeof(who) - 16; p++) {
+	for (p = 0; p < c->size && n + 16 < len; p++) {
 		struct shmcoll_ctrl *pc = shmcoll__ctrl(&c->arena, (uint32_t)p);
 
 		if (!seq_reached(load_relaxed(&pc->seq), step))
-			n += (size_t)snprintf(who + n, sizeof(who) - n, "%s%d", n ? ", " : "", p);
+			n += (size_t)snprintf(who + n, len - n, "%s%d", n ? ", " : "", p);
 	}
-	shmcoll__break(c, -rc);
-	return shmcoll__fail(c, rc, "%s: timed out after %lld ms waiting for rank(s) %s (step %u)",
-			     fn, (long long)(c->waiter.timeout_ns / 1000000), who, step);
+}
+
+static int step_failed(shmcoll_comm *c, const char *fn, int rc, uint32_t step)
+{
+	uint32_t word = load_relaxed(&c->arena.hdr->aborted);
+	int why = (int)(word & 0xff), by = (int)(word >> 8) - 1;
+	char who[160];
+
+	missing_ranks(c, step, who, sizeof(who));
+	if (rc == -ETIMEDOUT) {
+		shmcoll__break(c, ETIMEDOUT);
+		return shmcoll__fail(c, rc,
+				     "%s: timed out after %lld ms waiting for rank(s) %s (step %u)",
+				     fn, (long long)(c->waiter.timeout_ns / 1000000), who, step);
+	}
+	/* Woken by another rank's failure: report its cause as ours. */
+	atomic_store(&c->broken, why ? why : ECANCELED);
+	if (why == ETIMEDOUT)
+		return shmcoll__fail(c, -ETIMEDOUT,
+				     "%s: rank %d timed out; this rank was waiting for rank(s) "
+				     "%s (step %u)",
+				     fn, by, who, step);
+	if (why == EPROTO)
+		return shmcoll__fail(c, -EPROTO, "%s: rank %d detected mismatched calls", fn,
+				     by);
+	return shmcoll__fail(c, -ECANCELED, "%s: the communicator was aborted by rank %d", fn,
+			     by);
 }
 
 int shmcoll__step(shmcoll_comm *c, const char *fn)

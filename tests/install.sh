@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# install.sh - shmcoll as a user gets it: `meson install` into a staging root,
+# programs written only against the contract built with
+# `cc ... $(pkg-config --cflags --libs shmcoll)` against the installed header,
+# and the contract program run under the installed shmcoll-run for P = 1..8.
+# Output is TAP (one line per check) for meson.
+# usage: tests/install.sh BUILDDIR SOURCEDIR
+set -u
+build=$1
+src=$2
+root=$(mktemp -d /tmp/shmcoll-install.XXXXXX)
+trap 'rm -rf "$root"' EXIT
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); echo "not ok $n - $1"; sed 's/^/# /' "$root/log"; }
+check() { local what=$1; shift; if "$@" >"$root/log" 2>&1; then ok "$what"; else not_ok "$what"; fi; }
+
+echo "TAP version 13"
+echo "1..12"
+check "meson install into a staging root" meson install -C "$build" --destdir "$root/stage" --no-rebuild
+pc=$(find "$root/stage" -name shmcoll.pc | head -n 1)
+run=$(find "$root/stage" -name shmcoll-run -type f | head -n 1)
+hdr=$(find "$root/stage" -name shmcoll.h | head -n 1)
+lib=$(find "$root/stage" -name 'libshmcoll.so*' | head -n 1)
+check "installed: shmcoll.h, libshmcoll.so, libshmcoll.a, shmcoll-run, shmcoll.pc" \
+	test -n "$pc" -a -n "$run" -a -n "$hdr" -a -n "$lib" -a -n "$(find "$root/stage" -name libshmcoll.a)"
+export PKG_CONFIG_PATH=$(dirname "${pc:-/nonexistent}")
+export PKG_CONFIG_SYSROOT_DIR=$root/stage
+flags=$(pkg-config --cflags --libs shmcoll 2>"$root/log")
+# -I "$src" only for the tests' own headers (tests/matrix.h, tests/harness.h);
+# shmcoll.h comes from the installed include directory.
+check "contract program builds with pkg-config flags" \
+	cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Werror -I "$src" -o "$root/contract" "$src/tests/progs/contract.c" \
+	"$src/tests/matrix.c" "$src/tests/harness.c" $flags
+check "demo builds with pkg-config flags" \
+	cc -std=c11 -O2 -Wall -Werror -o "$root/demo" "$src/examples/demo.c" $flags
+export LD_LIBRARY_PATH=$(dirname "${lib:-/nonexistent}")
+export SHMCOLL_ARENA_BYTES=65536 SHMCOLL_TIMEOUT_MS=60000
+for p in 1 2 3 4 5 6 7 8; do
+	check "contract program under shmcoll-run -n $p" timeout 600 "$run" -n "$p" "$root/contract"
+done
