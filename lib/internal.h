@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "shmcoll.h"
 #include "shm/arena.h"
@@ -100,6 +101,16 @@ int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_de
  * its buffer in place, one more step so nobody returns (and lets its caller
  * reuse the buffer) while a peer still reads it. */
 int shmcoll__zc_release(shmcoll_comm *c, const char *fn, int skip);
+
+/* Stages chunk [off, off+len) of each of the parts blocks of src (block q
+ * starts at q * block) at position q * len of slot: the layout of the
+ * collectives that split every chunk per peer. */
+static inline void shmcoll__stage_split(uint8_t *slot, const uint8_t *src, size_t parts,
+					size_t block, size_t off, size_t len)
+{
+	for (size_t q = 0; q < parts; q++)
+		memcpy(slot + q * len, src + q * block + off, len);
+}
 
 static inline size_t min_size(size_t a, size_t b)
 {

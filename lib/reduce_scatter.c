@@ -24,7 +24,7 @@ int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 	const uint8_t *send = sendbuf;
 	uint8_t *recv = recvbuf;
 	struct shmcoll_desc *d;
-	size_t bytes, total, es, cap, done, n, q;
+	size_t bytes, total, es, cap, done, n;
 	shmcoll__reduce_fn reduce;
 	int p, rc;
 
@@ -58,8 +58,7 @@ int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 
 		n = min_size(cap, recvcount - done);
 		if (d->src_off == NO_OFF)
-			for (q = 0; q < (size_t)c->size; q++)
-				memcpy(slot + q * n * es, send + q * bytes + done * es, n * es);
+			shmcoll__stage_split(slot, send, (size_t)c->size, bytes, done * es, n * es);
 		rc = shmcoll__chunk_step(c, fn, d, done == 0, total);
 		if (rc < 0)
 			return rc;
