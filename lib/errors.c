@@ -1,5 +1,6 @@
 /* errors.c - the error codes of shmcoll and their texts, in one table. */
 #include <errno.h>
+#include <limits.h>
 
 #include "lib/internal.h"
 
@@ -18,7 +19,8 @@
 
 const char *shmcoll_strerror(int err)
 {
-	if (err < 0)
+	/* INT_MIN has no positive counterpart: it is simply unknown. */
+	if (err < 0 && err != INT_MIN)
 		err = -err;
 	switch (err) {
 #define CASE(code, text)                                                                  \

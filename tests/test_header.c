@@ -4,6 +4,7 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <limits.h>
 
 Test(header, enums_follow_the_contract)
 {
@@ -67,5 +68,7 @@ Test(header, strerror_covers_every_contract_code)
 			cr_assert_str_neq(s, shmcoll_strerror(-codes[j]));
 	}
 	cr_assert_not_null(shmcoll_strerror(-12345));
+	cr_assert_str_eq(shmcoll_strerror(INT_MIN), shmcoll_strerror(-12345),
+			 "INT_MIN is unknown, not negated (UB)");
 	cr_assert_str_eq(shmcoll_strerror(0), "success");
 }
