@@ -267,3 +267,26 @@ shmcoll__reduce_fn shmcoll__reduce_lookup(shmcoll_dtype dtype, shmcoll_op op)
 		return NULL;
 	return kernels[dtype][op];
 }
+
+/* Placeholder until the SIMD levels land: only the scalar level exists. */
+shmcoll__reduce_fn shmcoll__reduce_lookup_isa(int isa, shmcoll_dtype dtype, shmcoll_op op)
+{
+	return isa == SHMCOLL_ISA_SCALAR ? shmcoll__reduce_lookup(dtype, op) : NULL;
+}
+
+int shmcoll__isa_active(void)
+{
+	return SHMCOLL_ISA_SCALAR;
+}
+
+int shmcoll__isa_available(int isa)
+{
+	return isa == SHMCOLL_ISA_SCALAR;
+}
+
+const char *shmcoll__isa_name(int isa)
+{
+	static const char *const names[SHMCOLL_ISA_COUNT] = {"scalar", "avx2", "avx512"};
+
+	return isa >= 0 && isa < SHMCOLL_ISA_COUNT ? names[isa] : "unknown";
+}

@@ -22,9 +22,34 @@
 typedef void (*shmcoll__reduce_fn)(void *restrict dst, const void *const *restrict srcs,
 				   int nsrc, size_t count);
 
-/* The kernel for (dtype, op), or NULL where the pair is invalid (unknown
- * dtype or op, or a bitwise op on a floating dtype). */
+/* Instruction-set levels of the kernels, lowest first. Every level gives the
+ * same bits as the scalar reference. */
+enum shmcoll_isa {
+	SHMCOLL_ISA_SCALAR,
+	SHMCOLL_ISA_AVX2,   /* AVX2 + FMA-free arithmetic, F16C for float16 */
+	SHMCOLL_ISA_AVX512, /* AVX-512 F/BW/VL (+ BF16 where present) */
+	SHMCOLL_ISA_COUNT
+};
+
+/* The kernel for (dtype, op) at the active level, or NULL where the pair is
+ * invalid (unknown dtype or op, or a bitwise op on a floating dtype). */
 shmcoll__reduce_fn shmcoll__reduce_lookup(shmcoll_dtype dtype, shmcoll_op op);
+
+/* The kernel for (dtype, op) at exactly level isa, or NULL when the pair is
+ * invalid or that level is not available (not compiled in, or the CPU or OS
+ * lacks it). For tests and the kernel benchmark. */
+shmcoll__reduce_fn shmcoll__reduce_lookup_isa(int isa, shmcoll_dtype dtype, shmcoll_op op);
+
+/* The level shmcoll__reduce_lookup uses: the highest available one, capped by
+ * the environment variable SHMCOLL_ISA (scalar, avx2, avx512), chosen once
+ * per process. */
+int shmcoll__isa_active(void);
+
+/* Non-zero if level isa was compiled in and this CPU and OS support it. */
+int shmcoll__isa_available(int isa);
+
+/* "scalar", "avx2", "avx512", or "unknown". */
+const char *shmcoll__isa_name(int isa);
 
 /* Conversions used by the 16-bit float kernels: round to nearest even,
  * NaN stays NaN (quiet), overflow gives infinity. */
