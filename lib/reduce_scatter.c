@@ -2,9 +2,11 @@
  *
  * Protocol, for each chunk of n elements of a block, n at most
  * slot_half / (size * elemsize):
- *   1. Each rank copies chunk k of every block q of sendbuf to position q of
- *      its staging half for this step, unless sendbuf is in its symmetric
- *      heap and not in place (then peers read its blocks in place).
+ *   1. Each rank copies chunk k of every block q != r of sendbuf to position q
+ *      of its staging half for this step, unless sendbuf is in its symmetric
+ *      heap and not in place (then peers read its blocks in place). Its own
+ *      block it reads straight from sendbuf - except in place, where it is
+ *      staged too, since recvbuf (the same memory) receives the result.
  *   2. Every rank publishes the step and waits for every peer's; the first
  *      chunk checks the peers' descriptors.
  *   3. Rank r reduces position r (or block r in place) of every rank, in rank
@@ -26,7 +28,7 @@ int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 	struct shmcoll_desc *d;
 	size_t bytes, total, es, cap, done, n;
 	shmcoll__reduce_fn reduce;
-	int p, rc;
+	int p, rc, inplace;
 
 	if (!c)
 		return -EINVAL;
@@ -50,7 +52,8 @@ int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 	es = shmcoll_dtype_size(dtype);
 	cap = shmcoll__chunk_elems(c, es, (size_t)c->size);
 	d = shmcoll__desc_begin(c, KIND_REDUCE_SCATTER, dtype, op, -1, recvcount);
-	if (recv != send + (size_t)c->rank * bytes)
+	inplace = recv == send + (size_t)c->rank * bytes;
+	if (!inplace)
 		d->src_off = shmcoll__heap_off(c, send, total);
 	for (done = 0; done < recvcount; done += n) {
 		uint32_t step = c->seq + 1;
@@ -58,13 +61,18 @@ int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 
 		n = min_size(cap, recvcount - done);
 		if (d->src_off == NO_OFF)
-			shmcoll__stage_split(slot, send, (size_t)c->size, bytes, done * es, n * es);
+			for (p = 0; p < c->size; p++)
+				if (p != c->rank || inplace)
+					memcpy(slot + (size_t)p * n * es,
+					       send + (size_t)p * bytes + done * es, n * es);
 		rc = shmcoll__chunk_step(c, fn, d, done == 0, total);
 		if (rc < 0)
 			return rc;
 		for (p = 0; p < c->size; p++)
 			c->srcs[p] = c->zc[p] ? c->zc[p] + (size_t)c->rank * bytes + done * es
-					      : shmcoll__slot(c, p, step) + (size_t)c->rank * n * es;
+				     : p == c->rank && !inplace
+					     ? send + (size_t)c->rank * bytes + done * es
+					     : shmcoll__slot(c, p, step) + (size_t)c->rank * n * es;
 		reduce(recv + done * es, c->srcs, c->size, n);
 	}
 	return shmcoll__zc_release(c, fn, -1);
