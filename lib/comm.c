@@ -86,7 +86,7 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 {
 	char err[SHMCOLL_ERR_LEN - 64];
 	struct shmcoll_waiter attach_wait;
-	long long env_arena;
+	long long env_arena, env_chunk;
 	size_t arena_bytes;
 	shmcoll_comm *c;
 	int rc;
@@ -126,6 +126,18 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 		goto err_free;
 	}
 	c->waiter.timeout_ns = timeout_ns(cfg);
+	rc = shmcoll__algo_parse(c, getenv("SHMCOLL_ALGO"), err, sizeof(err));
+	if (rc < 0) {
+		create_fail(rc, "shmcoll_comm_create: %s", err);
+		goto err_free;
+	}
+	rc = env_long("SHMCOLL_CHUNK_BYTES", 64, LLONG_MAX, &env_chunk);
+	if (rc < 0) {
+		rc = create_fail(-EINVAL, "shmcoll_comm_create: SHMCOLL_CHUNK_BYTES is not a "
+					  "byte count of at least 64");
+		goto err_free;
+	}
+	c->chunk_bytes = rc > 0 ? (size_t)env_chunk : 0;
 
 	if (c->rank == 0)
 		rc = shmcoll__arena_create(&c->arena, cfg->job, (uint32_t)c->size, arena_bytes,

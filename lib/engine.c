@@ -143,18 +143,30 @@ struct shmcoll_desc *shmcoll__desc_begin(shmcoll_comm *c, uint32_t kind, shmcoll
 {
 	uint32_t step = c->seq + 1;
 	/* Safe to overwrite: every peer finished reading desc[step & 1] (of
-	 * step - 2) before publishing step - 1, which our last step waited for. */
+	 * step - 2) before publishing step - 1, which our last step waited for.
+	 * The call word is built privately and copied next to seq just before
+	 * the first step publishes it (shmcoll__chunk_step), so the line peers
+	 * poll changes once per step, not twice. */
+	struct shmcoll_call *k = &c->call;
 	struct shmcoll_desc *d = &c->me->desc[step & 1];
 
-	d->kind = kind;
-	d->dtype = (uint32_t)dtype;
-	d->op = (uint32_t)op;
-	d->root = root;
-	d->count = count;
+	k->step = step;
+	k->kind = (uint8_t)kind;
+	k->dtype = (uint8_t)dtype;
+	k->op = (uint8_t)op;
+	k->algo = ALGO_FLAT;
+	k->root = root;
+	k->zc = 0;
+	k->count = count;
 	d->src_off = NO_OFF;
 	d->aux = 0;
 	d->step = step;
 	return d;
+}
+
+struct shmcoll_call *shmcoll__call(shmcoll_comm *c)
+{
+	return &c->call;
 }
 
 void shmcoll__break(shmcoll_comm *c, int why)
@@ -238,38 +250,53 @@ int shmcoll__step(shmcoll_comm *c, const char *fn)
 	return 0;
 }
 
+static int mismatch(shmcoll_comm *c, const char *fn, const struct shmcoll_call *mine, int p,
+		    const struct shmcoll_call *k)
+{
+	shmcoll__break(c, EPROTO);
+	if (k->step != mine->step)
+		return shmcoll__fail(c, -EPROTO,
+				     "%s: mismatched calls: rank %d is inside a different "
+				     "collective at step %u",
+				     fn, p, mine->step);
+	if (k->algo != mine->algo)
+		return shmcoll__fail(c, -EPROTO,
+				     "%s: mismatched algorithms: rank %d runs %s, rank %d runs %s "
+				     "(is SHMCOLL_ALGO the same on every rank?)",
+				     fn, c->rank, shmcoll__algo_name(mine->algo), p,
+				     shmcoll__algo_name(k->algo));
+	return shmcoll__fail(c, -EPROTO,
+			     "%s: mismatched calls: rank %d called %s(count=%llu, %s, %s, "
+			     "root=%d), rank %d called %s(count=%llu, %s, %s, root=%d)",
+			     fn, c->rank, shmcoll__kind_name(mine->kind),
+			     (unsigned long long)mine->count, shmcoll__dtype_name(mine->dtype),
+			     shmcoll__op_name(mine->op), mine->root, p, shmcoll__kind_name(k->kind),
+			     (unsigned long long)k->count, shmcoll__dtype_name(k->dtype),
+			     shmcoll__op_name(k->op), k->root);
+}
+
 int shmcoll__check_peers(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine,
 			 uint64_t src_bytes)
 {
 	const struct shmcoll_layout *l = &c->arena.lay;
+	uint32_t par = mine->step & 1;
+	const struct shmcoll_call *me = &c->call;
 	int p;
 
 	for (p = 0; p < c->size; p++) {
-		const struct shmcoll_desc *d = &shmcoll__ctrl(&c->arena, (uint32_t)p)->desc[mine->step & 1];
-		uint64_t off = d->src_off;
+		const struct shmcoll_ctrl *pc = shmcoll__ctrl(&c->arena, (uint32_t)p);
+		const struct shmcoll_call *k = &pc->call[par];
+		uint64_t off;
 
 		if (p != c->rank &&
-		    (d->step != mine->step || d->kind != mine->kind || d->dtype != mine->dtype ||
-		     d->op != mine->op || d->root != mine->root || d->count != mine->count)) {
-			shmcoll__break(c, EPROTO);
-			if (d->step != mine->step)
-				return shmcoll__fail(c, -EPROTO,
-						     "%s: mismatched calls: rank %d is inside a "
-						     "different collective at step %u",
-						     fn, p, mine->step);
-			return shmcoll__fail(
-				c, -EPROTO,
-				"%s: mismatched calls: rank %d called %s(count=%llu, %s, %s, "
-				"root=%d), rank %d called %s(count=%llu, %s, %s, root=%d)",
-				fn, c->rank, shmcoll__kind_name(mine->kind),
-				(unsigned long long)mine->count, shmcoll__dtype_name(mine->dtype),
-				shmcoll__op_name(mine->op), mine->root, p,
-				shmcoll__kind_name(d->kind), (unsigned long long)d->count,
-				shmcoll__dtype_name(d->dtype), shmcoll__op_name(d->op), d->root);
-		}
+		    (k->step != me->step || k->kind != me->kind || k->dtype != me->dtype ||
+		     k->op != me->op || k->algo != me->algo || k->root != me->root ||
+		     k->count != me->count))
+			return mismatch(c, fn, me, p, k);
 		c->zc[p] = NULL;
-		if (off == NO_OFF)
+		if (!k->zc)
 			continue;
+		off = pc->desc[par].src_off;
 		if (off > l->heap_stride || src_bytes > l->heap_stride - off) {
 			shmcoll__break(c, EPROTO);
 			return shmcoll__fail(c, -EPROTO,
@@ -294,8 +321,13 @@ uint64_t shmcoll__heap_off(const shmcoll_comm *c, const void *buf, size_t bytes)
 int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
 			int first, uint64_t src_bytes)
 {
-	int rc = shmcoll__step(c, fn);
+	int rc;
 
+	if (first) {
+		c->call.zc = d->src_off != NO_OFF;
+		c->me->call[d->step & 1] = c->call;
+	}
+	rc = shmcoll__step(c, fn);
 	if (rc == 0 && first)
 		rc = shmcoll__check_peers(c, fn, d, src_bytes);
 	return rc;

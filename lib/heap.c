@@ -84,10 +84,7 @@ static int agree(shmcoll_comm *c, const char *fn, uint32_t kind, uint64_t bytes,
 	int p, rc;
 
 	d->aux = off;
-	rc = shmcoll__step(c, fn);
-	if (rc < 0)
-		return rc;
-	rc = shmcoll__check_peers(c, fn, d, 0);
+	rc = shmcoll__chunk_step(c, fn, d, 1, 0);
 	if (rc < 0)
 		return rc;
 	*someone_failed = 0;

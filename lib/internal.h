@@ -32,6 +32,15 @@ enum shmcoll_kind {
 	KIND_COUNT
 };
 
+/* The protocols a collective can run (docs/ARCHITECTURE.md describes each).
+ * Every rank must run the same one: it is part of the call word. */
+enum shmcoll_algo {
+	ALGO_AUTO,   /* chosen per call from measured crossovers */
+	ALGO_FLAT,   /* one step per chunk: everyone stages, everyone reads all */
+	ALGO_DIRECT, /* pipelined reduce-scatter + allgather: each rank owns 1/P */
+	ALGO_COUNT
+};
+
 struct heap_block {
 	uint64_t off, len;
 	int used;
@@ -49,6 +58,9 @@ struct shmcoll_comm {
 	size_t nblocks, cap_blocks;
 	const void **srcs;       /* size entries: kernel sources of one chunk */
 	const uint8_t **zc;      /* size entries: each rank's zero-copy source or NULL */
+	uint8_t algo[KIND_COUNT]; /* SHMCOLL_ALGO: forced protocol per kind, or ALGO_AUTO */
+	size_t chunk_bytes;       /* SHMCOLL_CHUNK_BYTES, or 0: chosen per call */
+	struct shmcoll_call call; /* the current call's word, published by its first step */
 	char err[SHMCOLL_ERR_LEN];   /* shmcoll_last_error() */
 	char cause[SHMCOLL_ERR_LEN]; /* the failure that broke the communicator */
 };
@@ -60,6 +72,11 @@ int shmcoll__fail(shmcoll_comm *c, int rc, const char *fmt, ...)
 const char *shmcoll__kind_name(uint32_t kind);
 const char *shmcoll__dtype_name(uint32_t dtype);
 const char *shmcoll__op_name(uint32_t op);
+const char *shmcoll__algo_name(uint32_t algo);
+
+/* Parses SHMCOLL_ALGO ("direct", or "allreduce:direct,reduce_scatter:flat")
+ * into c->algo. Returns 0 or -EINVAL with a message in err. */
+int shmcoll__algo_parse(shmcoll_comm *c, const char *spec, char *err, size_t errlen);
 
 /* Argument checks, each returning 0 or -EINVAL with a message naming the
  * argument. They run before any rank waits on another. */
@@ -81,19 +98,24 @@ int shmcoll__enter(shmcoll_comm *c, const char *fn);
 struct shmcoll_desc *shmcoll__desc_begin(shmcoll_comm *c, uint32_t kind, shmcoll_dtype dtype,
 					 shmcoll_op op, int root, uint64_t count);
 
+/* The call word of the call being begun (shmcoll__desc_begin), private until
+ * its first step: a protocol other than the flat one sets its algo there. */
+struct shmcoll_call *shmcoll__call(shmcoll_comm *c);
+
 /* Publishes the next step and waits until every peer has published it.
  * Returns 0, or breaks the communicator and returns -ETIMEDOUT/-ECANCELED. */
 int shmcoll__step(shmcoll_comm *c, const char *fn);
 
-/* After the first step of a call: checks every peer's descriptor matches
+/* After the first step of a call: checks every peer's call word matches
  * ours (-EPROTO, communicator broken) and fills c->zc[p] with each rank's
  * zero-copy source (NULL where it staged), each checked to lie inside its
  * heap for src_bytes bytes. */
 int shmcoll__check_peers(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine,
 			 uint64_t src_bytes);
 
-/* One step of a chunked call: the first one also checks the peers'
- * descriptors (see shmcoll__check_peers). */
+/* One step of a call. The first one (first != 0) also publishes the call
+ * word and then checks the peers' (see shmcoll__check_peers); every call
+ * makes its first step through here. */
 int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
 			int first, uint64_t src_bytes);
 

@@ -20,7 +20,7 @@
 #include "shm/name.h"
 
 #define SHMCOLL_ARENA_MAGIC   0x314c4c4f434d4853ull /* "SHMCOLL1" */
-#define SHMCOLL_ARENA_VERSION 1u
+#define SHMCOLL_ARENA_VERSION 2u
 #define SHMCOLL_ARENA_READY   0x59444552u /* "REDY" */
 #define SHMCOLL_MAX_RANKS     1024
 #define SHMCOLL_CPU_WORDS     16 /* affinity union of up to 1024 CPUs */
@@ -32,9 +32,25 @@
 #define SHMCOLL_DEFAULT_HEAP_BYTES (4u * 1024 * 1024)
 #define SHMCOLL_MIN_SLOT_HALF      512u
 
-/* What one call looks like, for the peers: written by the owner into
- * desc[s & 1] before it publishes step s, the first step of the call; read by
- * peers after their acquire of that step. */
+/* What one call is, for the peers' match check: written by the owner into
+ * call[s & 1] before it publishes step s, the first step of the call; read by
+ * peers after their acquire of that step. It shares seq's cache line, so the
+ * check costs no cache miss beyond the one that brings the new seq. */
+struct shmcoll_call {
+	uint32_t step; /* the step this call began at */
+	uint8_t kind;  /* which collective (lib/ numbering) */
+	uint8_t dtype;
+	uint8_t op;
+	uint8_t algo;  /* the protocol it runs: all ranks must agree */
+	int32_t root;
+	uint32_t zc; /* non-zero: desc[s & 1].src_off names a heap buffer */
+	uint64_t count;
+};
+static_assert(sizeof(struct shmcoll_call) == 24, "two calls and seq fit one 64-byte line");
+
+/* The rest of a call's description, read only when the call word says it
+ * is needed (a zero-copy source, a heap offset) or to explain a mismatch.
+ * Written and read under the same rules as shmcoll_call. */
 struct shmcoll_desc {
 	uint32_t kind; /* which collective (lib/ numbering) */
 	uint32_t dtype;
@@ -52,11 +68,14 @@ static_assert(sizeof(struct shmcoll_desc) == 64, "a descriptor is one 64-byte li
 /* Per-rank control block. Writer of each line in its comment. */
 struct shmcoll_ctrl {
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t seq; /* owner: the last step it published */
+	struct shmcoll_call call[2];                 /* owner, by step parity */
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t sleepers; /* peers: count asleep on seq */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_desc desc[2]; /* owner, by step parity */
 	_Alignas(SHMCOLL_LINE) _Atomic int32_t pid; /* owner, once at attach */
 };
 static_assert(sizeof(struct shmcoll_ctrl) == 4 * SHMCOLL_LINE, "four lines per rank");
+static_assert(offsetof(struct shmcoll_ctrl, call) + sizeof(struct shmcoll_call[2]) <= 64,
+	      "seq and the call words share one 64-byte coherence line");
 
 struct shmcoll_arena_hdr {
 	/* Written by the creator before it stores `ready`; read-only after. */

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 
 #include "tests/matrix.h"
@@ -68,6 +69,33 @@ COLL_TESTS(gather, TH_GATHER)
 COLL_TESTS(scatter, TH_SCATTER)
 COLL_TESTS(alltoall, TH_ALLTOALL)
 COLL_TESTS(barrier, TH_BARRIER)
+
+/* Every protocol of a collective, forced through SHMCOLL_ALGO, passes the
+ * same matrix (the auto choice above runs each only on its side of the
+ * crossover). Criterion runs each test in its own process, so the variable
+ * set here reaches only the ranks this test forks. */
+static void run_forced(th_coll coll, const char *spec, int P)
+{
+	cr_assert(setenv("SHMCOLL_ALGO", spec, 1) == 0);
+	run_matrix(coll, P);
+}
+
+#define ALGO_TESTS(name, which, spec)                                                              \
+	Test(coll, name##_p2, .timeout = 300)                                                      \
+	{                                                                                          \
+		run_forced(which, spec, 2);                                                        \
+	}                                                                                          \
+	Test(coll, name##_p3, .timeout = 300)                                                      \
+	{                                                                                          \
+		run_forced(which, spec, 3);                                                        \
+	}                                                                                          \
+	Test(coll, name##_p8, .timeout = 300)                                                      \
+	{                                                                                          \
+		run_forced(which, spec, 8);                                                        \
+	}
+
+ALGO_TESTS(allreduce_flat, TH_ALLREDUCE, "allreduce:flat")
+ALGO_TESTS(allreduce_direct, TH_ALLREDUCE, "allreduce:direct")
 
 /* Mixed: one communicator carries a long deterministic sequence of
  * different collectives, dtypes, counts, roots, buffer kinds and alignments
