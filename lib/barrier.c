@@ -1,23 +1,68 @@
 /* barrier.c - no rank leaves before every rank has entered.
  *
- * Protocol: one step. Each rank publishes it and waits until every peer has
- * published it, i.e. entered the barrier; the descriptors are checked so a
- * barrier matched with another collective fails with -EPROTO. */
+ * Flat protocol: one step. Each rank publishes it and waits until every peer
+ * has published it, i.e. entered the barrier; the call words are checked so
+ * a barrier matched with another collective fails with -EPROTO.
+ *
+ * Tree protocol (k-nomial, root 0), two steps s and s + 1:
+ *   1. Arrive: wait until each child has published s (its whole subtree has
+ *      arrived) and check its call word, then publish s.
+ *   2. Release: the root publishes s + 1 at once; every other rank waits for
+ *      its parent's s + 1, then publishes s + 1 for its own children.
+ *   A child's call word cannot change while its parent checks it: the child
+ *   is waiting for the release. Nobody is released before the root heard
+ *   from every subtree, so a mismatch anywhere stops everyone.
+ *   No staging half is touched. Each rank polls at most its children and
+ *   its parent instead of all P - 1 peers. */
 #include <errno.h>
 
 #include "lib/internal.h"
+
+/* From this many ranks on the tree is the default: below it the flat step's
+ * single hop beats the tree's 2 * depth (docs/BENCHMARKS.md). */
+#define TREE_MIN_RANKS 16
+
+static int barrier_tree(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d)
+{
+	struct shmcoll_tree t;
+	uint32_t arrive = c->seq + 1;
+	int i, rc;
+
+	shmcoll__tree(c, 0, &t);
+	for (i = 0; i < t.nchildren; i++) {
+		rc = shmcoll__wait_rank(c, fn, t.children[i], arrive);
+		if (!rc)
+			rc = shmcoll__check_rank(c, fn, d, t.children[i], 0);
+		if (rc < 0)
+			return rc;
+	}
+	shmcoll__publish_next(c, d);
+	if (t.parent >= 0) {
+		rc = shmcoll__wait_rank(c, fn, t.parent, arrive + 1);
+		if (rc < 0)
+			return rc;
+	}
+	shmcoll__publish_next(c, NULL);
+	return 0;
+}
 
 int shmcoll_barrier(shmcoll_comm *c)
 {
 	const char *fn = "shmcoll_barrier";
 	struct shmcoll_desc *d;
-	int rc;
+	int rc, algo;
 
 	if (!c)
 		return -EINVAL;
 	rc = shmcoll__enter(c, fn);
 	if (rc < 0)
 		return rc;
+	algo = c->algo[KIND_BARRIER];
+	if (algo == ALGO_AUTO)
+		algo = c->size >= TREE_MIN_RANKS ? ALGO_TREE : ALGO_FLAT;
 	d = shmcoll__desc_begin(c, KIND_BARRIER, SHMCOLL_UINT8, SHMCOLL_SUM, -1, 0);
+	shmcoll__call(c)->algo = (uint8_t)algo;
+	if (algo == ALGO_TREE)
+		return barrier_tree(c, fn, d);
 	return shmcoll__chunk_step(c, fn, d, 1, 0);
 }

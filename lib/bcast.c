@@ -1,25 +1,124 @@
 /* bcast.c - every rank gets the root's vector.
  *
- * Protocol, for each chunk of at most slot_half bytes:
+ * Flat protocol, for each chunk of at most slot_half bytes:
  *   1. The root copies its chunk into its staging half for this step, unless
  *      buf is in its symmetric heap (then the others read it in place).
  *   2. Every rank publishes the step and waits for every peer's; the first
- *      chunk checks the peers' descriptors.
+ *      chunk checks the peers' call words.
  *   3. Every other rank copies the root's chunk into its buf.
  *   Halves are reused two steps later as in allreduce.c; a final step when
- *   the root was read in place keeps it from returning while a rank reads. */
+ *   the root was read in place keeps it from returning while a rank reads.
+ *
+ * Tree protocol (k-nomial from the root, tree.c), chunk i at step s + i:
+ *   1. Flow control: before writing its half for step s + i, a rank waits
+ *      until its children published s + i - 2 (they have read what it wrote
+ *      there); for i = 1 it waits for every rank to publish s, since that
+ *      half may still be read by anyone from the call before this one.
+ *   2. The root copies chunk i into its half; any other rank waits for its
+ *      parent's s + i (on the first chunk checking its call word), copies the
+ *      parent's chunk into buf and, if it has children, into its own half.
+ *   3. It publishes s + i.
+ *   At the end each rank waits until its children published the last step,
+ *   so no half of this call is still being read when it returns, and until
+ *   every rank published s: every rank has then finished the call before
+ *   this one, whose call words, descriptors and halves the next call
+ *   rewrites (a flat call guarantees the same by waiting for all at every
+ *   step). Per chunk a rank waits on its parent and children only. */
 #include <errno.h>
 #include <string.h>
 
 #include "lib/internal.h"
 
+/* From this many ranks on the tree is the default (docs/BENCHMARKS.md). */
+#define TREE_MIN_RANKS 16
+
+static int bcast_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, uint8_t *b,
+		      size_t count, size_t es, int root)
+{
+	size_t cap = shmcoll__chunk_elems(c, es, 1), done, n;
+	int rc, is_root = c->rank == root;
+
+	if (is_root)
+		d->src_off = shmcoll__heap_off(c, b, count * es);
+	for (done = 0; done < count; done += n) {
+		uint32_t step = c->seq + 1;
+
+		n = min_size(cap, count - done);
+		if (is_root && d->src_off == NO_OFF)
+			memcpy(shmcoll__slot(c, c->rank, step), b + done * es, n * es);
+		rc = shmcoll__chunk_step(c, fn, d, done == 0, count * es);
+		if (rc < 0)
+			return rc;
+		if (!is_root)
+			memcpy(b + done * es,
+			       c->zc[root] ? c->zc[root] + done * es : shmcoll__slot(c, root, step),
+			       n * es);
+	}
+	return shmcoll__zc_release(c, fn, -1);
+}
+
+/* Waits until each of t's children has published want. */
+static int wait_children(shmcoll_comm *c, const char *fn, const struct shmcoll_tree *t,
+			 uint32_t want)
+{
+	int i, rc;
+
+	for (i = 0; i < t->nchildren; i++) {
+		rc = shmcoll__wait_rank(c, fn, t->children[i], want);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int bcast_tree(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, uint8_t *b,
+		      size_t count, size_t es, int root)
+{
+	size_t cap = shmcoll__chunk_elems(c, es, 1), done, n;
+	uint32_t first = c->seq + 1;
+	struct shmcoll_tree t;
+	int p, rc;
+
+	shmcoll__tree(c, root, &t);
+	for (done = 0; done < count; done += n) {
+		uint32_t step = c->seq + 1;
+		uint8_t *mine = shmcoll__slot(c, c->rank, step);
+
+		n = min_size(cap, count - done);
+		if (step == first + 1) {
+			for (p = 0; p < c->size; p++)
+				if (p != c->rank && (rc = shmcoll__wait_rank(c, fn, p, first)) < 0)
+					return rc;
+		} else if (step >= first + 2 && (rc = wait_children(c, fn, &t, step - 2)) < 0) {
+			return rc;
+		}
+		if (t.parent < 0) {
+			memcpy(mine, b + done * es, n * es);
+		} else {
+			rc = shmcoll__wait_rank(c, fn, t.parent, step);
+			if (!rc && step == first)
+				rc = shmcoll__check_rank(c, fn, d, t.parent, 0);
+			if (rc < 0)
+				return rc;
+			memcpy(b + done * es, shmcoll__slot(c, t.parent, step), n * es);
+			if (t.nchildren)
+				memcpy(mine, b + done * es, n * es);
+		}
+		shmcoll__publish_next(c, step == first ? d : NULL);
+	}
+	rc = wait_children(c, fn, &t, c->seq);
+	for (p = 0; p < c->size && !rc; p++)
+		if (p != c->rank)
+			rc = shmcoll__wait_rank(c, fn, p, first);
+	return rc;
+}
+
 int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root, shmcoll_comm *c)
 {
 	const char *fn = "shmcoll_bcast";
-	uint8_t *b = buf;
 	struct shmcoll_desc *d;
-	size_t bytes, es, cap, done, n;
-	int rc, is_root;
+	size_t bytes;
+	int rc, algo;
 
 	if (!c)
 		return -EINVAL;
@@ -33,25 +132,12 @@ int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root, shmcol
 	if (rc || !count)
 		return rc;
 
-	es = shmcoll_dtype_size(dtype);
-	cap = shmcoll__chunk_elems(c, es, 1);
-	is_root = c->rank == root;
+	algo = c->algo[KIND_BCAST];
+	if (algo == ALGO_AUTO)
+		algo = c->size >= TREE_MIN_RANKS ? ALGO_TREE : ALGO_FLAT;
 	d = shmcoll__desc_begin(c, KIND_BCAST, dtype, SHMCOLL_SUM, root, count);
-	if (is_root)
-		d->src_off = shmcoll__heap_off(c, b, bytes);
-	for (done = 0; done < count; done += n) {
-		uint32_t step = c->seq + 1;
-
-		n = min_size(cap, count - done);
-		if (is_root && d->src_off == NO_OFF)
-			memcpy(shmcoll__slot(c, c->rank, step), b + done * es, n * es);
-		rc = shmcoll__chunk_step(c, fn, d, done == 0, bytes);
-		if (rc < 0)
-			return rc;
-		if (!is_root)
-			memcpy(b + done * es,
-			       c->zc[root] ? c->zc[root] + done * es : shmcoll__slot(c, root, step),
-			       n * es);
-	}
-	return shmcoll__zc_release(c, fn, -1);
+	shmcoll__call(c)->algo = (uint8_t)algo;
+	if (algo == ALGO_TREE)
+		return bcast_tree(c, fn, d, buf, count, shmcoll_dtype_size(dtype), root);
+	return bcast_flat(c, fn, d, buf, count, shmcoll_dtype_size(dtype), root);
 }

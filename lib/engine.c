@@ -228,26 +228,46 @@ static int step_failed(shmcoll_comm *c, const char *fn, int rc, uint32_t step)
 			     by);
 }
 
-int shmcoll__step(shmcoll_comm *c, const char *fn)
+void shmcoll__publish_next(shmcoll_comm *c, const struct shmcoll_desc *first)
 {
 	uint32_t step = c->seq + 1;
-	int i, p, rc;
 
-	/* Release: our staged data and descriptor for this step are visible
-	 * to a peer whose wait for it returns. */
+	if (first) {
+		c->call.zc = first->src_off != NO_OFF;
+		c->me->call[step & 1] = c->call;
+	}
+	/* Release: our staged data and call word for this step are visible to
+	 * a peer whose wait for it returns. */
 	shmcoll__publish(&c->me->seq, &c->me->sleepers, step);
 	c->seq = step;
-	for (i = 1; i < c->size; i++) {
-		struct shmcoll_ctrl *pc;
+}
 
-		p = (c->rank + i) % c->size;
-		pc = shmcoll__ctrl(&c->arena, (uint32_t)p);
-		/* Acquire: pairs with the publish above on rank p. */
-		rc = shmcoll__wait_geq(&c->waiter, &pc->seq, &pc->sleepers, step);
+int shmcoll__wait_rank(shmcoll_comm *c, const char *fn, int p, uint32_t want)
+{
+	struct shmcoll_ctrl *pc = shmcoll__ctrl(&c->arena, (uint32_t)p);
+	/* Acquire: pairs with the publish of want on rank p. */
+	int rc = shmcoll__wait_geq(&c->waiter, &pc->seq, &pc->sleepers, want);
+
+	return rc < 0 ? step_failed(c, fn, rc, want) : 0;
+}
+
+/* Waits until every peer has published the step this rank last published. */
+static int wait_all(shmcoll_comm *c, const char *fn)
+{
+	int i, rc;
+
+	for (i = 1; i < c->size; i++) {
+		rc = shmcoll__wait_rank(c, fn, (c->rank + i) % c->size, c->seq);
 		if (rc < 0)
-			return step_failed(c, fn, rc, step);
+			return rc;
 	}
 	return 0;
+}
+
+int shmcoll__step(shmcoll_comm *c, const char *fn)
+{
+	shmcoll__publish_next(c, NULL);
+	return wait_all(c, fn);
 }
 
 static int mismatch(shmcoll_comm *c, const char *fn, const struct shmcoll_call *mine, int p,
@@ -275,35 +295,42 @@ static int mismatch(shmcoll_comm *c, const char *fn, const struct shmcoll_call *
 			     shmcoll__op_name(k->op), k->root);
 }
 
-int shmcoll__check_peers(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine,
-			 uint64_t src_bytes)
+int shmcoll__check_rank(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine, int p,
+			uint64_t src_bytes)
 {
 	const struct shmcoll_layout *l = &c->arena.lay;
 	uint32_t par = mine->step & 1;
 	const struct shmcoll_call *me = &c->call;
-	int p;
+	const struct shmcoll_ctrl *pc = shmcoll__ctrl(&c->arena, (uint32_t)p);
+	const struct shmcoll_call *k = &pc->call[par];
+	uint64_t off;
+
+	if (p != c->rank &&
+	    (k->step != me->step || k->kind != me->kind || k->dtype != me->dtype ||
+	     k->op != me->op || k->algo != me->algo || k->root != me->root || k->count != me->count))
+		return mismatch(c, fn, me, p, k);
+	c->zc[p] = NULL;
+	if (!k->zc)
+		return 0;
+	off = pc->desc[par].src_off;
+	if (off > l->heap_stride || src_bytes > l->heap_stride - off) {
+		shmcoll__break(c, EPROTO);
+		return shmcoll__fail(c, -EPROTO, "%s: rank %d described a buffer outside its heap",
+				     fn, p);
+	}
+	c->zc[p] = c->arena.base + l->heap_off + (uint64_t)p * l->heap_stride + off;
+	return 0;
+}
+
+int shmcoll__check_peers(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine,
+			 uint64_t src_bytes)
+{
+	int p, rc;
 
 	for (p = 0; p < c->size; p++) {
-		const struct shmcoll_ctrl *pc = shmcoll__ctrl(&c->arena, (uint32_t)p);
-		const struct shmcoll_call *k = &pc->call[par];
-		uint64_t off;
-
-		if (p != c->rank &&
-		    (k->step != me->step || k->kind != me->kind || k->dtype != me->dtype ||
-		     k->op != me->op || k->algo != me->algo || k->root != me->root ||
-		     k->count != me->count))
-			return mismatch(c, fn, me, p, k);
-		c->zc[p] = NULL;
-		if (!k->zc)
-			continue;
-		off = pc->desc[par].src_off;
-		if (off > l->heap_stride || src_bytes > l->heap_stride - off) {
-			shmcoll__break(c, EPROTO);
-			return shmcoll__fail(c, -EPROTO,
-					     "%s: rank %d described a buffer outside its heap", fn,
-					     p);
-		}
-		c->zc[p] = c->arena.base + l->heap_off + (uint64_t)p * l->heap_stride + off;
+		rc = shmcoll__check_rank(c, fn, mine, p, src_bytes);
+		if (rc < 0)
+			return rc;
 	}
 	return 0;
 }
@@ -323,11 +350,8 @@ int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_de
 {
 	int rc;
 
-	if (first) {
-		c->call.zc = d->src_off != NO_OFF;
-		c->me->call[d->step & 1] = c->call;
-	}
-	rc = shmcoll__step(c, fn);
+	shmcoll__publish_next(c, first ? d : NULL);
+	rc = wait_all(c, fn);
 	if (rc == 0 && first)
 		rc = shmcoll__check_peers(c, fn, d, src_bytes);
 	return rc;

@@ -38,7 +38,20 @@ enum shmcoll_algo {
 	ALGO_AUTO,   /* chosen per call from measured crossovers */
 	ALGO_FLAT,   /* one step per chunk: everyone stages, everyone reads all */
 	ALGO_DIRECT, /* pipelined reduce-scatter + allgather: each rank owns 1/P */
+	ALGO_TREE,   /* k-nomial tree: gather up, release down */
 	ALGO_COUNT
+};
+
+/* Radix of the k-nomial tree (tree.c): depth log4(P), at most 3 children per
+ * level, so a parent waits on few ranks and the release reaches 64 ranks in
+ * three hops. */
+#define SHMCOLL_TREE_RADIX 4
+#define SHMCOLL_TREE_MAX_CHILDREN ((SHMCOLL_TREE_RADIX - 1) * 6) /* P <= 4^5 */
+
+struct shmcoll_tree {
+	int parent; /* -1 at the root */
+	int nchildren;
+	int children[SHMCOLL_TREE_MAX_CHILDREN];
 };
 
 struct heap_block {
@@ -106,6 +119,21 @@ struct shmcoll_call *shmcoll__call(shmcoll_comm *c);
  * Returns 0, or breaks the communicator and returns -ETIMEDOUT/-ECANCELED. */
 int shmcoll__step(shmcoll_comm *c, const char *fn);
 
+/* Publishes step seq + 1 without waiting; with first (the call's
+ * descriptor) it is the call's first step and publishes the call word too. */
+void shmcoll__publish_next(shmcoll_comm *c, const struct shmcoll_desc *first);
+
+/* Waits until rank p has published step want. Returns 0, or breaks the
+ * communicator and returns -ETIMEDOUT/-ECANCELED (or the cause another rank
+ * broke it with). */
+int shmcoll__wait_rank(shmcoll_comm *c, const char *fn, int p, uint32_t want);
+
+/* shmcoll__check_peers for rank p alone: for protocols that wait on some
+ * ranks only, each checking the ones it waited for at the call's first
+ * step, while those cannot yet have begun another call. */
+int shmcoll__check_rank(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine, int p,
+			uint64_t src_bytes);
+
 /* After the first step of a call: checks every peer's call word matches
  * ours (-EPROTO, communicator broken) and fills c->zc[p] with each rank's
  * zero-copy source (NULL where it staged), each checked to lie inside its
@@ -162,6 +190,19 @@ static inline size_t shmcoll__chunk_elems(const shmcoll_comm *c, size_t es, size
 {
 	return (size_t)(c->arena.lay.slot_half / (es * parts));
 }
+
+/* Whether the direct protocol can run: more than one rank, and a staging
+ * half that holds one element per rank. The same on every rank. */
+int shmcoll__direct_fits(const shmcoll_comm *c, size_t es);
+
+/* The direct reduce-scatter + allgather protocol (direct.c) for the call d
+ * began: the result goes to recvbuf on every rank (root < 0) or on root. */
+int shmcoll__reduce_direct(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
+			   const uint8_t *send, uint8_t *recv, size_t count, size_t es,
+			   shmcoll__reduce_fn reduce, int root);
+
+/* This rank's place in the k-nomial tree rooted at root. */
+void shmcoll__tree(const shmcoll_comm *c, int root, struct shmcoll_tree *t);
 
 void shmcoll__heap_init(shmcoll_comm *c);
 void shmcoll__heap_fini(shmcoll_comm *c);

@@ -1,6 +1,10 @@
 /* reduce.c - the root gets op over all ranks' vectors.
  *
- * Protocol, for each chunk of at most slot_half bytes:
+ * Large vectors run the direct protocol (direct.c): every rank reduces 1/P of
+ * the vector and the root gathers the slices, so the reduction work is
+ * spread over all ranks instead of falling on the root.
+ *
+ * Flat protocol, for each chunk of at most slot_half bytes:
  *   1. Each rank other than the root copies its chunk into its staging half
  *      for this step, unless its sendbuf is in its symmetric heap (then the
  *      root reads it in place). The root reads its own sendbuf directly,
@@ -15,6 +19,38 @@
 
 #include "lib/internal.h"
 
+/* Vectors from this size on run the direct protocol (docs/BENCHMARKS.md). */
+#define DIRECT_MIN_BYTES (32u * 1024)
+
+static int reduce_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
+		       const uint8_t *send, uint8_t *recv, size_t count, size_t es,
+		       shmcoll__reduce_fn reduce, int root)
+{
+	size_t cap = shmcoll__chunk_elems(c, es, 1), done, n;
+	int p, rc, is_root = c->rank == root, inplace = is_root && send == recv;
+
+	if (!is_root)
+		d->src_off = shmcoll__heap_off(c, send, count * es);
+	for (done = 0; done < count; done += n) {
+		uint32_t step = c->seq + 1;
+
+		n = min_size(cap, count - done);
+		if ((!is_root && d->src_off == NO_OFF) || inplace)
+			memcpy(shmcoll__slot(c, c->rank, step), send + done * es, n * es);
+		rc = shmcoll__chunk_step(c, fn, d, done == 0, count * es);
+		if (rc < 0)
+			return rc;
+		if (!is_root)
+			continue;
+		for (p = 0; p < c->size; p++)
+			c->srcs[p] = c->zc[p] ? c->zc[p] + done * es : shmcoll__slot(c, p, step);
+		if (!inplace)
+			c->srcs[root] = send + done * es;
+		reduce(recv + done * es, c->srcs, c->size, n);
+	}
+	return shmcoll__zc_release(c, fn, root);
+}
+
 int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
 		   shmcoll_op op, int root, shmcoll_comm *c)
 {
@@ -22,9 +58,8 @@ int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dty
 	const uint8_t *send = sendbuf;
 	uint8_t *recv = recvbuf;
 	struct shmcoll_desc *d;
-	size_t bytes, es, cap, done, n;
-	shmcoll__reduce_fn reduce;
-	int p, rc, is_root, inplace;
+	size_t bytes, es;
+	int rc, is_root, algo;
 
 	if (!c)
 		return -EINVAL;
@@ -45,29 +80,21 @@ int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dty
 	if (rc || !count)
 		return rc;
 
-	reduce = shmcoll__reduce_lookup(dtype, op);
 	es = shmcoll_dtype_size(dtype);
-	cap = shmcoll__chunk_elems(c, es, 1);
-	inplace = is_root && send == recv;
+	algo = c->algo[KIND_REDUCE];
+	if (algo == ALGO_AUTO)
+		algo = bytes >= DIRECT_MIN_BYTES ? ALGO_DIRECT : ALGO_FLAT;
+	if (algo == ALGO_DIRECT && !shmcoll__direct_fits(c, es))
+		algo = ALGO_FLAT;
 	d = shmcoll__desc_begin(c, KIND_REDUCE, dtype, op, root, count);
-	if (!is_root)
+	shmcoll__call(c)->algo = (uint8_t)algo;
+	if (algo == ALGO_FLAT)
+		return reduce_flat(c, fn, d, send, recv, count, es,
+				   shmcoll__reduce_lookup(dtype, op), root);
+	/* Peers read this rank's sendbuf in place unless the root reduces into
+	 * it; a non-root rank's recvbuf is never touched. */
+	if (!is_root || send != recv)
 		d->src_off = shmcoll__heap_off(c, send, bytes);
-	for (done = 0; done < count; done += n) {
-		uint32_t step = c->seq + 1;
-
-		n = min_size(cap, count - done);
-		if ((!is_root && d->src_off == NO_OFF) || inplace)
-			memcpy(shmcoll__slot(c, c->rank, step), send + done * es, n * es);
-		rc = shmcoll__chunk_step(c, fn, d, done == 0, bytes);
-		if (rc < 0)
-			return rc;
-		if (!is_root)
-			continue;
-		for (p = 0; p < c->size; p++)
-			c->srcs[p] = c->zc[p] ? c->zc[p] + done * es : shmcoll__slot(c, p, step);
-		if (!inplace)
-			c->srcs[root] = send + done * es;
-		reduce(recv + done * es, c->srcs, c->size, n);
-	}
-	return shmcoll__zc_release(c, fn, root);
+	return shmcoll__reduce_direct(c, fn, d, send, recv, count, es,
+				      shmcoll__reduce_lookup(dtype, op), root);
 }

@@ -96,6 +96,12 @@ static void run_forced(th_coll coll, const char *spec, int P)
 
 ALGO_TESTS(allreduce_flat, TH_ALLREDUCE, "allreduce:flat")
 ALGO_TESTS(allreduce_direct, TH_ALLREDUCE, "allreduce:direct")
+ALGO_TESTS(reduce_flat, TH_REDUCE, "reduce:flat")
+ALGO_TESTS(reduce_direct, TH_REDUCE, "reduce:direct")
+ALGO_TESTS(bcast_flat, TH_BCAST, "bcast:flat")
+ALGO_TESTS(bcast_tree, TH_BCAST, "bcast:tree")
+ALGO_TESTS(barrier_flat, TH_BARRIER, "barrier:flat")
+ALGO_TESTS(barrier_tree, TH_BARRIER, "barrier:tree")
 
 /* Mixed: one communicator carries a long deterministic sequence of
  * different collectives, dtypes, counts, roots, buffer kinds and alignments
@@ -211,4 +217,27 @@ Test(coll, tiny_arena_p3, .timeout = 300)
 Test(coll, tiny_arena_p8, .timeout = 300)
 {
 	run_mixed(8, TINY_ARENA, 0);
+}
+
+/* The mixed sequence with the non-default protocols forced, so calls of
+ * different protocols follow each other on one communicator: the reuse of
+ * call words, descriptors and staging halves across protocol boundaries. */
+#define ALT_ALGOS "barrier:tree,bcast:tree,allreduce:direct,reduce:direct"
+
+Test(coll, mixed_alt_p3, .timeout = 300)
+{
+	cr_assert(setenv("SHMCOLL_ALGO", ALT_ALGOS, 1) == 0);
+	run_mixed(3, 0, 1024);
+}
+
+Test(coll, mixed_alt_p8, .timeout = 300)
+{
+	cr_assert(setenv("SHMCOLL_ALGO", ALT_ALGOS, 1) == 0);
+	run_mixed(8, 0, 1024);
+}
+
+Test(coll, mixed_flat_p8, .timeout = 300)
+{
+	cr_assert(setenv("SHMCOLL_ALGO", "flat", 1) == 0);
+	run_mixed(8, 0, 1024);
 }
