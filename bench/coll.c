@@ -1,0 +1,619 @@
+/* coll.c - the collectives mode of shmcoll-bench: every collective timed exactly the way
+ * ../shared/bench-mpi/mpi_coll_bench.c times MPI (sizes, iteration counts, warm-up, validation,
+ * timing modes, reported figures and CSV), so a shmcoll CSV and an MPI CSV join row by row. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "shm/arena.h"
+
+enum {
+	OP_ALLREDUCE,
+	OP_REDUCE,
+	OP_BCAST,
+	OP_ALLGATHER,
+	OP_REDUCE_SCATTER,
+	OP_ALLTOALL,
+	OP_GATHER,
+	OP_SCATTER,
+	OP_BARRIER,
+	OP_COUNT
+};
+
+static const char *const op_names[OP_COUNT] = {
+    "allreduce", "reduce", "bcast",   "allgather", "reduce_scatter",
+    "alltoall",  "gather", "scatter", "barrier",
+};
+
+struct opts {
+	int sel; /* one op, or -1 for all */
+	int sync;
+	int header;
+	int symmetric;
+	size_t minb, maxb;
+	double iscale;
+	const char *impl;
+	const char *csv;
+	const char *algo;
+	const char *chunk;
+	shmcoll_dtype dtype;
+	shmcoll_op rop;
+};
+
+struct coll {
+	shmcoll_comm *comm;
+	int rank, size;
+	shmcoll_dtype dtype;
+	shmcoll_op rop;
+	void *sbuf, *rbuf;
+	struct bench_vals vals; /* the inputs and results of the reducing ops */
+};
+
+void bench_coll_usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "  " PROG " [coll] [OPTIONS]\n"
+	    "      Time the collectives; run it under the launcher:\n"
+	    "        shmcoll-run -n P " PROG " [OPTIONS]\n"
+	    "      --op NAME|all     allreduce reduce bcast allgather reduce_scatter alltoall\n"
+	    "                        gather scatter barrier (default all)\n"
+	    "      --min-bytes N     smallest size; K, M, G suffixes (default 4)\n"
+	    "      --max-bytes N     largest size (default 64M); sizes double from the smallest\n"
+	    "      --sync            a barrier after every call, only the call timed (OSU style);\n"
+	    "                        default: back-to-back calls after one barrier (nccl-tests)\n"
+	    "      --impl LABEL      first CSV column (default shmcoll)\n"
+	    "      --iters-scale F   scale the iteration counts (default 1)\n"
+	    "      --no-header       leave out the CSV header\n"
+	    "      --dtype NAME      element type (default float32): int8 uint8 int32 uint32\n"
+	    "                        int64 uint64 float16 bfloat16 float32 float64\n"
+	    "      --reduce-op NAME  operation of allreduce, reduce and reduce_scatter\n"
+	    "                        (default sum): sum prod min max avg band bor bxor\n"
+	    "      --algo NAME       set SHMCOLL_ALGO=NAME for the library (e.g. ring,\n"
+	    "                        \"allreduce:direct,bcast:tree\")\n"
+	    "      --chunk BYTES     set SHMCOLL_CHUNK_BYTES=BYTES for the library\n"
+	    "      --symmetric       buffers from shmcoll_malloc; the arena is sized to fit\n"
+	    "      --csv FILE        also write the CSV to FILE\n"
+	    "      Prints impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps (rank 0).\n");
+}
+
+/* 0: run; -1: help was printed; EXIT_USAGE: a bad command line. */
+static int parse(int argc, char **argv, struct opts *o)
+{
+	const char *v;
+	int i, x;
+
+	*o = (struct opts){
+	    .sel = -1,
+	    .header = 1,
+	    .minb = 4,
+	    .maxb = (size_t)64 << 20,
+	    .iscale = 1.0,
+	    .impl = "shmcoll",
+	    .dtype = SHMCOLL_FLOAT32,
+	    .rop = SHMCOLL_SUM,
+	};
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			if (bench_is_rank0())
+				bench_usage(stdout);
+			return -1;
+		} else if (!strcmp(a, "--sync")) {
+			o->sync = 1;
+		} else if (!strcmp(a, "--no-header")) {
+			o->header = 0;
+		} else if (!strcmp(a, "--symmetric")) {
+			o->symmetric = 1;
+		} else if (!strcmp(a, "--op") || !strcmp(a, "--min-bytes") ||
+		           !strcmp(a, "--max-bytes") || !strcmp(a, "--impl") ||
+		           !strcmp(a, "--iters-scale") || !strcmp(a, "--dtype") ||
+		           !strcmp(a, "--reduce-op") || !strcmp(a, "--algo") ||
+		           !strcmp(a, "--chunk") || !strcmp(a, "--csv")) {
+			v = bench_optarg(argc, argv, &i);
+			if (!v)
+				return EXIT_USAGE;
+			if (!strcmp(a, "--op")) {
+				for (x = 0; x < OP_COUNT && strcmp(v, op_names[x]); x++)
+					;
+				if (x == OP_COUNT && strcmp(v, "all"))
+					return bench_usage_error("unknown --op '%s'", v);
+				o->sel = x == OP_COUNT ? -1 : x;
+			} else if (!strcmp(a, "--min-bytes")) {
+				if (bench_parse_size(v, &o->minb))
+					return bench_usage_error("bad --min-bytes '%s'", v);
+			} else if (!strcmp(a, "--max-bytes")) {
+				if (bench_parse_size(v, &o->maxb))
+					return bench_usage_error("bad --max-bytes '%s'", v);
+			} else if (!strcmp(a, "--impl")) {
+				o->impl = v;
+			} else if (!strcmp(a, "--iters-scale")) {
+				if (bench_parse_positive(v, &o->iscale))
+					return bench_usage_error("bad --iters-scale '%s'", v);
+			} else if (!strcmp(a, "--dtype")) {
+				x = bench_dtype_parse(v);
+				if (x < 0)
+					return bench_usage_error("unknown --dtype '%s'", v);
+				o->dtype = (shmcoll_dtype)x;
+			} else if (!strcmp(a, "--reduce-op")) {
+				x = bench_op_parse(v);
+				if (x < 0)
+					return bench_usage_error("unknown --reduce-op '%s'", v);
+				o->rop = (shmcoll_op)x;
+			} else if (!strcmp(a, "--algo")) {
+				o->algo = v;
+			} else if (!strcmp(a, "--chunk")) {
+				size_t chunk;
+
+				if (bench_parse_size(v, &chunk) || chunk == 0)
+					return bench_usage_error("bad --chunk '%s'", v);
+				o->chunk = v;
+			} else {
+				o->csv = v;
+			}
+		} else {
+			return bench_usage_error("unknown option '%s' in the collectives mode", a);
+		}
+	}
+	if (o->rop >= SHMCOLL_BAND && bench_dtype_is_float(o->dtype))
+		return bench_usage_error("--reduce-op %s needs an integer --dtype, not %s",
+		                         bench_op_name(o->rop), bench_dtype_name(o->dtype));
+	return 0;
+}
+
+/* A failed shmcoll call: say which, on which rank, why; stop the peers; exit. */
+__attribute__((cold)) static _Noreturn void call_failed(const struct coll *c, const char *what,
+                                                        size_t bytes, int rc)
+{
+	fprintf(stderr, PROG ": rank %d: %s (bytes %zu) failed: %d (%s): %s\n", c->rank, what,
+	        bytes, rc, shmcoll_strerror(rc), shmcoll_last_error(c->comm));
+	shmcoll_comm_abort(c->comm);
+	exit(EXIT_FAIL);
+}
+
+__attribute__((cold)) static _Noreturn void op_failed(const struct coll *c, int op, size_t bytes,
+                                                      int rc)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "shmcoll_%s", op_names[op]);
+	call_failed(c, what, bytes, rc);
+}
+
+/* count = elements in the "bytes" buffer; ch = count / P for the divided ops. The MPI calls
+ * they stand for: MPI_Reduce_scatter_block -> shmcoll_reduce_scatter (recvcount = ch), the
+ * (sendcount, recvcount) pairs of the gathers and scatters -> one count. */
+static inline int run_op(const struct coll *c, int op, size_t count)
+{
+	size_t ch = count / (size_t)c->size;
+
+	switch (op) {
+	case OP_ALLREDUCE:
+		return shmcoll_allreduce(c->sbuf, c->rbuf, count, c->dtype, c->rop, c->comm);
+	case OP_REDUCE:
+		return shmcoll_reduce(c->sbuf, c->rbuf, count, c->dtype, c->rop, 0, c->comm);
+	case OP_BCAST:
+		return shmcoll_bcast(c->rbuf, count, c->dtype, 0, c->comm);
+	case OP_ALLGATHER:
+		return shmcoll_allgather(c->sbuf, c->rbuf, ch, c->dtype, c->comm);
+	case OP_REDUCE_SCATTER:
+		return shmcoll_reduce_scatter(c->sbuf, c->rbuf, ch, c->dtype, c->rop, c->comm);
+	case OP_ALLTOALL:
+		return shmcoll_alltoall(c->sbuf, c->rbuf, ch, c->dtype, c->comm);
+	case OP_GATHER:
+		return shmcoll_gather(c->sbuf, c->rbuf, ch, c->dtype, 0, c->comm);
+	case OP_SCATTER:
+		return shmcoll_scatter(c->sbuf, c->rbuf, ch, c->dtype, 0, c->comm);
+	default:
+		return shmcoll_barrier(c->comm);
+	}
+}
+
+__attribute__((cold)) static _Noreturn void wrong(const struct coll *c, int op, size_t bytes,
+                                                  size_t idx, int64_t want)
+{
+	char got_s[64], want_s[64];
+
+	bench_elem_format(c->rbuf, idx, c->dtype, got_s, sizeof(got_s));
+	bench_value_format(c->dtype, want, want_s, sizeof(want_s));
+	fprintf(stderr,
+	        "VALIDATION FAILED rank %d op %s (%s %s) bytes %zu idx %zu got %s want %s\n",
+	        c->rank, op_names[op], bench_dtype_name(c->dtype), bench_op_name(c->rop), bytes,
+	        idx, got_s, want_s);
+	shmcoll_comm_abort(c->comm);
+	exit(EXIT_INVALID);
+}
+
+static void expect(const struct coll *c, int op, size_t bytes, size_t idx, int64_t want)
+{
+	if (!bench_elem_equal(c->rbuf, idx, c->dtype, want))
+		wrong(c, op, bytes, idx, want);
+}
+
+/* One call with known inputs, every output element checked on every rank that gets one, as
+ * mpi_coll_bench does (reduce and gather: the root only). */
+static void validate(const struct coll *c, int op, size_t count, size_t bytes)
+{
+	size_t ch = count / (size_t)c->size, i;
+	shmcoll_dtype dt = c->dtype;
+	int P = c->size, me = c->rank, r, rc;
+
+	switch (op) {
+	case OP_ALLREDUCE:
+	case OP_REDUCE:
+	case OP_REDUCE_SCATTER:
+		for (i = 0; i < count; i++)
+			bench_elem_store(c->sbuf, i, dt, bench_vals_input(&c->vals, me, i));
+		break;
+	case OP_BCAST:
+		for (i = 0; i < count; i++)
+			bench_elem_store(c->rbuf, i, dt, me == 0 ? bench_tag(dt, 7, i) : -1);
+		break;
+	case OP_ALLGATHER:
+	case OP_GATHER:
+		for (i = 0; i < ch; i++)
+			bench_elem_store(c->sbuf, i, dt, bench_tag(dt, me, i));
+		break;
+	case OP_ALLTOALL: /* block r goes to rank r */
+		for (r = 0; r < P; r++)
+			for (i = 0; i < ch; i++)
+				bench_elem_store(c->sbuf, (size_t)r * ch + i, dt,
+				                 bench_tag_a2a(dt, me, r, i));
+		break;
+	case OP_SCATTER:
+		if (me == 0)
+			for (i = 0; i < count; i++)
+				bench_elem_store(c->sbuf, i, dt,
+				                 bench_tag(dt, (int)(i / ch), i % ch));
+		break;
+	}
+	if (op != OP_BCAST)
+		for (i = 0; i < count; i++)
+			bench_elem_store(c->rbuf, i, dt, -1);
+
+	rc = run_op(c, op, count);
+	if (rc != 0)
+		op_failed(c, op, bytes, rc);
+
+	switch (op) {
+	case OP_ALLREDUCE:
+		for (i = 0; i < count; i++)
+			expect(c, op, bytes, i, bench_vals_result(&c->vals, i));
+		break;
+	case OP_REDUCE:
+		if (me == 0)
+			for (i = 0; i < count; i++)
+				expect(c, op, bytes, i, bench_vals_result(&c->vals, i));
+		break;
+	case OP_BCAST:
+		for (i = 0; i < count; i++)
+			expect(c, op, bytes, i, bench_tag(dt, 7, i));
+		break;
+	case OP_ALLGATHER:
+	case OP_GATHER:
+		if (op == OP_GATHER && me != 0)
+			break;
+		for (r = 0; r < P; r++)
+			for (i = 0; i < ch; i++)
+				expect(c, op, bytes, (size_t)r * ch + i, bench_tag(dt, r, i));
+		break;
+	case OP_REDUCE_SCATTER:
+		for (i = 0; i < ch; i++)
+			expect(c, op, bytes, i, bench_vals_result(&c->vals, (size_t)me * ch + i));
+		break;
+	case OP_ALLTOALL:
+		for (r = 0; r < P; r++)
+			for (i = 0; i < ch; i++)
+				expect(c, op, bytes, (size_t)r * ch + i,
+				       bench_tag_a2a(dt, r, me, i));
+		break;
+	case OP_SCATTER:
+		for (i = 0; i < ch; i++)
+			expect(c, op, bytes, i, bench_tag(dt, me, i));
+		break;
+	}
+}
+
+/* nccl-tests' bus bandwidth factors. */
+static double bus_factor(int op, int size)
+{
+	double P = size;
+
+	switch (op) {
+	case OP_ALLREDUCE:
+		return 2.0 * (P - 1) / P;
+	case OP_BCAST:
+	case OP_REDUCE:
+		return 1.0;
+	default:
+		return (P - 1) / P;
+	}
+}
+
+/* Warm up, then time iters calls: back to back after one barrier, or (--sync) each call alone
+ * with a barrier after it, outside the timed span. Rank 0 prints the largest per-call average. */
+static void time_size(const struct coll *c, const struct opts *o, struct bench_out *out, int op,
+                      size_t bytes, size_t count)
+{
+	size_t b = bytes ? bytes : 4;
+	long iters = (long)((double)((size_t)1 << 26) / (double)b * o->iscale);
+	long hi = (long)(10000 * o->iscale), lo = 20, warm, i;
+	double t = 0.0, t0, lat, maxlat = 0.0, alg;
+	int rc;
+
+	if (hi < lo)
+		hi = lo;
+	if (iters > hi)
+		iters = hi;
+	if (iters < lo)
+		iters = lo;
+	warm = iters / 10 + 2;
+
+	for (i = 0; i < warm; i++) {
+		rc = run_op(c, op, count);
+		if (rc != 0)
+			op_failed(c, op, bytes, rc);
+	}
+	rc = shmcoll_barrier(c->comm);
+	if (rc != 0)
+		call_failed(c, "shmcoll_barrier", bytes, rc);
+	if (!o->sync) {
+		t0 = bench_now();
+		for (i = 0; i < iters; i++) {
+			rc = run_op(c, op, count);
+			if (rc != 0)
+				op_failed(c, op, bytes, rc);
+		}
+		t = bench_now() - t0;
+	} else {
+		for (i = 0; i < iters; i++) {
+			t0 = bench_now();
+			rc = run_op(c, op, count);
+			t += bench_now() - t0;
+			if (rc != 0)
+				op_failed(c, op, bytes, rc);
+			rc = shmcoll_barrier(c->comm);
+			if (rc != 0)
+				call_failed(c, "shmcoll_barrier", bytes, rc);
+		}
+	}
+	lat = t / (double)iters * 1e6;
+	/* mpi_coll_bench: MPI_Reduce(MPI_MAX) of the latencies to rank 0. */
+	rc = shmcoll_reduce(&lat, &maxlat, 1, SHMCOLL_FLOAT64, SHMCOLL_MAX, 0, c->comm);
+	if (rc != 0)
+		call_failed(c, "shmcoll_reduce of the timings", bytes, rc);
+	if (c->rank == 0) {
+		alg = op == OP_BARRIER ? 0.0 : (double)bytes / (maxlat * 1e-6) / 1e9;
+		bench_out_line(out, "%s,%s,%d,%zu,%.3f,%.4f,%.4f\n", o->impl, op_names[op], c->size,
+		               bytes, maxlat, alg, alg * bus_factor(op, c->size));
+	}
+}
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+/* --symmetric puts both buffers in this rank's part of the symmetric heap, whose size follows
+ * from the arena size (shmcoll__arena_layout in shm/arena.c): what the header, the control
+ * blocks and P staging slots (two halves of at most 128 KiB) leave, split P ways, rounded down
+ * to a cache line. With the default halves that is
+ *     arena = default arena - P * default heap + P * need,
+ * which the library's own layout function then confirms. A size already set in
+ * SHMCOLL_ARENA_BYTES is kept, and checked. Runs before shmcoll_init, so P comes from the
+ * launcher's SHMCOLL_SIZE. 0 or -1 (message printed). */
+static int fit_arena(size_t buf_bytes)
+{
+	const char *env = getenv("SHMCOLL_ARENA_BYTES"), *size = getenv("SHMCOLL_SIZE");
+	long P = size && *size ? strtol(size, NULL, 10) : 1;
+	struct shmcoll_layout lay;
+	uint64_t need, arena;
+	char err[160], num[32], *end;
+	int tries;
+
+	if (P < 1 || P > SHMCOLL_MAX_RANKS)
+		return 0; /* shmcoll_init will say what is wrong */
+	if (buf_bytes > SIZE_MAX / 4 / (size_t)P) {
+		if (bench_is_rank0())
+			fprintf(stderr,
+			        PROG ": --symmetric: %zu-byte buffers do not fit any arena\n",
+			        buf_bytes);
+		return -1;
+	}
+	/* The heap rounds each buffer up to a line; a page each is more than enough. */
+	need = 2 * round_up(buf_bytes, 4096);
+	if (env && *env) {
+		errno = 0;
+		arena = strtoull(env, &end, 10);
+		if (errno || *end ||
+		    shmcoll__arena_layout((uint32_t)P, arena, &lay, err, sizeof(err)) < 0)
+			return 0; /* shmcoll_init rejects it with its own message */
+		if (lay.heap_stride >= need)
+			return 0;
+		if (bench_is_rank0())
+			fprintf(
+			    stderr,
+			    PROG
+			    ": --symmetric: SHMCOLL_ARENA_BYTES=%s leaves a %llu-byte "
+			    "symmetric heap per rank, but two %zu-byte buffers need %llu; unset "
+			    "it (the benchmark then sizes the arena) or raise it\n",
+			    env, (unsigned long long)lay.heap_stride, buf_bytes,
+			    (unsigned long long)need);
+		return -1;
+	}
+	if (shmcoll__arena_layout((uint32_t)P, 0, &lay, err, sizeof(err)) < 0)
+		return 0;
+	if (lay.heap_stride >= need)
+		return 0;
+	arena = lay.total_bytes - (uint64_t)P * lay.heap_stride + (uint64_t)P * need;
+	for (tries = 0;; tries++) {
+		lay.heap_stride = 0;
+		if (shmcoll__arena_layout((uint32_t)P, arena, &lay, err, sizeof(err)) == 0 &&
+		    lay.heap_stride >= need)
+			break;
+		if (tries == 8) {
+			if (bench_is_rank0())
+				fprintf(stderr,
+				        PROG ": --symmetric: found no arena size whose heap holds "
+				             "%llu bytes per rank (last try %llu: %s)\n",
+				        (unsigned long long)need, (unsigned long long)arena, err);
+			return -1;
+		}
+		arena +=
+		    (uint64_t)P * (need - (lay.heap_stride < need ? lay.heap_stride : 0) + 4096);
+	}
+	snprintf(num, sizeof(num), "%llu", (unsigned long long)arena);
+	if (setenv("SHMCOLL_ARENA_BYTES", num, 1) != 0) {
+		fprintf(stderr, PROG ": setenv: %s\n", strerror(errno));
+		return -1;
+	}
+	if (bench_is_rank0())
+		fprintf(stderr,
+		        PROG ": --symmetric: SHMCOLL_ARENA_BYTES=%s for %ld ranks (a %llu-byte "
+		             "heap per rank)\n",
+		        num, P, (unsigned long long)lay.heap_stride);
+	return 0;
+}
+
+static int set_env(const char *name, const char *value)
+{
+	if (setenv(name, value, 1) != 0) {
+		fprintf(stderr, PROG ": setenv %s: %s\n", name, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Both buffers once, big enough for every op at the largest size (mpi_coll_bench: 64
+ * elements more), page-aligned and touched before any timing. */
+static int alloc_buffers(struct coll *c, size_t bytes, int symmetric)
+{
+	if (symmetric) {
+		c->sbuf = shmcoll_malloc(c->comm, bytes);
+		c->rbuf = c->sbuf ? shmcoll_malloc(c->comm, bytes) : NULL;
+		if (!c->rbuf) {
+			fprintf(stderr, PROG ": rank %d: shmcoll_malloc(%zu) failed: %s\n", c->rank,
+			        bytes, shmcoll_last_error(c->comm));
+			return -1;
+		}
+	} else if (posix_memalign(&c->sbuf, 4096, bytes) != 0 ||
+	           posix_memalign(&c->rbuf, 4096, bytes) != 0) {
+		fprintf(stderr, PROG ": rank %d: out of memory for two %zu-byte buffers\n", c->rank,
+		        bytes);
+		return -1;
+	}
+	memset(c->sbuf, 0, bytes);
+	memset(c->rbuf, 0, bytes);
+	return 0;
+}
+
+static int free_buffers(struct coll *c, int symmetric)
+{
+	int rc = 0;
+
+	if (!symmetric) {
+		free(c->sbuf);
+		free(c->rbuf);
+	} else {
+		if (c->rbuf)
+			rc = shmcoll_free(c->comm, c->rbuf);
+		if (rc == 0 && c->sbuf)
+			rc = shmcoll_free(c->comm, c->sbuf);
+		if (rc != 0)
+			fprintf(stderr, PROG ": rank %d: shmcoll_free failed: %d (%s): %s\n",
+			        c->rank, rc, shmcoll_strerror(rc), shmcoll_last_error(c->comm));
+	}
+	c->sbuf = c->rbuf = NULL;
+	return rc;
+}
+
+int bench_coll_main(int argc, char **argv)
+{
+	struct coll c = {0};
+	struct bench_out out;
+	struct opts o;
+	size_t esize, cap, bytes, count;
+	int op, rc, divided, status = 0;
+	char num[32];
+
+	rc = parse(argc, argv, &o);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	c.dtype = o.dtype;
+	c.rop = o.rop;
+	esize = shmcoll_dtype_size(o.dtype);
+	if (o.minb < esize) /* mpi_coll_bench: at least one float */
+		o.minb = esize;
+	if (o.maxb > SIZE_MAX / 2 - 64 * esize)
+		return bench_usage_error("--max-bytes %zu is too large", o.maxb);
+	cap = (o.maxb / esize + 64) * esize;
+
+	if (o.algo && set_env("SHMCOLL_ALGO", o.algo) < 0)
+		return EXIT_FAIL;
+	if (o.chunk) {
+		size_t chunk;
+
+		bench_parse_size(o.chunk, &chunk);
+		snprintf(num, sizeof(num), "%zu", chunk);
+		if (set_env("SHMCOLL_CHUNK_BYTES", num) < 0)
+			return EXIT_FAIL;
+	}
+	if (o.symmetric && fit_arena(cap) < 0)
+		return EXIT_FAIL;
+	if (bench_out_open(&out, o.csv, bench_is_rank0()) < 0)
+		return EXIT_FAIL;
+
+	rc = shmcoll_init(&c.comm);
+	if (rc != 0) {
+		fprintf(stderr, PROG ": shmcoll_init failed: %d (%s): %s\n", rc,
+		        shmcoll_strerror(rc), shmcoll_last_error(NULL));
+		bench_out_close(&out);
+		return EXIT_FAIL;
+	}
+	c.rank = shmcoll_comm_rank(c.comm);
+	c.size = shmcoll_comm_size(c.comm);
+	out.print = c.rank == 0;
+	bench_vals_init(&c.vals, c.dtype, c.rop, c.size);
+	if (alloc_buffers(&c, cap, o.symmetric) < 0) {
+		shmcoll_comm_abort(c.comm);
+		exit(EXIT_FAIL);
+	}
+
+	if (o.header)
+		bench_out_line(&out, "impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps\n");
+	for (op = 0; op < OP_COUNT; op++) {
+		if (o.sel >= 0 && op != o.sel)
+			continue;
+		divided = !(op == OP_ALLREDUCE || op == OP_REDUCE || op == OP_BCAST);
+		for (bytes = op == OP_BARRIER ? 0 : o.minb; bytes <= o.maxb; bytes *= 2) {
+			count = bytes / esize;
+			if (op != OP_BARRIER) {
+				/* Too small for one element per rank: skipped, as by the harness.
+				 */
+				if (divided && count / (size_t)c.size == 0)
+					continue;
+				if (divided)
+					count = count / (size_t)c.size * (size_t)c.size;
+				validate(&c, op, count, bytes);
+			}
+			time_size(&c, &o, &out, op, bytes, count);
+			if (op == OP_BARRIER)
+				break;
+		}
+	}
+
+	if (free_buffers(&c, o.symmetric) != 0)
+		status = EXIT_FAIL;
+	rc = shmcoll_comm_destroy(c.comm);
+	if (rc != 0) {
+		fprintf(stderr, PROG ": rank %d: shmcoll_comm_destroy failed: %d (%s)\n", c.rank,
+		        rc, shmcoll_strerror(rc));
+		status = EXIT_FAIL;
+	}
+	if (bench_out_close(&out) != 0)
+		status = EXIT_FAIL;
+	return status;
+}

@@ -1,0 +1,178 @@
+/* common.c - the parts of shmcoll-bench every mode uses: option values, datatype and operation
+ * names, the clock and the CSV output. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/bench.h"
+
+static const char *const dtype_names[SHMCOLL_DTYPE_COUNT] = {
+    [SHMCOLL_INT8] = "int8",       [SHMCOLL_UINT8] = "uint8",       [SHMCOLL_INT32] = "int32",
+    [SHMCOLL_UINT32] = "uint32",   [SHMCOLL_INT64] = "int64",       [SHMCOLL_UINT64] = "uint64",
+    [SHMCOLL_FLOAT16] = "float16", [SHMCOLL_BFLOAT16] = "bfloat16", [SHMCOLL_FLOAT32] = "float32",
+    [SHMCOLL_FLOAT64] = "float64",
+};
+
+static const char *const op_names[SHMCOLL_OP_COUNT] = {
+    [SHMCOLL_SUM] = "sum", [SHMCOLL_PROD] = "prod", [SHMCOLL_MIN] = "min", [SHMCOLL_MAX] = "max",
+    [SHMCOLL_AVG] = "avg", [SHMCOLL_BAND] = "band", [SHMCOLL_BOR] = "bor", [SHMCOLL_BXOR] = "bxor",
+};
+
+int bench_is_rank0(void)
+{
+	const char *r = getenv("SHMCOLL_RANK");
+
+	return !r || !*r || atoi(r) == 0;
+}
+
+int bench_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!bench_is_rank0())
+		return EXIT_USAGE;
+	fprintf(stderr, PROG ": ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '" PROG " --help'.\n");
+	return EXIT_USAGE;
+}
+
+int bench_parse_size(const char *s, size_t *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !isfinite(v) || v < 0)
+		return -1;
+	if (*end == 'K' || *end == 'k')
+		v *= 1024;
+	else if (*end == 'M' || *end == 'm')
+		v *= 1048576;
+	else if (*end == 'G' || *end == 'g')
+		v *= 1073741824.0;
+	else if (*end)
+		return -1;
+	if (*end && end[1])
+		return -1;
+	if (v >= 18446744073709551616.0) /* 2^64: beyond size_t */
+		return -1;
+	*out = (size_t)v;
+	return 0;
+}
+
+int bench_parse_positive(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v <= 0)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+const char *bench_optarg(int argc, char **argv, int *i)
+{
+	if (*i + 1 >= argc) {
+		bench_usage_error("option %s needs a value", argv[*i]);
+		return NULL;
+	}
+	return argv[++*i];
+}
+
+int bench_dtype_parse(const char *s)
+{
+	int i;
+
+	for (i = 0; i < SHMCOLL_DTYPE_COUNT; i++)
+		if (!strcmp(s, dtype_names[i]))
+			return i;
+	return -1;
+}
+
+const char *bench_dtype_name(shmcoll_dtype dtype)
+{
+	return (unsigned)dtype < SHMCOLL_DTYPE_COUNT ? dtype_names[dtype] : "unknown";
+}
+
+int bench_op_parse(const char *s)
+{
+	int i;
+
+	for (i = 0; i < SHMCOLL_OP_COUNT; i++)
+		if (!strcmp(s, op_names[i]))
+			return i;
+	return -1;
+}
+
+const char *bench_op_name(shmcoll_op op)
+{
+	return (unsigned)op < SHMCOLL_OP_COUNT ? op_names[op] : "unknown";
+}
+
+int bench_dtype_is_float(shmcoll_dtype dtype)
+{
+	return dtype == SHMCOLL_FLOAT16 || dtype == SHMCOLL_BFLOAT16 || dtype == SHMCOLL_FLOAT32 ||
+	       dtype == SHMCOLL_FLOAT64;
+}
+
+double bench_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int bench_out_open(struct bench_out *o, const char *path, int print)
+{
+	o->print = print;
+	o->file = NULL;
+	if (!path || !print)
+		return 0;
+	o->file = fopen(path, "w");
+	if (!o->file) {
+		fprintf(stderr, PROG ": cannot write %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void bench_out_line(struct bench_out *o, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!o->print)
+		return;
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+	if (o->file) {
+		va_start(ap, fmt);
+		vfprintf(o->file, fmt, ap);
+		va_end(ap);
+		fflush(o->file);
+	}
+}
+
+int bench_out_close(struct bench_out *o)
+{
+	int rc = 0;
+
+	if (o->file && fclose(o->file) != 0) {
+		fprintf(stderr, PROG ": writing the CSV file failed: %s\n", strerror(errno));
+		rc = -1;
+	}
+	o->file = NULL;
+	return rc;
+}

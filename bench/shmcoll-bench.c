@@ -1,0 +1,48 @@
+/* shmcoll-bench.c - the benchmark's entry point: the first argument names the mode (the
+ * collectives when it is left out), and each mode parses the rest of the command line. */
+#include <string.h>
+
+#include "bench/bench.h"
+
+/* To add a mode (stream, c2c, copy, ...): write its main and usage in a file of its own, and
+ * add a row here. */
+static const struct mode {
+	const char *name;
+	int (*main)(int argc, char **argv);
+	void (*usage)(FILE *f);
+} modes[] = {
+    {"coll", bench_coll_main, bench_coll_usage},
+    {"kernels", bench_kernels_main, bench_kernels_usage},
+};
+
+#define NMODES (sizeof(modes) / sizeof(modes[0]))
+
+void bench_usage(FILE *f)
+{
+	size_t i;
+
+	fprintf(f, "Usage: " PROG " [MODE] [OPTIONS]\n"
+	           "       " PROG " --help\n"
+	           "\n"
+	           "Modes (the first argument; coll when left out):\n");
+	for (i = 0; i < NMODES; i++) {
+		fprintf(f, "\n");
+		modes[i].usage(f);
+	}
+	fprintf(f, "\n"
+	           "Sizes take K, M and G suffixes (powers of 1024). Exit status: 0 done, 1 a\n"
+	           "failed call or resource, 2 a bad command line, 3 a wrong result.\n");
+}
+
+int main(int argc, char **argv)
+{
+	size_t i;
+
+	if (argc > 1 && argv[1][0] != '-') {
+		for (i = 0; i < NMODES; i++)
+			if (!strcmp(argv[1], modes[i].name))
+				return modes[i].main(argc - 1, argv + 1);
+		return bench_usage_error("unknown mode '%s'", argv[1]);
+	}
+	return modes[0].main(argc, argv);
+}
