@@ -24,7 +24,7 @@
 
 /* Vectors from this size on run the direct protocol (measured crossover,
  * docs/BENCHMARKS.md). */
-#define DIRECT_MIN_BYTES (32u * 1024)
+#define DIRECT_MIN_BYTES (4u * 1024)
 
 static int allreduce_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 			  const uint8_t *send, uint8_t *recv, size_t count, size_t es,

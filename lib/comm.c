@@ -86,7 +86,7 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 {
 	char err[SHMCOLL_ERR_LEN - 64];
 	struct shmcoll_waiter attach_wait;
-	long long env_arena, env_chunk;
+	long long env_arena, env_chunk, env_nt;
 	size_t arena_bytes;
 	shmcoll_comm *c;
 	int rc;
@@ -138,6 +138,12 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 		goto err_free;
 	}
 	c->chunk_bytes = rc > 0 ? (size_t)env_chunk : 0;
+	rc = env_long("SHMCOLL_NT", 0, 1, &env_nt);
+	if (rc < 0) {
+		rc = create_fail(-EINVAL, "shmcoll_comm_create: SHMCOLL_NT is not 0 or 1");
+		goto err_free;
+	}
+	c->nt_stores = rc > 0 ? (int)env_nt : 1;
 
 	if (c->rank == 0)
 		rc = shmcoll__arena_create(&c->arena, cfg->job, (uint32_t)c->size, arena_bytes,

@@ -39,6 +39,12 @@ static void slice_of(size_t count, size_t cn, size_t P, size_t i, size_t q, size
 	*len = min_size(lo + se, n) - lo;
 }
 
+static void *nt_copy(void *dst, const void *src, size_t n)
+{
+	shmcoll__copy_nt(dst, src, n);
+	return dst;
+}
+
 /* Elements per slice: a chunk (SHMCOLL_CHUNK_BYTES or a staging half) cut
  * in P slices of whole elements. */
 static size_t slice_elems(const shmcoll_comm *c, size_t es)
@@ -60,6 +66,10 @@ int shmcoll__reduce_direct(shmcoll_comm *c, const char *fn, struct shmcoll_desc 
 {
 	size_t P = (size_t)c->size, r = (size_t)c->rank, se = slice_elems(c, es), S = se * es;
 	int out = root < 0 || root == c->rank;
+	void *(*copy_out)(void *, const void *, size_t) = memcpy;
+
+	if (count * es >= SHMCOLL_NT_MIN_BYTES && c->nt_stores)
+		copy_out = nt_copy;
 	size_t cn = se * P, nchunks = (count + cn - 1) / cn, i, q, off, len;
 	int p, rc;
 
@@ -82,15 +92,15 @@ int shmcoll__reduce_direct(shmcoll_comm *c, const char *fn, struct shmcoll_desc 
 			if (len) {
 				reduce(mine + r * S, c->srcs, c->size, len);
 				if (out)
-					memcpy(recv + off * es, mine + r * S, len * es);
+					copy_out(recv + off * es, mine + r * S, len * es);
 			}
 		}
 		if (i >= 2 && out)
 			for (q = 0; q < P; q++) {
 				slice_of(count, cn, P, i - 2, q, &off, &len);
 				if (q != r)
-					memcpy(recv + off * es,
-					       shmcoll__slot(c, (int)q, step - 1) + q * S, len * es);
+					copy_out(recv + off * es,
+						 shmcoll__slot(c, (int)q, step - 1) + q * S, len * es);
 			}
 		rc = shmcoll__chunk_step(c, fn, d, i == 0, count * es);
 		if (rc < 0)

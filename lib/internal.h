@@ -73,6 +73,7 @@ struct shmcoll_comm {
 	const uint8_t **zc;      /* size entries: each rank's zero-copy source or NULL */
 	uint8_t algo[KIND_COUNT]; /* SHMCOLL_ALGO: forced protocol per kind, or ALGO_AUTO */
 	size_t chunk_bytes;       /* SHMCOLL_CHUNK_BYTES, or 0: chosen per call */
+	int nt_stores;            /* SHMCOLL_NT (default 1): streaming stores for huge results */
 	struct shmcoll_call call; /* the current call's word, published by its first step */
 	char err[SHMCOLL_ERR_LEN];   /* shmcoll_last_error() */
 	char cause[SHMCOLL_ERR_LEN]; /* the failure that broke the communicator */
@@ -200,6 +201,13 @@ int shmcoll__direct_fits(const shmcoll_comm *c, size_t es);
 int shmcoll__reduce_direct(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 			   const uint8_t *send, uint8_t *recv, size_t count, size_t es,
 			   shmcoll__reduce_fn reduce, int root);
+
+/* memcpy with non-temporal stores (copy.c): for results far larger than the
+ * caches, which would otherwise be read before being overwritten. */
+void shmcoll__copy_nt(void *dst, const void *src, size_t n);
+
+/* Results from this size on are written with shmcoll__copy_nt. */
+#define SHMCOLL_NT_MIN_BYTES (16u * 1024 * 1024)
 
 /* This rank's place in the k-nomial tree rooted at root. */
 void shmcoll__tree(const shmcoll_comm *c, int root, struct shmcoll_tree *t);
