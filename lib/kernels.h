@@ -10,24 +10,34 @@
 
 /* dst[i] = op(srcs[0][i], srcs[1][i], ..., srcs[nsrc-1][i]) for i < count,
  * folded left in source order, so every rank that passes the sources in the
- * same order gets the same bits. nsrc >= 1. dst must not overlap any source.
- * No alignment is required. Semantics per dtype:
+ * same order gets the same bits, at every ISA level. nsrc >= 1. dst must not
+ * overlap any source. No alignment is required. Semantics per dtype:
  * - integers: SUM and PROD wrap modulo 2^bits; AVG is the exact sum divided
  *   by nsrc, truncated toward zero; BAND/BOR/BXOR bitwise.
- * - float32/float64: accumulate in the type itself; AVG = sum / nsrc.
+ * - float32/float64: accumulate in the type itself; AVG = sum / nsrc (a
+ *   division, not a multiplication by 1/nsrc).
  * - float16/bfloat16: every source converted to float32, folded in float32,
  *   rounded once to nearest even.
+ * - SUM/PROD/AVG on floats with NaNs: the first NaN of the fold wins, quieted
+ *   (its sign and payload kept, the quiet bit set): a NaN source, or the
+ *   default NaN of an invalid step (inf - inf, 0 * inf; 0xffc00000 on x86).
+ *   With one source, float32/float64 SUM and PROD copy it bit for bit.
  * - MIN/MAX on floats: if any source is a NaN the result is the first NaN in
- *   source order; otherwise the first of equal values (-0 vs +0) wins. */
+ *   source order (as it is for float32/float64, quieted for float16 and
+ *   bfloat16); otherwise the first of equal values (-0 vs +0) wins.
+ * Float arithmetic follows the caller's MXCSR (rounding mode, FTZ/DAZ) at
+ * every level alike; the float16/bfloat16 narrowing is always to nearest
+ * even. */
 typedef void (*shmcoll__reduce_fn)(void *restrict dst, const void *const *restrict srcs,
 				   int nsrc, size_t count);
 
 /* Instruction-set levels of the kernels, lowest first. Every level gives the
- * same bits as the scalar reference. */
+ * same bits as the scalar reference; a level without its own kernel for a
+ * pair hands out the next lower level's (docs/KERNELS.md lists which). */
 enum shmcoll_isa {
-	SHMCOLL_ISA_SCALAR,
-	SHMCOLL_ISA_AVX2,   /* AVX2 + FMA-free arithmetic, F16C for float16 */
-	SHMCOLL_ISA_AVX512, /* AVX-512 F/BW/VL (+ BF16 where present) */
+	SHMCOLL_ISA_SCALAR, /* the reference, portable C */
+	SHMCOLL_ISA_AVX2,   /* AVX2 + F16C, no FMA */
+	SHMCOLL_ISA_AVX512, /* AVX-512 F/BW/VL/DQ (AVX512_BF16 not used) */
 	SHMCOLL_ISA_COUNT
 };
 
@@ -41,8 +51,9 @@ shmcoll__reduce_fn shmcoll__reduce_lookup(shmcoll_dtype dtype, shmcoll_op op);
 shmcoll__reduce_fn shmcoll__reduce_lookup_isa(int isa, shmcoll_dtype dtype, shmcoll_op op);
 
 /* The level shmcoll__reduce_lookup uses: the highest available one, capped by
- * the environment variable SHMCOLL_ISA (scalar, avx2, avx512), chosen once
- * per process. */
+ * the environment variable SHMCOLL_ISA (scalar, avx2, avx512; any other value
+ * is ignored), chosen once per process, at the first call of any of these
+ * functions. */
 int shmcoll__isa_active(void);
 
 /* Non-zero if level isa was compiled in and this CPU and OS support it. */

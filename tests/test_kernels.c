@@ -1,14 +1,21 @@
-/* test_kernels.c - the scalar reduction kernels against a reference written here, the kernel
- * table, and the float16/bfloat16 conversions (exhaustive where the domain is 2^16). */
+/* test_kernels.c - every ISA level of the reduction kernels against a reference written here
+ * and, byte for byte, against the scalar level; the kernel tables and the ISA ladder; the
+ * float16/bfloat16 conversions (exhaustive where the domain is 2^16). */
 
 #include <criterion/criterion.h>
 
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "lib/kernels.h"
+#include "lib/kernels_impl.h"
 
 __extension__ typedef __int128 i128;
 __extension__ typedef unsigned __int128 u128;
@@ -495,25 +502,21 @@ static size_t run_kernel(shmcoll__reduce_fn fn, size_t size, unsigned char *cons
 	return i;
 }
 
-static void sweep(shmcoll_dtype dt)
+/* One level against the reference above, on every valid op of dt. */
+static void sweep_level(int isa, shmcoll_dtype dt, unsigned char *const *srcs,
+                        unsigned char *expect)
 {
 	size_t size = dtype_size(dt);
-	unsigned char *srcs[MAX_NSRC];
-	unsigned char *expect = malloc(MAX_COUNT * size);
 	uint64_t v[MAX_NSRC];
 
-	cr_assert_not_null(expect);
-	for (int k = 0; k < MAX_NSRC; k++) {
-		srcs[k] = malloc(MAX_COUNT * size);
-		cr_assert_not_null(srcs[k]);
-	}
 	rng_state = 0x9e3779b97f4a7c15ull ^ (uint64_t)dt;
 	for (int op = 0; op < SHMCOLL_OP_COUNT; op++) {
-		shmcoll__reduce_fn fn = shmcoll__reduce_lookup(dt, (shmcoll_op)op);
+		shmcoll__reduce_fn fn = shmcoll__reduce_lookup_isa(isa, dt, (shmcoll_op)op);
 
 		if (!pair_valid(dt, op))
 			continue;
-		cr_assert_not_null(fn, "%s %s: no kernel", dtype_names[dt], op_names[op]);
+		cr_assert_not_null(fn, "%s %s %s: no kernel", shmcoll__isa_name(isa),
+		                   dtype_names[dt], op_names[op]);
 		for (size_t ni = 0; ni < sizeof(nsrcs) / sizeof(nsrcs[0]); ni++) {
 			int nsrc = nsrcs[ni];
 
@@ -534,16 +537,38 @@ static void sweep(shmcoll_dtype dt)
 					size_t bad =
 					    run_kernel(fn, size, srcs, nsrc, count, expect, off);
 
-					cr_assert_eq(bad, count,
-					             "%s %s nsrc %d count %zu off %zu: element %zu "
-					             "expected 0x%llx",
-					             dtype_names[dt], op_names[op], nsrc, count,
-					             off, bad,
-					             (unsigned long long)load_bits(
-					                 expect + bad * size, size));
+					cr_assert_eq(
+					    bad, count,
+					    "%s %s %s nsrc %d count %zu off %zu: element %zu "
+					    "expected 0x%llx",
+					    shmcoll__isa_name(isa), dtype_names[dt], op_names[op],
+					    nsrc, count, off, bad,
+					    (unsigned long long)load_bits(expect + bad * size,
+					                                  size));
 				}
 			}
 		}
+	}
+}
+
+/* Every available level, on the same inputs. */
+static void sweep(shmcoll_dtype dt)
+{
+	size_t size = dtype_size(dt);
+	unsigned char *srcs[MAX_NSRC];
+	unsigned char *expect = malloc(MAX_COUNT * size);
+
+	cr_assert_not_null(expect);
+	for (int k = 0; k < MAX_NSRC; k++) {
+		srcs[k] = malloc(MAX_COUNT * size);
+		cr_assert_not_null(srcs[k]);
+	}
+	for (int isa = 0; isa < SHMCOLL_ISA_COUNT; isa++) {
+		if (shmcoll__isa_available(isa))
+			sweep_level(isa, dt, srcs, expect);
+		else
+			cr_log_info("%s level not available here: not checked",
+			            shmcoll__isa_name(isa));
 	}
 	for (int k = 0; k < MAX_NSRC; k++)
 		free(srcs[k]);
@@ -835,4 +860,538 @@ Test(kernels, float_min_max_nan_and_signed_zero)
 	cr_assert_eq(h, 0xffc1, "got 0x%04x", h);
 	h = REDUCE1(uint16_t, SHMCOLL_BFLOAT16, SHMCOLL_MIN, 0x0000, 0x8000);
 	cr_assert_eq(h, 0x0000);
+}
+
+/* ---- every SIMD level against the scalar level, byte for byte ---- */
+
+static const int level_nsrcs[] = {1, 2, 3, 5, 8};
+static const size_t level_counts[] = {0,  1,  2,  3,  7,   15,  16,   17,  31,
+                                      33, 63, 64, 65, 127, 255, 1000, 4099};
+#define LEVEL_MAX_COUNT 4099
+/* Room around the data of every buffer: up to 63 bytes of offset before it and at least 129
+ * bytes after it, all canaries, so even a whole 64-byte vector stored past the end would
+ * land on them. */
+#define LEVEL_PAD 192
+
+/* Field widths of the float formats: exponent, mantissa. */
+static void float_format(shmcoll_dtype dt, unsigned *eb, unsigned *mb)
+{
+	static const unsigned e[] = {5, 8, 8, 11}, m[] = {10, 7, 23, 52};
+
+	*eb = e[dt - SHMCOLL_FLOAT16];
+	*mb = m[dt - SHMCOLL_FLOAT16];
+}
+
+/* A float element, often special: NaNs with random payloads (quiet and signalling), infinities,
+ * signed zeros, subnormals, the largest finite and smallest normal values, ties (+-1, +-2) for
+ * MIN/MAX, arbitrary bits, and otherwise values near 1 whose sums and quotients round. With
+ * nan_ok clear, never a NaN, so the arithmetic is checked on ordinary values too. */
+static uint64_t gen_special_float(shmcoll_dtype dt, int nan_ok)
+{
+	unsigned eb, mb;
+	uint64_t mmask, emax, bias, sign, b;
+
+	float_format(dt, &eb, &mb);
+	mmask = (1ull << mb) - 1;
+	emax = (1ull << eb) - 1;
+	bias = emax >> 1;
+	do {
+		uint64_t r = rng() % 64;
+
+		sign = (rng() & 1) << (eb + mb);
+		if (r < 2)
+			b = gen_nan(dt);
+		else if (r < 4)
+			b = sign | emax << mb;
+		else if (r < 8)
+			b = sign;
+		else if (r < 12)
+			b = sign | (r == 8 ? 1 : r == 9 ? mmask : (rng() & mmask) | 1);
+		else if (r < 14)
+			b = sign | (r == 12 ? ((emax - 1) << mb | mmask) : 1ull << mb);
+		else if (r < 18)
+			b = sign | (bias + (r & 1)) << mb;
+		else if (r < 24)
+			b = rng() & ((sign << 1) - 1);
+		else
+			b = sign | (bias - 4 + rng() % 9) << mb | (rng() & mmask);
+	} while (!nan_ok && bits_isnan(dt, b));
+	return b;
+}
+
+static uint64_t gen_level_input(shmcoll_dtype dt, int nan_ok)
+{
+	return is_float(dt) ? gen_special_float(dt, nan_ok) : gen_int();
+}
+
+/* A buffer of bytes with the data at base + off, 1 <= off <= 63 from a 64-byte boundary
+ * (0 when aligned), canaries everywhere else. */
+struct lbuf {
+	unsigned char *base;
+	size_t off, bytes, total;
+};
+
+static void lbuf_alloc(struct lbuf *b, size_t max_bytes)
+{
+	b->total = (max_bytes + LEVEL_PAD + 63) / 64 * 64;
+	b->base = aligned_alloc(64, b->total);
+	cr_assert_not_null(b->base);
+}
+
+static unsigned char *lbuf_place(struct lbuf *b, size_t bytes, int aligned)
+{
+	b->off = aligned ? 0 : 1 + rng() % 63;
+	b->bytes = bytes;
+	memset(b->base, CANARY, b->total);
+	return b->base + b->off;
+}
+
+/* The index of the first byte outside the data that is not a canary, or SIZE_MAX. */
+static size_t lbuf_touched(const struct lbuf *b)
+{
+	for (size_t i = 0; i < b->total; i++)
+		if ((i < b->off || i >= b->off + b->bytes) && b->base[i] != CANARY)
+			return i;
+	return SIZE_MAX;
+}
+
+struct level_bufs {
+	struct lbuf src[MAX_NSRC], keep[MAX_NSRC], want, got;
+};
+
+static void level_bufs_init(struct level_bufs *lb, size_t max_bytes)
+{
+	for (int k = 0; k < MAX_NSRC; k++) {
+		lbuf_alloc(&lb->src[k], max_bytes);
+		lbuf_alloc(&lb->keep[k], max_bytes);
+	}
+	lbuf_alloc(&lb->want, max_bytes);
+	lbuf_alloc(&lb->got, max_bytes);
+}
+
+static void level_bufs_free(struct level_bufs *lb)
+{
+	for (int k = 0; k < MAX_NSRC; k++) {
+		free(lb->src[k].base);
+		free(lb->keep[k].base);
+	}
+	free(lb->want.base);
+	free(lb->got.base);
+}
+
+/* One case: level isa against the scalar level on fresh inputs, every pointer at its own
+ * offset. Both outputs must agree byte for byte, neither kernel may write outside its dst,
+ * and the sources must come back unchanged. */
+static void compare_level(struct level_bufs *lb, int isa, shmcoll_dtype dt, int op, int nsrc,
+                          size_t count, int nan_ok, int aligned)
+{
+	shmcoll__reduce_fn ref = shmcoll__reduce_lookup_isa(SHMCOLL_ISA_SCALAR, dt, (shmcoll_op)op);
+	shmcoll__reduce_fn fn = shmcoll__reduce_lookup_isa(isa, dt, (shmcoll_op)op);
+	size_t size = dtype_size(dt), bytes = count * size, i;
+	const void *sp[MAX_NSRC];
+	unsigned char *want, *got;
+	char where[256], vals[8 * 20 + 1] = "";
+
+	cr_assert(ref && fn, "%s %s %s: no kernel", shmcoll__isa_name(isa), dtype_names[dt],
+	          op_names[op]);
+	for (int k = 0; k < nsrc; k++) {
+		unsigned char *p = lbuf_place(&lb->src[k], bytes, aligned);
+
+		for (i = 0; i < count; i++)
+			store_bits(p + i * size, size, gen_level_input(dt, nan_ok));
+		memcpy(lb->keep[k].base, lb->src[k].base, lb->src[k].total);
+		sp[k] = p;
+	}
+	want = lbuf_place(&lb->want, bytes, aligned);
+	got = lbuf_place(&lb->got, bytes, aligned);
+	ref(want, sp, nsrc, count);
+	fn(got, sp, nsrc, count);
+
+	snprintf(where, sizeof(where), "%s %s %s nsrc %d count %zu dst off %zu src0 off %zu%s",
+	         shmcoll__isa_name(isa), dtype_names[dt], op_names[op], nsrc, count, lb->got.off,
+	         lb->src[0].off, nan_ok ? "" : " (no NaN)");
+	cr_assert_eq(lbuf_touched(&lb->want), SIZE_MAX, "%s: scalar wrote outside dst", where);
+	cr_assert_eq(lbuf_touched(&lb->got), SIZE_MAX,
+	             "%s: wrote outside dst at byte %zu of the "
+	             "buffer",
+	             where, lbuf_touched(&lb->got));
+	for (int k = 0; k < nsrc; k++)
+		cr_assert(!memcmp(lb->keep[k].base, lb->src[k].base, lb->src[k].total),
+		          "%s: source %d changed", where, k);
+	if (!memcmp(want, got, bytes))
+		return;
+	for (i = 0; memcmp(want + i * size, got + i * size, size); i++)
+		;
+	for (int k = 0; k < nsrc; k++)
+		snprintf(
+		    vals + strlen(vals), sizeof(vals) - strlen(vals), " 0x%llx",
+		    (unsigned long long)load_bits((const unsigned char *)sp[k] + i * size, size));
+	cr_assert_fail("%s: element %zu: scalar 0x%llx, got 0x%llx, sources%s", where, i,
+	               (unsigned long long)load_bits(want + i * size, size),
+	               (unsigned long long)load_bits(got + i * size, size), vals);
+}
+
+static void level_sweep(int isa, shmcoll_dtype dt)
+{
+	struct level_bufs lb;
+	int cases = 0;
+
+	if (!shmcoll__isa_available(isa))
+		cr_skip_test("%s level not available here (not compiled in, or the CPU or OS lacks "
+		             "it)",
+		             shmcoll__isa_name(isa));
+	level_bufs_init(&lb, LEVEL_MAX_COUNT * dtype_size(dt));
+	rng_state = 0x2545f4914f6cdd1dull ^ (uint64_t)dt << 8 ^ (uint64_t)isa;
+	for (int op = 0; op < SHMCOLL_OP_COUNT; op++) {
+		if (!pair_valid(dt, op))
+			continue;
+		for (size_t ni = 0; ni < sizeof(level_nsrcs) / sizeof(level_nsrcs[0]); ni++)
+			for (size_t ci = 0; ci < sizeof(level_counts) / sizeof(level_counts[0]);
+			     ci++) {
+				/* Misaligned with NaNs, misaligned without, and aligned. */
+				for (int run = 0; run < 3; run++, cases++)
+					compare_level(&lb, isa, dt, op, level_nsrcs[ni],
+					              level_counts[ci], run != 1, run == 2);
+			}
+	}
+	level_bufs_free(&lb);
+	cr_log_info("%s %s: %d cases match the scalar level", shmcoll__isa_name(isa),
+	            dtype_names[dt], cases);
+}
+
+#define LEVEL_TEST(level, isa, name, dt)                                                           \
+	Test(kernels, level_##level##_##name)                                                      \
+	{                                                                                          \
+		level_sweep(isa, dt);                                                              \
+	}
+#define LEVEL_TESTS(level, isa)                                                                    \
+	LEVEL_TEST(level, isa, int8, SHMCOLL_INT8)                                                 \
+	LEVEL_TEST(level, isa, uint8, SHMCOLL_UINT8)                                               \
+	LEVEL_TEST(level, isa, int32, SHMCOLL_INT32)                                               \
+	LEVEL_TEST(level, isa, uint32, SHMCOLL_UINT32)                                             \
+	LEVEL_TEST(level, isa, int64, SHMCOLL_INT64)                                               \
+	LEVEL_TEST(level, isa, uint64, SHMCOLL_UINT64)                                             \
+	LEVEL_TEST(level, isa, float16, SHMCOLL_FLOAT16)                                           \
+	LEVEL_TEST(level, isa, bfloat16, SHMCOLL_BFLOAT16)                                         \
+	LEVEL_TEST(level, isa, float32, SHMCOLL_FLOAT32)                                           \
+	LEVEL_TEST(level, isa, float64, SHMCOLL_FLOAT64)
+
+LEVEL_TESTS(avx2, SHMCOLL_ISA_AVX2)
+LEVEL_TESTS(avx512, SHMCOLL_ISA_AVX512)
+
+/* Many sources: every pair with 1024 of them, and integer AVG at the largest nsrc the SIMD
+ * kernels take (SIMD_AVG_MAX_NSRC) and one more (handed to the scalar kernel). The AVG inputs
+ * put the exact quotient 1/nsrc either side of an integer near the type's extremes, where a
+ * floating-point division would truncate wrongly first. Sources lie at 64-byte strides plus
+ * an offset. */
+static void many_sources(int isa, shmcoll_dtype dt, int op, int nsrc, size_t count)
+{
+	size_t size = dtype_size(dt), stride = (count * size + 64 + 63) / 64 * 64;
+	unsigned char *block = aligned_alloc(64, stride * (size_t)nsrc);
+	unsigned char *want = malloc(count * size + 1), *got = malloc(count * size + 1);
+	const void **sp = malloc(sizeof(*sp) * (size_t)nsrc);
+	const uint64_t edge[] = {0x7f, 0x80, 0xff, 0x7fffffff, 0x80000000u, 0xffffffffu, 0, 1};
+	size_t i;
+
+	cr_assert(block && want && got && sp);
+	for (int k = 0; k < nsrc; k++) {
+		sp[k] = block + (size_t)k * stride + 1 + (size_t)k % 63;
+		for (i = 0; i < count; i++) {
+			uint64_t v;
+
+			if (op != SHMCOLL_AVG || is_float(dt)) {
+				v = gen_level_input(dt, i & 1);
+			} else if (i % 4 == 3) {
+				v = gen_int();
+			} else {
+				/* One source off by -1, +1 or -2 from a shared edge value. */
+				v = edge[(i / 4) % (sizeof(edge) / sizeof(edge[0]))];
+				if ((size_t)k == i % (size_t)nsrc)
+					v += i % 4 == 0   ? (uint64_t)-1
+					     : i % 4 == 1 ? 1
+					                  : (uint64_t)-2;
+			}
+			store_bits((unsigned char *)sp[k] + i * size, size, v);
+		}
+	}
+	want[count * size] = got[count * size] = CANARY;
+	shmcoll__reduce_lookup_isa(SHMCOLL_ISA_SCALAR, dt, (shmcoll_op)op)(want, sp, nsrc, count);
+	shmcoll__reduce_lookup_isa(isa, dt, (shmcoll_op)op)(got, sp, nsrc, count);
+	cr_assert_eq(got[count * size], CANARY);
+	for (i = 0; i < count && !memcmp(want + i * size, got + i * size, size); i++)
+		;
+	cr_assert_eq(i, count, "%s %s %s nsrc %d: element %zu: scalar 0x%llx, got 0x%llx",
+	             shmcoll__isa_name(isa), dtype_names[dt], op_names[op], nsrc, i,
+	             (unsigned long long)load_bits(want + i * size, size),
+	             (unsigned long long)load_bits(got + i * size, size));
+	free(sp);
+	free(got);
+	free(want);
+	free(block);
+}
+
+static void level_many_sources(int isa)
+{
+	static const shmcoll_dtype avg_types[] = {SHMCOLL_INT8, SHMCOLL_UINT8, SHMCOLL_INT32,
+	                                          SHMCOLL_UINT32};
+
+	if (!shmcoll__isa_available(isa))
+		cr_skip_test("%s level not available here (not compiled in, or the CPU or OS lacks "
+		             "it)",
+		             shmcoll__isa_name(isa));
+	rng_state = 0x853c49e6748fea9bull ^ (uint64_t)isa;
+	for (int dt = 0; dt < SHMCOLL_DTYPE_COUNT; dt++)
+		for (int op = 0; op < SHMCOLL_OP_COUNT; op++)
+			if (pair_valid(dt, op))
+				many_sources(isa, (shmcoll_dtype)dt, op, 1024, 67);
+	for (size_t t = 0; t < sizeof(avg_types) / sizeof(avg_types[0]); t++) {
+		many_sources(isa, avg_types[t], SHMCOLL_AVG, SIMD_AVG_MAX_NSRC, 35);
+		many_sources(isa, avg_types[t], SHMCOLL_AVG, SIMD_AVG_MAX_NSRC + 1, 35);
+	}
+}
+
+Test(kernels, level_avx2_many_sources, .timeout = 300)
+{
+	level_many_sources(SHMCOLL_ISA_AVX2);
+}
+
+Test(kernels, level_avx512_many_sources, .timeout = 300)
+{
+	level_many_sources(SHMCOLL_ISA_AVX512);
+}
+
+/* ---- the ladder ---- */
+
+Test(kernels, isa_levels_and_tables)
+{
+	int top = SHMCOLL_ISA_SCALAR;
+
+	cr_assert(shmcoll__isa_available(SHMCOLL_ISA_SCALAR));
+	cr_assert(!shmcoll__isa_available(-1) && !shmcoll__isa_available(SHMCOLL_ISA_COUNT));
+	cr_assert_str_eq(shmcoll__isa_name(SHMCOLL_ISA_AVX512), "avx512");
+	cr_assert_str_eq(shmcoll__isa_name(SHMCOLL_ISA_COUNT), "unknown");
+	for (int isa = 0; isa < SHMCOLL_ISA_COUNT; isa++) {
+		int avail = shmcoll__isa_available(isa);
+
+		cr_log_info("%s level: %s", shmcoll__isa_name(isa),
+		            avail ? "available"
+		                  : "not available (not compiled in, or the CPU "
+		                    "or OS lacks it)");
+		/* A level builds on the ones below it. */
+		if (avail) {
+			cr_assert_eq(top, isa - (isa > 0), "%s without the level below",
+			             shmcoll__isa_name(isa));
+			top = isa;
+		}
+		for (int dt = -1; dt <= SHMCOLL_DTYPE_COUNT; dt++)
+			for (int op = -1; op <= SHMCOLL_OP_COUNT; op++) {
+				shmcoll__reduce_fn fn = shmcoll__reduce_lookup_isa(
+				    isa, (shmcoll_dtype)dt, (shmcoll_op)op);
+				shmcoll__reduce_fn sc = shmcoll__reduce_lookup_isa(
+				    SHMCOLL_ISA_SCALAR, (shmcoll_dtype)dt, (shmcoll_op)op);
+				int wide_avg = (dt == SHMCOLL_INT64 || dt == SHMCOLL_UINT64) &&
+				               op == SHMCOLL_AVG;
+
+				cr_assert_eq(fn != NULL, avail && pair_valid(dt, op),
+				             "%s dtype %d op %d", shmcoll__isa_name(isa), dt, op);
+				/* Every valid pair has its own SIMD kernel but 64-bit AVG. */
+				if (fn && isa > SHMCOLL_ISA_SCALAR)
+					cr_assert_eq(fn == sc, wide_avg, "%s %s %s: %s",
+					             shmcoll__isa_name(isa), dtype_names[dt],
+					             op_names[op],
+					             wide_avg ? "not the scalar kernel"
+					                      : "falls back to scalar");
+			}
+	}
+	/* This process's own choice: the highest level, or the one SHMCOLL_ISA names below it. */
+	for (int isa = 0; getenv("SHMCOLL_ISA") && isa < top; isa++)
+		if (!strcmp(getenv("SHMCOLL_ISA"), shmcoll__isa_name(isa)))
+			top = isa;
+	cr_assert_eq(shmcoll__isa_active(), top, "SHMCOLL_ISA=%s", getenv("SHMCOLL_ISA"));
+}
+
+/* What a process with SHMCOLL_ISA set to value (NULL: unset) chooses. The choice is made once
+ * per process, so each value is tried in a child forked before this process made its own:
+ * the child's exit status is the level, or 100 if lookup and the level's table disagree. */
+static int isa_chosen_with(const char *value)
+{
+	int status;
+	pid_t pid = fork();
+
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		int isa;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (value)
+			setenv("SHMCOLL_ISA", value, 1);
+		else
+			unsetenv("SHMCOLL_ISA");
+		isa = shmcoll__isa_active();
+		if (shmcoll__reduce_lookup(SHMCOLL_FLOAT32, SHMCOLL_SUM) !=
+		    shmcoll__reduce_lookup_isa(isa, SHMCOLL_FLOAT32, SHMCOLL_SUM))
+			_exit(100);
+		_exit(isa);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status), "SHMCOLL_ISA=%s: child died", value ? value : "(unset)");
+	return WEXITSTATUS(status);
+}
+
+Test(kernels, isa_env_caps_the_level, .timeout = 60)
+{
+	static const char *const values[] = {NULL, "scalar", "avx2", "avx512", "AVX2", "sse", ""};
+	int chosen[sizeof(values) / sizeof(values[0])];
+	int top = SHMCOLL_ISA_SCALAR;
+
+	/* Children first: this process has not chosen yet (Criterion runs each test in a new
+	 * process), so each child chooses afresh. */
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++)
+		chosen[i] = isa_chosen_with(values[i]);
+	for (int isa = 0; isa < SHMCOLL_ISA_COUNT; isa++)
+		if (shmcoll__isa_available(isa))
+			top = isa;
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		int want = top;
+
+		/* Known names cap the level; unknown ones (case matters) are ignored. */
+		for (int isa = 0; values[i] && isa < SHMCOLL_ISA_COUNT; isa++)
+			if (!strcmp(values[i], shmcoll__isa_name(isa)) && isa < top)
+				want = isa;
+		cr_assert_eq(chosen[i], want, "SHMCOLL_ISA=%s: level %d, expected %d",
+		             values[i] ? values[i] : "(unset)", chosen[i], want);
+	}
+}
+
+/* ---- NaN rules of SUM/PROD/AVG at every level ---- */
+
+/* Reduce one element given per source, at level isa, over 67 copies of it (whole vectors and
+ * a partial one); every copy must give the same bits, which are returned. */
+static uint64_t reduce_copies(int isa, shmcoll_dtype dt, shmcoll_op op, int nsrc,
+                              const uint64_t *in)
+{
+	enum { N = 67 };
+	size_t size = dtype_size(dt);
+	unsigned char src[MAX_NSRC][N * 8], dst[N * 8];
+	const void *sp[MAX_NSRC];
+	uint64_t r;
+
+	for (int k = 0; k < nsrc; k++) {
+		for (size_t i = 0; i < N; i++)
+			store_bits(src[k] + i * size, size, in[k]);
+		sp[k] = src[k];
+	}
+	shmcoll__reduce_lookup_isa(isa, dt, op)(dst, sp, nsrc, N);
+	r = load_bits(dst, size);
+	for (size_t i = 1; i < N; i++)
+		cr_assert_eq(load_bits(dst + i * size, size), r, "%s: element %zu differs",
+		             shmcoll__isa_name(isa), i);
+	return r;
+}
+
+#define EXPECT_NAN(dt, op, want, ...)                                                              \
+	do {                                                                                       \
+		const uint64_t in_[] = {__VA_ARGS__};                                              \
+		for (int isa_ = 0; isa_ < SHMCOLL_ISA_COUNT; isa_++) {                             \
+			uint64_t got_;                                                             \
+			if (!shmcoll__isa_available(isa_))                                         \
+				continue;                                                          \
+			got_ = reduce_copies(isa_, (dt), (op),                                     \
+			                     (int)(sizeof(in_) / sizeof(in_[0])), in_);            \
+			cr_assert_eq(got_, (uint64_t)(want), "%s %s %s line %d: got 0x%llx",       \
+			             shmcoll__isa_name(isa_), dtype_names[dt], op_names[op],       \
+			             __LINE__, (unsigned long long)got_);                          \
+		}                                                                                  \
+	} while (0)
+
+Test(kernels, float_sum_prod_avg_first_nan_wins_quieted)
+{
+	const uint64_t one = 0x3f800000u, two = 0x40000000u, inf = 0x7f800000u;
+	const uint64_t sa = 0xff800001u, qb = 0x7fc00002u; /* signalling, quiet */
+
+	/* The first NaN in source order, quieted, whatever follows it. */
+	EXPECT_NAN(SHMCOLL_FLOAT32, SHMCOLL_SUM, 0xffc00001u, one, sa, qb);
+	EXPECT_NAN(SHMCOLL_FLOAT32, SHMCOLL_SUM, 0x7fc00002u, qb, sa);
+	EXPECT_NAN(SHMCOLL_FLOAT32, SHMCOLL_SUM, 0xffc00001u, sa, qb, one);
+	EXPECT_NAN(SHMCOLL_FLOAT32, SHMCOLL_PROD, 0xffc00001u, two, sa, qb);
+	EXPECT_NAN(SHMCOLL_FLOAT32, SHMCOLL_AVG, 0x7fc00002u, one, qb, sa);
+	/* One source: SUM and PROD copy it, AVG divides, which quiets. */
+	EXPECT_NAN(SHMCOLL_FLOAT32, SHMCOLL_SUM, sa, sa);
+	EXPECT_NAN(SHMCOLL_FLOAT32, SHMCOLL_PROD, sa, sa);
+	EXPECT_NAN(SHMCOLL_FLOAT32, SHMCOLL_AVG, 0xffc00001u, sa);
+#if defined(__x86_64__)
+	/* An invalid operation gives x86's default NaN, which then wins like any other. */
+	EXPECT_NAN(SHMCOLL_FLOAT32, SHMCOLL_SUM, 0xffc00000u, inf, inf | 1ull << 31, qb);
+	EXPECT_NAN(SHMCOLL_FLOAT32, SHMCOLL_PROD, 0xffc00000u, 0, inf, sa);
+	EXPECT_NAN(SHMCOLL_FLOAT64, SHMCOLL_SUM, 0xfff8000000000000ull, 0xfff0000000000000ull,
+	           0x7ff0000000000000ull, 0x7ff0000000000005ull);
+#endif
+	EXPECT_NAN(SHMCOLL_FLOAT64, SHMCOLL_SUM, 0x7ff8000000000005ull, 0x3ff0000000000000ull,
+	           0x7ff0000000000005ull, 0xfff8000000000007ull);
+	EXPECT_NAN(SHMCOLL_FLOAT64, SHMCOLL_PROD, 0xfff8000000000007ull, 0xfff8000000000007ull,
+	           0x7ff0000000000005ull);
+	EXPECT_NAN(SHMCOLL_FLOAT64, SHMCOLL_SUM, 0x7ff0000000000005ull, 0x7ff0000000000005ull);
+	/* 16-bit formats: the first NaN's sign and top payload bits, quiet, even alone. */
+	EXPECT_NAN(SHMCOLL_FLOAT16, SHMCOLL_SUM, 0x7e01, 0x3c00, 0x7c01, 0xfe05);
+	EXPECT_NAN(SHMCOLL_FLOAT16, SHMCOLL_SUM, 0xfe05, 0xfe05, 0x7c01);
+	EXPECT_NAN(SHMCOLL_FLOAT16, SHMCOLL_PROD, 0x7e01, 0x7c01);
+	EXPECT_NAN(SHMCOLL_FLOAT16, SHMCOLL_AVG, 0xfe05, 0x3c00, 0xfc05, 0x7c01);
+	EXPECT_NAN(SHMCOLL_BFLOAT16, SHMCOLL_SUM, 0x7fc1, 0x7f81, 0xffc1);
+	EXPECT_NAN(SHMCOLL_BFLOAT16, SHMCOLL_AVG, 0xffc3, 0x3f80, 0xff83, 0x7f81);
+	EXPECT_NAN(SHMCOLL_BFLOAT16, SHMCOLL_SUM, 0x7fc1, 0x7f81);
+}
+
+/* Every float16/bfloat16 encoding against a few partners, for every op: each level matches
+ * the scalar one on the whole domain (the partners make exact values, roundings at every
+ * exponent, overflow and NaN mixes). */
+Test(kernels, half_every_encoding_at_every_level)
+{
+	static const uint16_t partners[2][8] = {
+	    {0x0000, 0x8000, 0x0001, 0x8401, 0x3c00, 0x1000, 0x7bff, 0x7c01},
+	    {0x0000, 0x8000, 0x0001, 0x8081, 0x3f80, 0x3b80, 0x7f7f, 0x7f81}};
+	enum { N = 1 << 16 };
+	uint16_t *enc = malloc(N * 2), *part = malloc(N * 2), *want = malloc(N * 2),
+	         *got = malloc(N * 2);
+
+	cr_assert(enc && part && want && got);
+	for (uint32_t h = 0; h < N; h++)
+		enc[h] = (uint16_t)h;
+	for (int t = 0; t < 2; t++) {
+		shmcoll_dtype dt = t ? SHMCOLL_BFLOAT16 : SHMCOLL_FLOAT16;
+
+		for (int p = 0; p < 8; p++) {
+			const void *sp[2] = {enc, part};
+
+			for (uint32_t h = 0; h < N; h++)
+				part[h] = partners[t][p];
+			for (int op = 0; op <= SHMCOLL_AVG; op++)
+				for (int order = 0; order < 2; order++) {
+					const void *ss[2] = {sp[order], sp[!order]};
+
+					shmcoll__reduce_lookup_isa(SHMCOLL_ISA_SCALAR, dt,
+					                           (shmcoll_op)op)(want, ss, 2, N);
+					for (int isa = 1; isa < SHMCOLL_ISA_COUNT; isa++) {
+						uint32_t h;
+
+						if (!shmcoll__isa_available(isa))
+							continue;
+						shmcoll__reduce_lookup_isa(isa, dt, (shmcoll_op)op)(
+						    got, ss, 2, N);
+						for (h = 0; h < N && want[h] == got[h]; h++)
+							;
+						cr_assert_eq(
+						    h, N,
+						    "%s %s %s partner 0x%04x order %d: "
+						    "0x%04x gives 0x%04x, scalar 0x%04x",
+						    shmcoll__isa_name(isa), dtype_names[dt],
+						    op_names[op], partners[t][p], order, h,
+						    h < N ? got[h] : 0, h < N ? want[h] : 0);
+					}
+				}
+		}
+	}
+	free(got);
+	free(want);
+	free(part);
+	free(enc);
 }
