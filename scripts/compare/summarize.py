@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""summarize.py - the report half of scripts/compare-mpi: reads the per-run CSVs,
+takes the median latency per (implementation, op, size), prints the comparison
+table and writes it as CSV and markdown, and renders the plots with gnuplot.
+Python 3 standard library only."""
+
+import argparse
+import csv
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+
+OPS = ["allreduce", "reduce", "bcast", "allgather", "reduce_scatter", "alltoall",
+       "gather", "scatter", "barrier"]
+NAMES = {"ompi": "Open MPI (tuned)", "ompi-collsm": "Open MPI coll/sm",
+         "mpich": "MPICH", "shmcoll": "shmcoll"}
+# Line styles: fixed colours, so a plot reads the same whichever impls ran;
+# shmcoll drawn thickest.
+STYLES = {"ompi": 'lc rgb "#7b3294" pt 1 lw 2', "ompi-collsm": 'lc rgb "#008837" pt 2 lw 2',
+          "mpich": 'lc rgb "#2c7bb6" pt 4 lw 2', "shmcoll": 'lc rgb "#d7191c" pt 7 lw 3'}
+SHM = "shmcoll"
+FIELDS = ["impl", "op", "ranks", "bytes", "lat_us", "algbw_GBps", "busbw_GBps"]
+
+
+def read_runs(runs_dir, ranks):
+    """{(impl, op, bytes): [lat_us, ...]} and {(impl, op): busbw/algbw factor},
+    from every runs/<impl>.<op>.<rep>.csv; rows of another rank count are dropped
+    (compare-mpi has reported them already)."""
+    lats = defaultdict(list)
+    factor = {}
+    for name in sorted(os.listdir(runs_dir)):
+        if not name.endswith(".csv"):
+            continue
+        impl = name.split(".")[0]
+        with open(os.path.join(runs_dir, name), newline="") as f:
+            for row in csv.reader(f):
+                if len(row) != len(FIELDS) or row[0] == "impl":
+                    continue
+                try:
+                    nranks, nbytes = int(row[2]), int(row[3])
+                    lat, alg, bus = float(row[4]), float(row[5]), float(row[6])
+                except ValueError:
+                    continue
+                if nranks != ranks or lat <= 0:
+                    continue
+                lats[(impl, row[1], nbytes)].append(lat)
+                if alg > 0:
+                    factor[(impl, row[1])] = bus / alg
+    return lats, factor
+
+
+def medians(lats, factor, ranks):
+    """{(impl, op, bytes): dict(ranks, lat, algbw, busbw, runs, min, max)}"""
+    med = {}
+    for (impl, op, nbytes), v in lats.items():
+        lat = statistics.median(v)
+        alg = nbytes / (lat * 1e-6) / 1e9 if nbytes else 0.0
+        med[(impl, op, nbytes)] = dict(ranks=ranks, lat=lat, algbw=alg,
+                                       busbw=alg * factor.get((impl, op), 1.0),
+                                       runs=len(v), min=min(v), max=max(v))
+    return med
+
+
+def fmt_bytes(n):
+    if n == 0:
+        return "-"
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return "%d %s" % (n >> shift, unit)
+    return "%d B" % n
+
+
+def fmt_lat(us):
+    if us < 1:
+        return "%.3f" % us
+    if us < 10:
+        return "%.2f" % us
+    if us < 1000:
+        return "%.1f" % us
+    return "%.0f" % us
+
+
+def fmt_bw(op, gbps):
+    return "-" if op == "barrier" else "%.2f" % gbps
+
+
+def summary_rows(med, op, impls):
+    """One row per size of op: the cells of the comparison table, and the ratio
+    (best MPI latency / shmcoll latency) or None."""
+    mpis = [i for i in impls if i != SHM]
+    sizes = sorted({b for (i, o, b) in med if o == op})
+    rows = []
+    for b in sizes:
+        s = med.get((SHM, op, b))
+        best = min((i for i in mpis if (i, op, b) in med),
+                   key=lambda i: med[(i, op, b)]["lat"], default=None)
+        m = med[(best, op, b)] if best else None
+        ratio = m["lat"] / s["lat"] if s and m else None
+        rows.append(([fmt_bytes(b),
+                      fmt_lat(s["lat"]) if s else "-",
+                      fmt_bw(op, s["busbw"]) if s else "-",
+                      best or "-",
+                      fmt_lat(m["lat"]) if m else "-",
+                      fmt_bw(op, m["busbw"]) if m else "-",
+                      "%.2fx" % ratio if ratio else "-"], ratio))
+    return rows
+
+
+HEAD = ["size", "shmcoll us", "busbw GB/s", "best MPI", "MPI us", "busbw GB/s",
+        "MPI/shmcoll"]
+# Run-to-run spread on the reference VM is 5-30 % (baseline README): a ratio
+# closer to 1 than this is not a difference.
+NOISE = 1.3
+
+
+def verdict(rows):
+    ratios = [r for _, r in rows if r]
+    if not ratios:
+        return "no size has both shmcoll and an MPI"
+    gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    faster = sum(r > NOISE for r in ratios)
+    slower = sum(r < 1 / NOISE for r in ratios)
+    return ("of %d sizes, shmcoll is > %.1fx faster at %d, > %.1fx slower at %d, within"
+            " noise at %d; geometric mean MPI/shmcoll %.2fx"
+            % (len(ratios), NOISE, faster, NOISE, slower, len(ratios) - faster - slower, gm))
+
+
+def text_table(rows):
+    cells = [HEAD] + [r for r, _ in rows]
+    width = [max(len(c[k]) for c in cells) for k in range(len(HEAD))]
+    lines = []
+    for c in cells:
+        # Left-align the MPI's name, right-align the numbers.
+        lines.append("  ".join(c[k].ljust(width[k]) if k == 3 else c[k].rjust(width[k])
+                               for k in range(len(c))).rstrip())
+    return lines
+
+
+def md_table(rows):
+    lines = ["| " + " | ".join(HEAD) + " |", "|" + "---:|" * 3 + ":---|" + "---:|" * 3]
+    for r, _ in rows:
+        lines.append("| " + " | ".join(r) + " |")
+    return lines
+
+
+def write_csv(path, med, impls, ops):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(FIELDS + ["runs", "lat_min_us", "lat_max_us"])
+        for op in ops:
+            for impl in impls:
+                for (i, o, b), m in sorted(med.items(), key=lambda kv: kv[0][2]):
+                    if i == impl and o == op:
+                        w.writerow([impl, op, m["ranks"], b, "%.3f" % m["lat"],
+                                    "%.4f" % m["algbw"], "%.4f" % m["busbw"], m["runs"],
+                                    "%.3f" % m["min"], "%.3f" % m["max"]])
+
+
+# A run during which other processes used this much of the CPUs is flagged.
+DISTURBED = 10
+
+
+def read_status(path):
+    """Notes on the runs: those that failed (compare-mpi skips their later
+    repeats) and those other processes disturbed."""
+    notes, disturbed = [], []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            run = "%s %s (repeat %s)" % (row["impl"], row["op"], row["rep"])
+            if row["status"] != "ok":
+                notes.append("%s: %s" % (run, row["note"]))
+            if row["others"].isdigit() and int(row["others"]) >= DISTURBED:
+                disturbed.append("%s %s%%" % (run, row["others"]))
+    if disturbed:
+        notes.append("other processes used >= %d%% of the CPUs during %d run(s), whose"
+                     " timings are suspect: %s" % (DISTURBED, len(disturbed),
+                                                   ", ".join(disturbed)))
+    return notes
+
+
+def gnuplot_terminal():
+    """pngcairo where gnuplot has it (Debian's gnuplot-nox does), else png (libgd)."""
+    for term in ("pngcairo", "png"):
+        r = subprocess.run(["gnuplot", "-e", "set terminal " + term],
+                           capture_output=True, text=True)
+        if r.returncode == 0 and not r.stderr.strip():
+            return term
+    return None
+
+
+def xtics(sizes):
+    """At most 8 labelled sizes, counted back from the largest."""
+    step = max(1, math.ceil(len(sizes) / 8))
+    picks = sorted(sizes[::-step])
+    return ", ".join('"%s" %d' % (fmt_bytes(b).replace(" ", ""), b) for b in picks)
+
+
+def plots(med, impls, ops, out, work, tag, caption):
+    """<op>-<tag>-lat.png and <op>-<tag>-busbw.png per op (barrier has one point
+    and no bandwidth: no plot). Returns the names written, or a reason for none."""
+    if shutil.which("gnuplot") is None:
+        return [], "gnuplot is not installed: no plots"
+    term = gnuplot_terminal()
+    if term is None:
+        return [], "gnuplot offers neither pngcairo nor png: no plots"
+    font = ' font ",11"' if term == "pngcairo" else ""
+    script = ["set terminal %s noenhanced size 900,560%s" % (term, font),
+              "set grid", "set key top left", "set logscale x 2"]
+    written = []
+    for op in ops:
+        if op == "barrier":
+            continue
+        series = []
+        for impl in impls:
+            pts = sorted((b, med[(impl, op, b)]) for (i, o, b) in med if i == impl and o == op)
+            if not pts:
+                continue
+            dat = os.path.join(work, "%s.%s.dat" % (op, impl))
+            with open(dat, "w") as f:
+                for b, m in pts:
+                    f.write("%d %.6g %.6g\n" % (b, m["lat"], m["busbw"]))
+            series.append((impl, dat))
+        if not series:
+            continue
+        sizes = sorted({b for (i, o, b) in med if o == op})
+        script.append("set xtics (%s)" % xtics(sizes))
+        script.append("set xrange [%g:%g]" % (sizes[0] / 1.4, sizes[-1] * 1.4))
+        script.append('set xlabel "size (bytes, as mpi_coll_bench counts them)"')
+        for kind, col, ylabel, logy in (("lat", 2, "latency (us)", True),
+                                        ("busbw", 3, "bus bandwidth (GB/s)", False)):
+            png = "%s-%s-%s.png" % (op, tag, kind)
+            script.append('set output "%s"' % os.path.join(out, png))
+            script.append("set logscale y" if logy else "unset logscale y")
+            script.append('set ylabel "%s"' % ylabel)
+            script.append('set title "%s, %s"' % (op, caption))
+            script.append("plot " + ", ".join(
+                '"%s" using 1:%d with linespoints %s title "%s"'
+                % (dat, col, STYLES.get(i, "lw 2"), NAMES.get(i, i))
+                for i, dat in series))
+            written.append(png)
+    gp = os.path.join(work, "plots.gp")
+    with open(gp, "w") as f:
+        f.write("\n".join(script) + "\n")
+    r = subprocess.run(["gnuplot", gp], capture_output=True, text=True)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["?"])[-1]
+        return [], "gnuplot failed on %s: %s" % (gp, last)
+    return written, None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--runs", required=True, help="directory of <impl>.<op>.<rep>.csv")
+    p.add_argument("--status", required=True, help="status.tsv written by compare-mpi")
+    p.add_argument("--meta", required=True, help="key<TAB>value lines for the markdown")
+    p.add_argument("--ranks", type=int, required=True)
+    p.add_argument("--repeat", type=int, required=True)
+    p.add_argument("--sync", action="store_true")
+    p.add_argument("--tag", required=True, help="file name part, e.g. P2 or P2-sync")
+    p.add_argument("--out", required=True)
+    p.add_argument("--stem", required=True, help="name of the .csv and .md")
+    p.add_argument("--ops", required=True)
+    p.add_argument("--impls", required=True)
+    a = p.parse_args()
+    ops = [o for o in OPS if o in a.ops.split()]
+    impls = a.impls.split()
+    mode = "OSU-style --sync" if a.sync else "back-to-back"
+    caption = "P=%d, %s, median of %d run%s" % (a.ranks, mode, a.repeat,
+                                                "" if a.repeat == 1 else "s")
+
+    lats, factor = read_runs(a.runs, a.ranks)
+    med = medians(lats, factor, a.ranks)
+    with open(a.meta) as f:
+        meta = [line.rstrip("\n").split("\t", 1) for line in f if "\t" in line]
+    notes = read_status(a.status)
+    plotted, plot_note = plots(med, impls, ops, a.out, os.path.dirname(a.status), a.tag,
+                               caption)
+    if plot_note:
+        notes.append(plot_note)
+
+    txt = []
+    md = ["# shmcoll vs MPI: %s" % caption, "",
+          "Generated by `scripts/compare-mpi`. Every figure is the median over the runs of"
+          " one implementation (`runs` in the CSV); MPI/shmcoll is the best MPI's latency"
+          " over shmcoll's, so > 1 means shmcoll is faster. Differences under ~1.3x are"
+          " within this machine's run-to-run noise.", ""]
+    md += ["- **%s**: %s" % (k, v.replace("|", "\\|")) for k, v in meta]
+    md.append("- **implementations**: " + ", ".join(
+        "`%s` = %s" % (i, NAMES.get(i, i)) for i in impls)
+        + " (coll/sm only for allreduce, reduce, bcast and barrier, the only collectives"
+        " Open MPI 4.1's coll/sm implements)")
+    md.append("- **sizes** as mpi_coll_bench counts them: the buffer on every rank for"
+              " allreduce, reduce, bcast; the total gathered or scattered data for allgather,"
+              " gather, reduce_scatter, scatter; the per-rank send buffer for alltoall."
+              " busbw = algbw x 2(P-1)/P for allreduce, x (P-1)/P for the gather/scatter"
+              " family and alltoall, x 1 for bcast and reduce (nccl-tests)")
+    md += ["- **medians of every implementation**: [%s.csv](%s.csv)" % (a.stem, a.stem), ""]
+
+    for op in ops:
+        rows = summary_rows(med, op, impls)
+        if not rows:
+            txt += ["", "%s: no results" % op]
+            md += ["## %s" % op, "", "No results.", ""]
+            continue
+        txt += ["", "%s (%s)" % (op, caption)]
+        txt += ["  " + line for line in text_table(rows)]
+        txt.append("  " + verdict(rows))
+        md += ["## %s" % op, ""] + md_table(rows) + ["", verdict(rows) + ".", ""]
+        pngs = ["%s-%s-%s.png" % (op, a.tag, kind) for kind in ("lat", "busbw")]
+        md += ["![%s](%s)" % (png[:-4], png) for png in pngs if png in plotted] + [""]
+    if notes:
+        txt += ["", "Notes:"] + ["  " + n for n in notes]
+        md += ["## Notes", ""] + ["- " + n for n in notes] + [""]
+
+    print("\n".join(txt))
+    write_csv(os.path.join(a.out, a.stem + ".csv"), med, impls, ops)
+    with open(os.path.join(a.out, a.stem + ".md"), "w") as f:
+        f.write("\n".join(md).rstrip("\n") + "\n")
+    print("\nwrote %s.csv, %s.md and %d plots to %s/" % (a.stem, a.stem, len(plotted), a.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
