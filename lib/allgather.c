@@ -44,7 +44,9 @@ int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmc
 
 	es = shmcoll_dtype_size(dtype);
 	cap = shmcoll__chunk_elems(c, es, 1);
-	d = shmcoll__desc_begin(c, KIND_ALLGATHER, dtype, SHMCOLL_SUM, -1, sendcount);
+	rc = shmcoll__begin(c, fn, KIND_ALLGATHER, dtype, SHMCOLL_SUM, -1, sendcount, &d);
+	if (rc < 0)
+		return rc;
 	d->src_off = shmcoll__heap_off(c, send, bytes);
 	for (done = 0; done < sendcount; done += n) {
 		uint32_t step = c->seq + 1;

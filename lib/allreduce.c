@@ -82,7 +82,9 @@ int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_
 	if (algo == ALGO_DIRECT && !shmcoll__direct_fits(c, es))
 		algo = ALGO_FLAT;
 
-	d = shmcoll__desc_begin(c, KIND_ALLREDUCE, dtype, op, -1, count);
+	rc = shmcoll__begin(c, fn, KIND_ALLREDUCE, dtype, op, -1, count, &d);
+	if (rc < 0)
+		return rc;
 	shmcoll__call(c)->algo = (uint8_t)algo;
 	if (send != recv)
 		d->src_off = shmcoll__heap_off(c, send, bytes);

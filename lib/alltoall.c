@@ -44,7 +44,9 @@ int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_d
 
 	es = shmcoll_dtype_size(dtype);
 	cap = shmcoll__chunk_elems(c, es, (size_t)c->size);
-	d = shmcoll__desc_begin(c, KIND_ALLTOALL, dtype, SHMCOLL_SUM, -1, count);
+	rc = shmcoll__begin(c, fn, KIND_ALLTOALL, dtype, SHMCOLL_SUM, -1, count, &d);
+	if (rc < 0)
+		return rc;
 	if (send != recv)
 		d->src_off = shmcoll__heap_off(c, send, total);
 	for (done = 0; done < count; done += n) {

@@ -43,6 +43,9 @@ static int barrier_tree(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d)
 			return rc;
 	}
 	shmcoll__publish_next(c, NULL);
+	/* Our only shared write, the call word, was checked by the parent
+	 * before it arrived, and every rank arrived: all readers are done. */
+	c->clean = c->seq;
 	return 0;
 }
 
@@ -60,7 +63,9 @@ int shmcoll_barrier(shmcoll_comm *c)
 	algo = c->algo[KIND_BARRIER];
 	if (algo == ALGO_AUTO)
 		algo = c->size >= TREE_MIN_RANKS ? ALGO_TREE : ALGO_FLAT;
-	d = shmcoll__desc_begin(c, KIND_BARRIER, SHMCOLL_UINT8, SHMCOLL_SUM, -1, 0);
+	rc = shmcoll__begin(c, fn, KIND_BARRIER, SHMCOLL_UINT8, SHMCOLL_SUM, -1, 0, &d);
+	if (rc < 0)
+		return rc;
 	shmcoll__call(c)->algo = (uint8_t)algo;
 	if (algo == ALGO_TREE)
 		return barrier_tree(c, fn, d);

@@ -2,28 +2,27 @@
  *
  * Flat protocol, for each chunk of at most slot_half bytes:
  *   1. The root copies its chunk into its staging half for this step, unless
- *      buf is in its symmetric heap (then the others read it in place).
- *   2. Every rank publishes the step and waits for every peer's; the first
- *      chunk checks the peers' call words.
- *   3. Every other rank copies the root's chunk into its buf.
- *   Halves are reused two steps later as in allreduce.c; a final step when
- *   the root was read in place keeps it from returning while a rank reads.
+ *      buf is in its symmetric heap (then the others read it in place), and
+ *      publishes the step without waiting for anyone.
+ *   2. Every other rank publishes the step, waits for the root's (checking
+ *      its call word on the first chunk) and copies the root's chunk.
+ *   The root waits only before it rewrites a half (shmcoll__guard: every
+ *   rank published the step before, i.e. read what it overwrites), so
+ *   back-to-back broadcasts overlap by one call. When the root was read in
+ *   place, a final step keeps it from returning while a rank still reads.
  *
  * Tree protocol (k-nomial from the root, tree.c), chunk i at step s + i:
  *   1. Flow control: before writing its half for step s + i, a rank waits
  *      until its children published s + i - 2 (they have read what it wrote
- *      there); for i = 1 it waits for every rank to publish s, since that
- *      half may still be read by anyone from the call before this one.
+ *      there); for i < 2 that half may still hold what the call before this
+ *      one wrote, read by anyone, and shmcoll__guard waits for that.
  *   2. The root copies chunk i into its half; any other rank waits for its
  *      parent's s + i (on the first chunk checking its call word), copies the
  *      parent's chunk into buf and, if it has children, into its own half.
  *   3. It publishes s + i.
  *   At the end each rank waits until its children published the last step,
- *   so no half of this call is still being read when it returns, and until
- *   every rank published s: every rank has then finished the call before
- *   this one, whose call words, descriptors and halves the next call
- *   rewrites (a flat call guarantees the same by waiting for all at every
- *   step). Per chunk a rank waits on its parent and children only. */
+ *   so nothing it wrote in this call is still to be read when it returns.
+ *   Per chunk a rank waits on its parent and children only. */
 #include <errno.h>
 #include <string.h>
 
@@ -44,9 +43,13 @@ static int bcast_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, u
 		uint32_t step = c->seq + 1;
 
 		n = min_size(cap, count - done);
-		if (is_root && d->src_off == NO_OFF)
+		if (is_root && d->src_off == NO_OFF) {
+			if ((rc = shmcoll__guard(c, fn)) < 0)
+				return rc;
 			memcpy(shmcoll__slot(c, c->rank, step), b + done * es, n * es);
-		rc = shmcoll__chunk_step(c, fn, d, done == 0, count * es);
+		}
+		rc = shmcoll__step_from(c, fn, d, done == 0, count * es,
+					is_root ? STEP_NONE : root);
 		if (rc < 0)
 			return rc;
 		if (!is_root)
@@ -54,7 +57,11 @@ static int bcast_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, u
 			       c->zc[root] ? c->zc[root] + done * es : shmcoll__slot(c, root, step),
 			       n * es);
 	}
-	return shmcoll__zc_release(c, fn, -1);
+	/* Every rank knows whether the root was read in place: the root from
+	 * its own descriptor, the others from its call word. */
+	if (is_root ? d->src_off != NO_OFF : c->zc[root] != NULL)
+		return shmcoll__step(c, fn);
+	return 0;
 }
 
 /* Waits until each of t's children has published want. */
@@ -77,7 +84,7 @@ static int bcast_tree(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, u
 	size_t cap = shmcoll__chunk_elems(c, es, 1), done, n;
 	uint32_t first = c->seq + 1;
 	struct shmcoll_tree t;
-	int p, rc;
+	int rc;
 
 	shmcoll__tree(c, root, &t);
 	for (done = 0; done < count; done += n) {
@@ -85,13 +92,17 @@ static int bcast_tree(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, u
 		uint8_t *mine = shmcoll__slot(c, c->rank, step);
 
 		n = min_size(cap, count - done);
-		if (step == first + 1) {
-			for (p = 0; p < c->size; p++)
-				if (p != c->rank && (rc = shmcoll__wait_rank(c, fn, p, first)) < 0)
-					return rc;
-		} else if (step >= first + 2 && (rc = wait_children(c, fn, &t, step - 2)) < 0) {
-			return rc;
+		/* The first two halves may hold what the call before wrote, read by
+		 * anyone: the guard. Later ones only this call's chunks, read by
+		 * the children only. */
+		if (step >= first + 2) {
+			rc = wait_children(c, fn, &t, step - 2);
+			c->clean = step - 2;
+		} else {
+			rc = shmcoll__guard(c, fn);
 		}
+		if (rc < 0)
+			return rc;
 		if (t.parent < 0) {
 			memcpy(mine, b + done * es, n * es);
 		} else {
@@ -106,10 +117,13 @@ static int bcast_tree(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, u
 		}
 		shmcoll__publish_next(c, step == first ? d : NULL);
 	}
+	/* Children publish a step after reading it: once they published the
+	 * last one, nothing this rank wrote in this call is still to be read.
+	 * What it wrote at first - 1 (the call before) is known read only if
+	 * the guard of a second chunk waited for it; else clean stays below. */
 	rc = wait_children(c, fn, &t, c->seq);
-	for (p = 0; p < c->size && !rc; p++)
-		if (p != c->rank)
-			rc = shmcoll__wait_rank(c, fn, p, first);
+	if (rc == 0 && c->seq != first)
+		c->clean = c->seq;
 	return rc;
 }
 
@@ -135,7 +149,9 @@ int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root, shmcol
 	algo = c->algo[KIND_BCAST];
 	if (algo == ALGO_AUTO)
 		algo = c->size >= TREE_MIN_RANKS ? ALGO_TREE : ALGO_FLAT;
-	d = shmcoll__desc_begin(c, KIND_BCAST, dtype, SHMCOLL_SUM, root, count);
+	rc = shmcoll__begin(c, fn, KIND_BCAST, dtype, SHMCOLL_SUM, root, count, &d);
+	if (rc < 0)
+		return rc;
 	shmcoll__call(c)->algo = (uint8_t)algo;
 	if (algo == ALGO_TREE)
 		return bcast_tree(c, fn, d, buf, count, shmcoll_dtype_size(dtype), root);

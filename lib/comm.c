@@ -158,6 +158,7 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 	c->waiter.abort_word = &c->arena.hdr->aborted;
 	c->me = shmcoll__ctrl(&c->arena, (uint32_t)c->rank);
 	c->seq = load_relaxed(&c->me->seq);
+	c->clean = c->seq;
 	shmcoll__arena_join(&c->arena, (uint32_t)c->rank);
 
 	/* Wait for every rank: the last one unlinked the name, and the CPU

@@ -138,17 +138,33 @@ int shmcoll__enter(shmcoll_comm *c, const char *fn)
 			     c->cause);
 }
 
-struct shmcoll_desc *shmcoll__desc_begin(shmcoll_comm *c, uint32_t kind, shmcoll_dtype dtype,
-					 shmcoll_op op, int root, uint64_t count)
+int shmcoll__guard(shmcoll_comm *c, const char *fn)
+{
+	uint32_t s = c->seq + 1;
+	int i, rc;
+
+	if (seq_reached(c->clean, s - 2))
+		return 0;
+	/* A peer that published s - 1 has finished reading what we wrote at
+	 * s - 2 or before, whatever protocol either of us ran. */
+	for (i = 1; i < c->size; i++) {
+		rc = shmcoll__wait_rank(c, fn, (c->rank + i) % c->size, s - 1);
+		if (rc < 0)
+			return rc;
+	}
+	c->clean = s - 2;
+	return 0;
+}
+
+int shmcoll__begin(shmcoll_comm *c, const char *fn, uint32_t kind, shmcoll_dtype dtype,
+		   shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **out)
 {
 	uint32_t step = c->seq + 1;
-	/* Safe to overwrite: every peer finished reading desc[step & 1] (of
-	 * step - 2) before publishing step - 1, which our last step waited for.
-	 * The call word is built privately and copied next to seq just before
-	 * the first step publishes it (shmcoll__chunk_step), so the line peers
-	 * poll changes once per step, not twice. */
+	/* Both are built privately and copied next to seq by the call's first
+	 * publish (shmcoll__publish_next), so the line peers poll changes once
+	 * per step, not twice. */
 	struct shmcoll_call *k = &c->call;
-	struct shmcoll_desc *d = &c->me->desc[step & 1];
+	struct shmcoll_desc *d = &c->desc;
 
 	k->step = step;
 	k->kind = (uint8_t)kind;
@@ -161,7 +177,10 @@ struct shmcoll_desc *shmcoll__desc_begin(shmcoll_comm *c, uint32_t kind, shmcoll
 	d->src_off = NO_OFF;
 	d->aux = 0;
 	d->step = step;
-	return d;
+	*out = d;
+	/* Zero-copy sources are learnt afresh by every call's checks. */
+	memset(c->zc, 0, (size_t)c->size * sizeof(*c->zc));
+	return shmcoll__guard(c, fn);
 }
 
 struct shmcoll_call *shmcoll__call(shmcoll_comm *c)
@@ -235,6 +254,7 @@ void shmcoll__publish_next(shmcoll_comm *c, const struct shmcoll_desc *first)
 	if (first) {
 		c->call.zc = first->src_off != NO_OFF;
 		c->me->call[step & 1] = c->call;
+		c->me->desc[step & 1] = *first;
 	}
 	/* Release: our staged data and call word for this step are visible to
 	 * a peer whose wait for it returns. */
@@ -261,6 +281,8 @@ static int wait_all(shmcoll_comm *c, const char *fn)
 		if (rc < 0)
 			return rc;
 	}
+	/* Every peer published seq: it has read all we wrote before it. */
+	c->clean = c->seq - 1;
 	return 0;
 }
 
@@ -277,8 +299,8 @@ static int mismatch(shmcoll_comm *c, const char *fn, const struct shmcoll_call *
 	if (k->step != mine->step)
 		return shmcoll__fail(c, -EPROTO,
 				     "%s: mismatched calls: rank %d is inside a different "
-				     "collective at step %u",
-				     fn, p, mine->step);
+				     "collective at step %u (its %s began at step %u)",
+				     fn, p, mine->step, shmcoll__kind_name(k->kind), k->step);
 	if (k->algo != mine->algo)
 		return shmcoll__fail(c, -EPROTO,
 				     "%s: mismatched algorithms: rank %d runs %s, rank %d runs %s "
@@ -345,16 +367,30 @@ uint64_t shmcoll__heap_off(const shmcoll_comm *c, const void *buf, size_t bytes)
 	return (uint64_t)(b - h);
 }
 
-int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
-			int first, uint64_t src_bytes)
+int shmcoll__step_from(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d, int first,
+		       uint64_t src_bytes, int from)
 {
 	int rc;
 
 	shmcoll__publish_next(c, first ? d : NULL);
+	if (from == STEP_NONE)
+		return 0;
+	if (from != STEP_ALL) {
+		rc = shmcoll__wait_rank(c, fn, from, c->seq);
+		if (rc == 0 && first)
+			rc = shmcoll__check_rank(c, fn, d, from, src_bytes);
+		return rc;
+	}
 	rc = wait_all(c, fn);
 	if (rc == 0 && first)
 		rc = shmcoll__check_peers(c, fn, d, src_bytes);
 	return rc;
+}
+
+int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
+			int first, uint64_t src_bytes)
+{
+	return shmcoll__step_from(c, fn, d, first, src_bytes, STEP_ALL);
 }
 
 int shmcoll__zc_release(shmcoll_comm *c, const char *fn, int skip)

@@ -16,6 +16,10 @@
 
 #include "lib/internal.h"
 
+/* Below this total the non-roots do not wait for the root (docs/BENCHMARKS.md:
+ * back-to-back gathers then overlap by one call). */
+#define GATHER_LAGGED_MAX (64u * 1024)
+
 int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
 		   int root, shmcoll_comm *c)
 {
@@ -24,7 +28,7 @@ int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll
 	uint8_t *recv = recvbuf, *own = NULL;
 	struct shmcoll_desc *d;
 	size_t bytes, total, es, cap, done, n;
-	int p, rc, is_root;
+	int p, rc, is_root, lagged;
 
 	if (!c)
 		return -EINVAL;
@@ -48,16 +52,25 @@ int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll
 
 	es = shmcoll_dtype_size(dtype);
 	cap = shmcoll__chunk_elems(c, es, 1);
-	d = shmcoll__desc_begin(c, KIND_GATHER, dtype, SHMCOLL_SUM, root, sendcount);
-	if (!is_root)
+	rc = shmcoll__begin(c, fn, KIND_GATHER, dtype, SHMCOLL_SUM, root, sendcount, &d);
+	if (rc < 0)
+		return rc;
+	/* Large gathers read symmetric sources in place, with every rank
+	 * waiting for every peer; small ones are lagged (see above). */
+	lagged = total < GATHER_LAGGED_MAX;
+	if (!is_root && !lagged)
 		d->src_off = shmcoll__heap_off(c, send, bytes);
 	for (done = 0; done < sendcount; done += n) {
 		uint32_t step = c->seq + 1;
 
 		n = min_size(cap, sendcount - done);
-		if (!is_root && d->src_off == NO_OFF)
+		if (!is_root && d->src_off == NO_OFF) {
+			if ((rc = shmcoll__guard(c, fn)) < 0)
+				return rc;
 			memcpy(shmcoll__slot(c, c->rank, step), send + done * es, n * es);
-		rc = shmcoll__chunk_step(c, fn, d, done == 0, bytes);
+		}
+		rc = shmcoll__step_from(c, fn, d, done == 0, bytes,
+					is_root || !lagged ? STEP_ALL : STEP_NONE);
 		if (rc < 0)
 			return rc;
 		if (!is_root)

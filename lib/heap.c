@@ -80,9 +80,12 @@ static void heap_remove(shmcoll_comm *c, size_t i)
 static int agree(shmcoll_comm *c, const char *fn, uint32_t kind, uint64_t bytes, uint64_t off,
 		 int *someone_failed)
 {
-	struct shmcoll_desc *d = shmcoll__desc_begin(c, kind, SHMCOLL_UINT8, SHMCOLL_SUM, -1, bytes);
+	struct shmcoll_desc *d;
 	int p, rc;
 
+	rc = shmcoll__begin(c, fn, kind, SHMCOLL_UINT8, SHMCOLL_SUM, -1, bytes, &d);
+	if (rc < 0)
+		return rc;
 	d->aux = off;
 	rc = shmcoll__chunk_step(c, fn, d, 1, 0);
 	if (rc < 0)

@@ -75,6 +75,8 @@ struct shmcoll_comm {
 	size_t chunk_bytes;       /* SHMCOLL_CHUNK_BYTES, or 0: chosen per call */
 	int nt_stores;            /* SHMCOLL_NT (default 1): streaming stores for huge results */
 	struct shmcoll_call call; /* the current call's word, published by its first step */
+	struct shmcoll_desc desc; /* the rest of its description, published alike */
+	uint32_t clean;           /* every reader of what we wrote up to this step is done */
 	char err[SHMCOLL_ERR_LEN];   /* shmcoll_last_error() */
 	char cause[SHMCOLL_ERR_LEN]; /* the failure that broke the communicator */
 };
@@ -108,9 +110,19 @@ int shmcoll__check_overlap(shmcoll_comm *c, const char *fn, const void *a, size_
 /* Returns -ECANCELED (with a message) if the communicator was aborted. */
 int shmcoll__enter(shmcoll_comm *c, const char *fn);
 
-/* The descriptor for the call whose first step is the next one. */
-struct shmcoll_desc *shmcoll__desc_begin(shmcoll_comm *c, uint32_t kind, shmcoll_dtype dtype,
-					 shmcoll_op op, int root, uint64_t count);
+/* Begins a call whose first step is the next one: builds its call word and
+ * descriptor (private until that step publishes them; the caller fills in
+ * src_off or aux) and guards the step (shmcoll__guard). Returns 0 or the
+ * error of a failed wait. */
+int shmcoll__begin(shmcoll_comm *c, const char *fn, uint32_t kind, shmcoll_dtype dtype,
+		   shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **d);
+
+/* Before writing anything shared for step s = seq + 1 (a staging half, a call
+ * word): makes sure every rank that may read what this rank wrote at s - 2
+ * has finished, waiting for every peer to publish s - 1 unless c->clean
+ * already says so. Every staging is preceded by it; it costs a comparison
+ * when the previous step waited for everyone. */
+int shmcoll__guard(shmcoll_comm *c, const char *fn);
 
 /* The call word of the call being begun (shmcoll__desc_begin), private until
  * its first step: a protocol other than the flat one sets its algo there. */
@@ -142,11 +154,19 @@ int shmcoll__check_rank(shmcoll_comm *c, const char *fn, const struct shmcoll_de
 int shmcoll__check_peers(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine,
 			 uint64_t src_bytes);
 
-/* One step of a call. The first one (first != 0) also publishes the call
- * word and then checks the peers' (see shmcoll__check_peers); every call
- * makes its first step through here. */
+/* One step of a call, waiting for every peer. The first one (first != 0)
+ * also publishes the call word and then checks the peers' (see
+ * shmcoll__check_peers). */
 int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
 			int first, uint64_t src_bytes);
+
+/* shmcoll__chunk_step, waiting for rank from only (checking its call word on
+ * the first step), for every peer (STEP_ALL), or for nobody (STEP_NONE): the
+ * rooted protocols, where a rank waits only for the ranks it reads. */
+#define STEP_ALL  (-1)
+#define STEP_NONE (-2)
+int shmcoll__step_from(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d, int first,
+		       uint64_t src_bytes, int from);
 
 /* After the last chunk: if any rank other than skip (-1: none) let peers read
  * its buffer in place, one more step so nobody returns (and lets its caller

@@ -6,14 +6,16 @@
  *
  * Flat protocol, for each chunk of at most slot_half bytes:
  *   1. Each rank other than the root copies its chunk into its staging half
- *      for this step, unless its sendbuf is in its symmetric heap (then the
- *      root reads it in place). The root reads its own sendbuf directly,
- *      staging it only when in place (sendbuf == recvbuf).
- *   2. Every rank publishes the step and waits for every peer's; the first
- *      chunk checks the peers' descriptors.
- *   3. The root reduces all ranks' chunks in rank order into recvbuf.
- *   Halves are reused two steps later as in allreduce.c; a final step when
- *   the root read some peer in place keeps that peer from returning early. */
+ *      for this step and publishes it without waiting for anyone. The root
+ *      reads its own sendbuf directly, staging it only when in place
+ *      (sendbuf == recvbuf).
+ *   2. The root publishes the step, waits for every peer's (checking their
+ *      call words on the first chunk) and reduces all ranks' chunks in rank
+ *      order into recvbuf.
+ *   A rank waits only before it rewrites a half (shmcoll__guard), so
+ *   back-to-back reductions overlap by one call. Small vectors only: the
+ *   root is read from staging, never in place, so no rank needs to learn
+ *   whether another was read in place. */
 #include <errno.h>
 #include <string.h>
 
@@ -29,26 +31,28 @@ static int reduce_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 	size_t cap = shmcoll__chunk_elems(c, es, 1), done, n;
 	int p, rc, is_root = c->rank == root, inplace = is_root && send == recv;
 
-	if (!is_root)
-		d->src_off = shmcoll__heap_off(c, send, count * es);
 	for (done = 0; done < count; done += n) {
 		uint32_t step = c->seq + 1;
 
 		n = min_size(cap, count - done);
-		if ((!is_root && d->src_off == NO_OFF) || inplace)
+		if (!is_root || inplace) {
+			if ((rc = shmcoll__guard(c, fn)) < 0)
+				return rc;
 			memcpy(shmcoll__slot(c, c->rank, step), send + done * es, n * es);
-		rc = shmcoll__chunk_step(c, fn, d, done == 0, count * es);
+		}
+		rc = shmcoll__step_from(c, fn, d, done == 0, count * es,
+					is_root ? STEP_ALL : STEP_NONE);
 		if (rc < 0)
 			return rc;
 		if (!is_root)
 			continue;
 		for (p = 0; p < c->size; p++)
-			c->srcs[p] = c->zc[p] ? c->zc[p] + done * es : shmcoll__slot(c, p, step);
+			c->srcs[p] = shmcoll__slot(c, p, step);
 		if (!inplace)
 			c->srcs[root] = send + done * es;
 		reduce(recv + done * es, c->srcs, c->size, n);
 	}
-	return shmcoll__zc_release(c, fn, root);
+	return 0;
 }
 
 int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
@@ -86,7 +90,9 @@ int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dty
 		algo = bytes >= DIRECT_MIN_BYTES ? ALGO_DIRECT : ALGO_FLAT;
 	if (algo == ALGO_DIRECT && !shmcoll__direct_fits(c, es))
 		algo = ALGO_FLAT;
-	d = shmcoll__desc_begin(c, KIND_REDUCE, dtype, op, root, count);
+	rc = shmcoll__begin(c, fn, KIND_REDUCE, dtype, op, root, count, &d);
+	if (rc < 0)
+		return rc;
 	shmcoll__call(c)->algo = (uint8_t)algo;
 	if (algo == ALGO_FLAT)
 		return reduce_flat(c, fn, d, send, recv, count, es,

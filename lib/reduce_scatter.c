@@ -51,7 +51,9 @@ int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 	reduce = shmcoll__reduce_lookup(dtype, op);
 	es = shmcoll_dtype_size(dtype);
 	cap = shmcoll__chunk_elems(c, es, (size_t)c->size);
-	d = shmcoll__desc_begin(c, KIND_REDUCE_SCATTER, dtype, op, -1, recvcount);
+	rc = shmcoll__begin(c, fn, KIND_REDUCE_SCATTER, dtype, op, -1, recvcount, &d);
+	if (rc < 0)
+		return rc;
 	inplace = recv == send + (size_t)c->rank * bytes;
 	if (!inplace)
 		d->src_off = shmcoll__heap_off(c, send, total);

@@ -49,7 +49,9 @@ int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcol
 
 	es = shmcoll_dtype_size(dtype);
 	cap = shmcoll__chunk_elems(c, es, (size_t)c->size);
-	d = shmcoll__desc_begin(c, KIND_SCATTER, dtype, SHMCOLL_SUM, root, recvcount);
+	rc = shmcoll__begin(c, fn, KIND_SCATTER, dtype, SHMCOLL_SUM, root, recvcount, &d);
+	if (rc < 0)
+		return rc;
 	if (is_root)
 		d->src_off = shmcoll__heap_off(c, send, total);
 	for (done = 0; done < recvcount; done += n) {
@@ -57,9 +59,12 @@ int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcol
 		uint8_t *slot = shmcoll__slot(c, c->rank, step);
 
 		n = min_size(cap, recvcount - done);
-		if (is_root && d->src_off == NO_OFF)
+		if (is_root && d->src_off == NO_OFF) {
+			if ((rc = shmcoll__guard(c, fn)) < 0)
+				return rc;
 			shmcoll__stage_split(slot, send, (size_t)c->size, bytes, done * es, n * es);
-		rc = shmcoll__chunk_step(c, fn, d, done == 0, total);
+		}
+		rc = shmcoll__step_from(c, fn, d, done == 0, total, is_root ? STEP_NONE : root);
 		if (rc < 0)
 			return rc;
 		if (is_root) {
@@ -72,5 +77,9 @@ int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcol
 			       n * es);
 		}
 	}
-	return shmcoll__zc_release(c, fn, -1);
+	/* Every rank knows whether the root was read in place: the root from
+	 * its own descriptor, the others from its call word. */
+	if (is_root ? d->src_off != NO_OFF : c->zc[root] != NULL)
+		return shmcoll__step(c, fn);
+	return 0;
 }
