@@ -121,7 +121,8 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 	c->size = cfg->size;
 	c->srcs = calloc((size_t)c->size, sizeof(*c->srcs));
 	c->zc = calloc((size_t)c->size, sizeof(*c->zc));
-	if (!c->srcs || !c->zc) {
+	c->zr = calloc((size_t)c->size, sizeof(*c->zr));
+	if (!c->srcs || !c->zc || !c->zr) {
 		rc = create_fail(-ENOMEM, "shmcoll_comm_create: out of memory");
 		goto err_free;
 	}
@@ -181,6 +182,7 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 err_free:
 	free(c->srcs);
 	free(c->zc);
+	free(c->zr);
 	free(c);
 	return rc;
 }
@@ -240,6 +242,7 @@ int shmcoll_comm_destroy(shmcoll_comm *c)
 	shmcoll__arena_release(&c->arena, 0);
 	free(c->srcs);
 	free(c->zc);
+	free(c->zr);
 	free(c);
 	return 0;
 }

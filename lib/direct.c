@@ -22,7 +22,12 @@
  * the other slices of chunk i are staged (a, iteration i) before they are
  * copied out over (c, iteration i+2).
  * Each rank copies (P-1)/P of the vector in and out and reads 1/P of every
- * peer's; the flat protocol reads all of every peer's. */
+ * peer's; the flat protocol reads all of every peer's.
+ * Zero copy: a sendbuf in the symmetric heap is read in place (no staging);
+ * a recvbuf there (not in place) receives the rank's reduced slice straight
+ * from the kernel, and peers copy it from there (c). Peers read only slice r
+ * of a rank's recvbuf, which the rank writes once, while it writes only the
+ * other slices; the last step keeps it from returning while a peer reads. */
 #include <string.h>
 
 #include "lib/internal.h"
@@ -65,14 +70,18 @@ int shmcoll__reduce_direct(shmcoll_comm *c, const char *fn, struct shmcoll_desc 
 			   shmcoll__reduce_fn reduce, int root)
 {
 	size_t P = (size_t)c->size, r = (size_t)c->rank, se = slice_elems(c, es), S = se * es;
-	int out = root < 0 || root == c->rank;
+	size_t cn = se * P, nchunks = (count + cn - 1) / cn, i, q, off, len;
 	void *(*copy_out)(void *, const void *, size_t) = memcpy;
+	int p, rc, out = root < 0 || root == c->rank, direct_out;
 
 	if (count * es >= SHMCOLL_NT_MIN_BYTES && c->nt_stores)
 		copy_out = nt_copy;
-	size_t cn = se * P, nchunks = (count + cn - 1) / cn, i, q, off, len;
-	int p, rc;
-
+	/* A result buffer in the symmetric heap (and not the source) takes the
+	 * reduced slice straight from the kernel, and peers copy it from there:
+	 * no write into the staging half and no copy back out of it. */
+	if (out && recv != send)
+		d->res_off = shmcoll__heap_off(c, recv, count * es);
+	direct_out = d->res_off != NO_OFF;
 	for (i = 0; i < nchunks + 2; i++) {
 		uint32_t step = c->seq + 1;
 		uint8_t *mine = shmcoll__slot(c, c->rank, step);
@@ -89,7 +98,9 @@ int shmcoll__reduce_direct(shmcoll_comm *c, const char *fn, struct shmcoll_desc 
 				c->srcs[p] = (size_t)p == r ? send + off * es
 					     : c->zc[p]     ? c->zc[p] + off * es
 							    : shmcoll__slot(c, p, step - 1) + r * S;
-			if (len) {
+			if (len && direct_out) {
+				reduce(recv + off * es, c->srcs, c->size, len);
+			} else if (len) {
 				reduce(mine + r * S, c->srcs, c->size, len);
 				if (out)
 					copy_out(recv + off * es, mine + r * S, len * es);
@@ -100,7 +111,9 @@ int shmcoll__reduce_direct(shmcoll_comm *c, const char *fn, struct shmcoll_desc 
 				slice_of(count, cn, P, i - 2, q, &off, &len);
 				if (q != r)
 					copy_out(recv + off * es,
-						 shmcoll__slot(c, (int)q, step - 1) + q * S, len * es);
+						 c->zr[q] ? c->zr[q] + off * es
+							  : shmcoll__slot(c, (int)q, step - 1) + q * S,
+						 len * es);
 			}
 		rc = shmcoll__chunk_step(c, fn, d, i == 0, count * es);
 		if (rc < 0)
@@ -108,4 +121,3 @@ int shmcoll__reduce_direct(shmcoll_comm *c, const char *fn, struct shmcoll_desc 
 	}
 	return 0;
 }
-

@@ -175,11 +175,13 @@ int shmcoll__begin(shmcoll_comm *c, const char *fn, uint32_t kind, shmcoll_dtype
 	k->zc = 0;
 	k->count = count;
 	d->src_off = NO_OFF;
+	d->res_off = NO_OFF;
 	d->aux = 0;
 	d->step = step;
 	*out = d;
-	/* Zero-copy sources are learnt afresh by every call's checks. */
+	/* Zero-copy buffers are learnt afresh by every call's checks. */
 	memset(c->zc, 0, (size_t)c->size * sizeof(*c->zc));
+	memset(c->zr, 0, (size_t)c->size * sizeof(*c->zr));
 	return shmcoll__guard(c, fn);
 }
 
@@ -252,7 +254,7 @@ void shmcoll__publish_next(shmcoll_comm *c, const struct shmcoll_desc *first)
 	uint32_t step = c->seq + 1;
 
 	if (first) {
-		c->call.zc = first->src_off != NO_OFF;
+		c->call.zc = (first->src_off != NO_OFF) | (first->res_off != NO_OFF) << 1;
 		c->me->call[step & 1] = c->call;
 		c->me->desc[step & 1] = *first;
 	}
@@ -331,17 +333,25 @@ int shmcoll__check_rank(shmcoll_comm *c, const char *fn, const struct shmcoll_de
 	    (k->step != me->step || k->kind != me->kind || k->dtype != me->dtype ||
 	     k->op != me->op || k->algo != me->algo || k->root != me->root || k->count != me->count))
 		return mismatch(c, fn, me, p, k);
-	c->zc[p] = NULL;
+	c->zc[p] = c->zr[p] = NULL;
 	if (!k->zc)
 		return 0;
-	off = pc->desc[par].src_off;
-	if (off > l->heap_stride || src_bytes > l->heap_stride - off) {
-		shmcoll__break(c, EPROTO);
-		return shmcoll__fail(c, -EPROTO, "%s: rank %d described a buffer outside its heap",
-				     fn, p);
+	if (k->zc & 1) {
+		off = pc->desc[par].src_off;
+		if (off > l->heap_stride || src_bytes > l->heap_stride - off)
+			goto outside;
+		c->zc[p] = c->arena.base + l->heap_off + (uint64_t)p * l->heap_stride + off;
 	}
-	c->zc[p] = c->arena.base + l->heap_off + (uint64_t)p * l->heap_stride + off;
+	if (k->zc & 2) {
+		off = pc->desc[par].res_off;
+		if (off > l->heap_stride || src_bytes > l->heap_stride - off)
+			goto outside;
+		c->zr[p] = c->arena.base + l->heap_off + (uint64_t)p * l->heap_stride + off;
+	}
 	return 0;
+outside:
+	shmcoll__break(c, EPROTO);
+	return shmcoll__fail(c, -EPROTO, "%s: rank %d described a buffer outside its heap", fn, p);
 }
 
 int shmcoll__check_peers(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine,

@@ -71,6 +71,7 @@ struct shmcoll_comm {
 	size_t nblocks, cap_blocks;
 	const void **srcs;       /* size entries: kernel sources of one chunk */
 	const uint8_t **zc;      /* size entries: each rank's zero-copy source or NULL */
+	const uint8_t **zr;      /* size entries: each rank's result, readable in place, or NULL */
 	uint8_t algo[KIND_COUNT]; /* SHMCOLL_ALGO: forced protocol per kind, or ALGO_AUTO */
 	size_t chunk_bytes;       /* SHMCOLL_CHUNK_BYTES, or 0: chosen per call */
 	int nt_stores;            /* SHMCOLL_NT (default 1): streaming stores for huge results */

@@ -1,8 +1,9 @@
 /* reduce.c - the root gets op over all ranks' vectors.
  *
- * Large vectors run the direct protocol (direct.c): every rank reduces 1/P of
+ * The direct protocol (direct.c) is also available: every rank reduces 1/P of
  * the vector and the root gathers the slices, so the reduction work is
- * spread over all ranks instead of falling on the root.
+ * spread over all ranks instead of falling on the root. It only pays from
+ * 64 MiB (below, see DIRECT_MIN_BYTES).
  *
  * Flat protocol, for each chunk of at most slot_half bytes:
  *   1. Each rank other than the root copies its chunk into its staging half
@@ -21,8 +22,11 @@
 
 #include "lib/internal.h"
 
-/* Vectors from this size on run the direct protocol (docs/BENCHMARKS.md). */
-#define DIRECT_MIN_BYTES (32u * 1024)
+/* The direct protocol is the default from this size on. Measured at P = 2-4
+ * (docs/BENCHMARKS.md), the flat one wins at every size up to 32 MiB: its
+ * non-roots stage and leave, so their copies overlap the root's reduction,
+ * while the direct protocol adds a copy per slice. */
+#define DIRECT_MIN_BYTES ((size_t)64 << 20)
 
 static int reduce_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 		       const uint8_t *send, uint8_t *recv, size_t count, size_t es,

@@ -43,7 +43,7 @@ struct shmcoll_call {
 	uint8_t op;
 	uint8_t algo;  /* the protocol it runs: all ranks must agree */
 	int32_t root;
-	uint32_t zc; /* non-zero: desc[s & 1].src_off names a heap buffer */
+	uint32_t zc; /* bit 0: desc[s & 1].src_off, bit 1: its res_off name a heap buffer */
 	uint64_t count;
 };
 static_assert(sizeof(struct shmcoll_call) == 24, "two calls and seq fit one 64-byte line");
@@ -61,7 +61,8 @@ struct shmcoll_desc {
 	uint64_t aux;     /* per-collective extra (e.g. heap offset of a malloc) */
 	uint32_t step;    /* the step this descriptor was written for */
 	uint32_t pad0;
-	uint64_t pad[2];
+	uint64_t res_off; /* offset of the result in the owner's heap, or UINT64_MAX */
+	uint64_t pad;
 };
 static_assert(sizeof(struct shmcoll_desc) == 64, "a descriptor is one 64-byte line");
 
