@@ -144,7 +144,9 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 		rc = create_fail(-EINVAL, "shmcoll_comm_create: SHMCOLL_NT is not 0 or 1");
 		goto err_free;
 	}
-	c->nt_stores = rc > 0 ? (int)env_nt : 1;
+	/* Off by default: measured on the reference machine they did not pay
+	 * (docs/BENCHMARKS.md); kept for machines where they do. */
+	c->nt_stores = rc > 0 ? (int)env_nt : 0;
 
 	if (c->rank == 0)
 		rc = shmcoll__arena_create(&c->arena, cfg->job, (uint32_t)c->size, arena_bytes,

@@ -74,7 +74,7 @@ struct shmcoll_comm {
 	const uint8_t **zr;      /* size entries: each rank's result, readable in place, or NULL */
 	uint8_t algo[KIND_COUNT]; /* SHMCOLL_ALGO: forced protocol per kind, or ALGO_AUTO */
 	size_t chunk_bytes;       /* SHMCOLL_CHUNK_BYTES, or 0: chosen per call */
-	int nt_stores;            /* SHMCOLL_NT (default 1): streaming stores for huge results */
+	int nt_stores;            /* SHMCOLL_NT (default 0): streaming stores for huge results */
 	struct shmcoll_call call; /* the current call's word, published by its first step */
 	struct shmcoll_desc desc; /* the rest of its description, published alike */
 	uint32_t clean;           /* every reader of what we wrote up to this step is done */
