@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -163,4 +164,75 @@ Test(failures, einval_does_not_break_the_communicator, .timeout = 60)
 
 	th_run_ranks(3, after_einval_body, NULL, &o, &res);
 	cr_assert(res.ok, "%s", res.summary);
+}
+
+/* Ranks that run different protocols for one call (different SHMCOLL_ALGO)
+ * get -EPROTO naming the protocols, never a hang or garbage. The choice is
+ * made per rank, so each rank forces its own here. */
+static int algo_mismatch_body(shmcoll_comm *c, int rank, void *arg)
+{
+	static float x[4096], y[4096];
+	int rc;
+
+	(void)arg;
+	c->algo[KIND_ALLREDUCE] = rank == 1 ? ALGO_DIRECT : ALGO_FLAT;
+	rc = shmcoll_allreduce(x, y, 4096, SHMCOLL_FLOAT32, SHMCOLL_SUM, c);
+	if (rc != -EPROTO)
+		return 1;
+	if (!strstr(shmcoll_last_error(c), "algorithm") &&
+	    !strstr(shmcoll_last_error(c), "mismatched"))
+		return 2;
+	return 0;
+}
+
+Test(failures, mismatched_algorithms_fail_on_every_rank, .timeout = 120)
+{
+	th_opts o = {.timeout_ms = 20000, .wall_ms = 60000};
+	th_result res;
+
+	th_run_ranks(3, algo_mismatch_body, NULL, &o, &res);
+	cr_assert(res.ok, "%s", res.summary);
+}
+
+/* A tuning variable the library cannot use makes shmcoll_comm_create fail
+ * with -EINVAL and a message naming it, instead of being ignored. */
+Test(failures, bad_tuning_variables_fail_create, .timeout = 60)
+{
+	static const char *const cases[][3] = {
+	    {"SHMCOLL_ALGO", "fastest", "SHMCOLL_ALGO"},
+	    {"SHMCOLL_ALGO", "gather:direct", "gather"},
+	    {"SHMCOLL_ALGO", "bogus:flat", "bogus"},
+	    {"SHMCOLL_ALGO", "allreduce:tree", "tree"},
+	    {"SHMCOLL_CHUNK_BYTES", "12", "SHMCOLL_CHUNK_BYTES"},
+	    {"SHMCOLL_CHUNK_BYTES", "1k", "SHMCOLL_CHUNK_BYTES"},
+	    {"SHMCOLL_NT", "2", "SHMCOLL_NT"},
+	};
+	char job[64];
+	shmcoll_config cfg = {.rank = 0, .size = 1, .timeout_ms = 5000};
+	shmcoll_comm *c = NULL;
+	size_t i;
+	int rc;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		th_job_name(job, sizeof(job));
+		cfg.job = job;
+		cr_assert(setenv(cases[i][0], cases[i][1], 1) == 0);
+		rc = shmcoll_comm_create(&cfg, &c);
+		cr_assert_eq(rc, -EINVAL, "%s=%s: create returned %d", cases[i][0], cases[i][1], rc);
+		cr_assert(strstr(shmcoll_last_error(NULL), cases[i][2]), "%s=%s: message '%s'",
+		          cases[i][0], cases[i][1], shmcoll_last_error(NULL));
+		cr_assert(unsetenv(cases[i][0]) == 0);
+	}
+	/* Good values are taken. */
+	cr_assert(setenv("SHMCOLL_ALGO", "allreduce:direct,bcast:tree", 1) == 0);
+	cr_assert(setenv("SHMCOLL_CHUNK_BYTES", "65536", 1) == 0);
+	th_job_name(job, sizeof(job));
+	cfg.job = job;
+	rc = shmcoll_comm_create(&cfg, &c);
+	cr_assert_eq(rc, 0, "good tuning variables: %d %s", rc, shmcoll_last_error(NULL));
+	cr_assert_eq(c->algo[KIND_ALLREDUCE], ALGO_DIRECT);
+	cr_assert_eq(c->algo[KIND_BCAST], ALGO_TREE);
+	cr_assert_eq(c->algo[KIND_REDUCE], ALGO_AUTO);
+	cr_assert_eq(c->chunk_bytes, 65536);
+	shmcoll_comm_destroy(c);
 }

@@ -3,6 +3,8 @@
  * and that no rank process and no arena outlives a job. */
 #include <criterion/criterion.h>
 
+#include <sched.h>
+
 #include "shm/name.h"
 
 #include <dirent.h>
@@ -393,6 +395,8 @@ Test(launcher, bad_usage)
 	    {"true", NULL},
 	    {"-n", "2", "--bogus", "true", NULL},
 	    {"-n", "2", "--timeout-ms", "soon", "true"},
+	    {"-n", "2", "--bind", "socket", "true"},
+	    {"-n", "4097", "--bind", "core", "true"},
 	};
 	static struct run r;
 	size_t c, i;
@@ -474,6 +478,70 @@ Test(launcher, env_extra)
 	              !strcmp(r.out, "1234 1 2 -n\n1234 0 2 -n\n"),
 	          "unexpected output:\n%s", r.out);
 	cleanup(&r);
+}
+
+/* The CPUs rank i may run on, as sched_getaffinity reports them, for P ranks
+ * started with the given --bind. */
+static void run_bind(const char *bind, int p, char *out, size_t len)
+{
+	static struct run r;
+	char np[16];
+	char *argv[] = {(char *)launcher(), "-n", np, "--bind", (char *)bind, "--", "/bin/sh", "-c",
+	                "echo \"$SHMCOLL_RANK $(grep Cpus_allowed_list /proc/self/status | "
+	                "cut -f2)\"",
+	                NULL};
+
+	snprintf(np, sizeof(np), "%d", p);
+	run_argv(&r, argv);
+	cr_assert_eq(exit_code(&r), 0, "--bind %s: stderr:\n%s", bind, r.err);
+	cr_assert(strlen(r.out) < len, "output too long:\n%s", r.out);
+	memcpy(out, r.out, strlen(r.out) + 1);
+	cleanup(&r);
+}
+
+/* This process's Cpus_allowed_list, as the ranks print theirs. */
+static void own_cpu_list(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[512];
+
+	buf[0] = '\0';
+	cr_assert(f, "cannot read /proc/self/status");
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Cpus_allowed_list: %63s", buf) == 1)
+			break;
+	fclose(f);
+	cr_assert(buf[0] && len > strlen(buf), "no Cpus_allowed_list");
+}
+
+/* --bind core pins rank i to the i-th allowed CPU; --bind none leaves every
+ * rank the launcher's CPUs; more ranks than CPUs under --bind core is a usage
+ * error (bad_usage), under auto it runs unpinned. */
+Test(launcher, bind)
+{
+	cpu_set_t set;
+	int cpus[CPU_SETSIZE], n = 0, i;
+	char out[4096], want[128], list[64];
+
+	cr_assert(sched_getaffinity(0, sizeof(set), &set) == 0);
+	for (i = 0; i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, &set))
+			cpus[n++] = i;
+	run_bind("core", n, out, sizeof(out));
+	for (i = 0; i < n; i++) {
+		snprintf(want, sizeof(want), "%d %d\n", i, cpus[i]);
+		cr_assert(strstr(out, want), "no '%d %d' (rank, its only CPU) in:\n%s", i, cpus[i],
+		          out);
+	}
+	own_cpu_list(list, sizeof(list));
+	run_bind("none", 2, out, sizeof(out));
+	for (i = 0; i < 2; i++) {
+		snprintf(want, sizeof(want), "%d %s\n", i, list);
+		cr_assert(strstr(out, want), "--bind none: want '%d %s' in:\n%s", i, list, out);
+	}
+	run_bind("auto", n + 1, out, sizeof(out));
+	cr_assert_eq(count_lines(out), n + 1, "auto with %d ranks on %d CPUs:\n%s", n + 1, n,
+	             out);
 }
 
 static void run_ok(int p)
