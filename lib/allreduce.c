@@ -26,6 +26,27 @@
  * docs/BENCHMARKS.md). */
 #define DIRECT_MIN_BYTES (4u * 1024)
 
+/* Flat with the payload inline (struct shmcoll_msg): every rank publishes its
+ * vector in its message line and folds everyone's, one transfer per peer. */
+static int allreduce_inline(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
+			    const uint8_t *send, uint8_t *recv, size_t count, size_t es,
+			    shmcoll__reduce_fn reduce)
+{
+	int p, rc;
+
+	shmcoll__msg_publish(c, d, send, count * es);
+	for (p = 0; p < c->size; p++) {
+		c->srcs[p] = p == c->rank ? c->me->msg[d->step & 1].data
+					  : shmcoll__msg_wait(c, fn, d, p, &rc);
+		if (!c->srcs[p])
+			return rc;
+	}
+	/* Every peer has begun this call: it has read all we wrote before. */
+	c->clean = c->seq - 1;
+	reduce(recv, c->srcs, c->size, count);
+	return 0;
+}
+
 static int allreduce_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 			  const uint8_t *send, uint8_t *recv, size_t count, size_t es,
 			  shmcoll__reduce_fn reduce)
@@ -88,6 +109,9 @@ int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_
 	shmcoll__call(c)->algo = (uint8_t)algo;
 	if (send != recv)
 		d->src_off = shmcoll__heap_off(c, send, bytes);
+	if (algo == ALGO_FLAT && bytes <= SHMCOLL_INLINE_MAX && c->size > 1)
+		return allreduce_inline(c, fn, d, send, recv, count, es,
+					shmcoll__reduce_lookup(dtype, op));
 	if (algo == ALGO_DIRECT)
 		return shmcoll__reduce_direct(c, fn, d, send, recv, count, es,
 					      shmcoll__reduce_lookup(dtype, op), -1);

@@ -64,6 +64,26 @@ static int bcast_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, u
 	return 0;
 }
 
+/* Flat with the payload inline: the root publishes its message and leaves;
+ * the others publish the step and copy the root's message. */
+static int bcast_inline(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, uint8_t *b,
+			size_t bytes, int root)
+{
+	const uint8_t *m;
+	int rc;
+
+	if (c->rank == root) {
+		shmcoll__msg_publish(c, d, b, bytes);
+		return 0;
+	}
+	shmcoll__publish_next(c, d);
+	m = shmcoll__msg_wait(c, fn, d, root, &rc);
+	if (!m)
+		return rc;
+	memcpy(b, m, bytes);
+	return 0;
+}
+
 /* Waits until each of t's children has published want. */
 static int wait_children(shmcoll_comm *c, const char *fn, const struct shmcoll_tree *t,
 			 uint32_t want)
@@ -153,6 +173,8 @@ int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root, shmcol
 	if (rc < 0)
 		return rc;
 	shmcoll__call(c)->algo = (uint8_t)algo;
+	if (algo == ALGO_FLAT && bytes <= SHMCOLL_INLINE_MAX && c->size > 1)
+		return bcast_inline(c, fn, d, buf, bytes, root);
 	if (algo == ALGO_TREE)
 		return bcast_tree(c, fn, d, buf, count, shmcoll_dtype_size(dtype), root);
 	return bcast_flat(c, fn, d, buf, count, shmcoll_dtype_size(dtype), root);

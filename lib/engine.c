@@ -319,6 +319,62 @@ static int mismatch(shmcoll_comm *c, const char *fn, const struct shmcoll_call *
 			     shmcoll__op_name(k->op), k->root);
 }
 
+static int same_call(const struct shmcoll_call *a, const struct shmcoll_call *b)
+{
+	return a->step == b->step && a->kind == b->kind && a->dtype == b->dtype &&
+	       a->op == b->op && a->algo == b->algo && a->root == b->root && a->count == b->count;
+}
+
+void shmcoll__msg_publish(shmcoll_comm *c, const struct shmcoll_desc *d, const void *data,
+			  size_t len)
+{
+	struct shmcoll_msg *m = &c->me->msg[d->step & 1];
+
+	m->len = (uint32_t)len;
+	m->call = c->call;
+	memcpy(m->data, data, len);
+	/* Release: the call word and data are visible to whoever sees the
+	 * stamp; seq follows in shmcoll__publish_next. */
+	store_release(&m->stamp, d->step);
+	shmcoll__publish_next(c, d);
+}
+
+const uint8_t *shmcoll__msg_wait(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
+				 int p, int *rc)
+{
+	struct shmcoll_ctrl *pc = shmcoll__ctrl(&c->arena, (uint32_t)p);
+	const struct shmcoll_msg *m = &pc->msg[d->step & 1];
+	int i;
+
+	/* Spin on the message line itself: one transfer brings stamp, call
+	 * word and data. With more ranks than CPUs, or after the spin budget,
+	 * the ordinary wait on seq (yield, futex, timeout, abort) takes over;
+	 * seq is published after the message, so the message is there then. */
+	*rc = 0;
+	for (i = c->waiter.oversubscribed ? 0 : SHMCOLL_MSG_SPINS; i > 0; i--) {
+		if (load_relaxed(&m->stamp) == d->step)
+			break;
+		cpu_relax();
+	}
+	if (i == 0) {
+		*rc = shmcoll__wait_rank(c, fn, p, d->step);
+		if (*rc < 0)
+			return NULL;
+	}
+	fence_acquire();
+	/* A peer in another call published the step without this message
+	 * (or with another call word): report it from its call word. */
+	if (load_relaxed(&m->stamp) != d->step || !same_call(&c->call, &m->call)) {
+		*rc = shmcoll__wait_rank(c, fn, p, d->step);
+		if (*rc == 0)
+			*rc = shmcoll__check_rank(c, fn, d, p, 0);
+		if (*rc == 0)
+			*rc = mismatch(c, fn, &c->call, p, &m->call);
+		return NULL;
+	}
+	return m->data;
+}
+
 int shmcoll__check_rank(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine, int p,
 			uint64_t src_bytes)
 {
@@ -329,9 +385,7 @@ int shmcoll__check_rank(shmcoll_comm *c, const char *fn, const struct shmcoll_de
 	const struct shmcoll_call *k = &pc->call[par];
 	uint64_t off;
 
-	if (p != c->rank &&
-	    (k->step != me->step || k->kind != me->kind || k->dtype != me->dtype ||
-	     k->op != me->op || k->algo != me->algo || k->root != me->root || k->count != me->count))
+	if (p != c->rank && !same_call(me, k))
 		return mismatch(c, fn, me, p, k);
 	c->zc[p] = c->zr[p] = NULL;
 	if (!k->zc)

@@ -148,6 +148,18 @@ int shmcoll__wait_rank(shmcoll_comm *c, const char *fn, int p, uint32_t want);
 int shmcoll__check_rank(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine, int p,
 			uint64_t src_bytes);
 
+/* The inline path of single-step calls whose contribution fits
+ * SHMCOLL_INLINE_MAX bytes (struct shmcoll_msg). shmcoll__msg_publish writes
+ * this rank's message for the call d began and publishes the step (after
+ * shmcoll__begin's guard). shmcoll__msg_wait returns rank p's data for that
+ * step once it is there, having checked its call word, or NULL with *rc set
+ * (-EPROTO for a mismatch, or the error of the wait). */
+#define SHMCOLL_MSG_SPINS 4096
+void shmcoll__msg_publish(shmcoll_comm *c, const struct shmcoll_desc *d, const void *data,
+			  size_t len);
+const uint8_t *shmcoll__msg_wait(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
+				 int p, int *rc);
+
 /* After the first step of a call: checks every peer's call word matches
  * ours (-EPROTO, communicator broken) and fills c->zc[p] with each rank's
  * zero-copy source (NULL where it staged), each checked to lie inside its

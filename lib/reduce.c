@@ -28,6 +28,40 @@
  * while the direct protocol adds a copy per slice. */
 #define DIRECT_MIN_BYTES ((size_t)64 << 20)
 
+/* Flat with the payload inline: non-roots publish their message and leave;
+ * the root folds every message (its own vector straight from sendbuf). */
+static int reduce_inline(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
+			 const uint8_t *send, uint8_t *recv, size_t count, size_t es,
+			 shmcoll__reduce_fn reduce, int root)
+{
+	int p, rc;
+
+	if (c->rank != root) {
+		shmcoll__msg_publish(c, d, send, count * es);
+		return 0;
+	}
+	shmcoll__publish_next(c, d);
+	for (p = 0; p < c->size; p++) {
+		c->srcs[p] = p == root ? send : shmcoll__msg_wait(c, fn, d, p, &rc);
+		if (!c->srcs[p])
+			return rc;
+	}
+	c->clean = c->seq - 1;
+	if (send != recv) {
+		reduce(recv, c->srcs, c->size, count);
+		return 0;
+	}
+	/* In place: the kernel's dst may not be one of its sources. */
+	{
+		uint8_t tmp[SHMCOLL_INLINE_MAX];
+
+		memcpy(tmp, send, count * es);
+		c->srcs[root] = tmp;
+		reduce(recv, c->srcs, c->size, count);
+	}
+	return 0;
+}
+
 static int reduce_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 		       const uint8_t *send, uint8_t *recv, size_t count, size_t es,
 		       shmcoll__reduce_fn reduce, int root)
@@ -98,6 +132,9 @@ int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dty
 	if (rc < 0)
 		return rc;
 	shmcoll__call(c)->algo = (uint8_t)algo;
+	if (algo == ALGO_FLAT && bytes <= SHMCOLL_INLINE_MAX && c->size > 1)
+		return reduce_inline(c, fn, d, send, recv, count, es,
+				     shmcoll__reduce_lookup(dtype, op), root);
 	if (algo == ALGO_FLAT)
 		return reduce_flat(c, fn, d, send, recv, count, es,
 				   shmcoll__reduce_lookup(dtype, op), root);

@@ -52,6 +52,23 @@ int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcol
 	rc = shmcoll__begin(c, fn, KIND_SCATTER, dtype, SHMCOLL_SUM, root, recvcount, &d);
 	if (rc < 0)
 		return rc;
+	/* Tiny: the whole sendbuf travels in the root's message line. */
+	if (total <= SHMCOLL_INLINE_MAX && c->size > 1) {
+		const uint8_t *m;
+
+		if (is_root) {
+			shmcoll__msg_publish(c, d, send, total);
+			if (recv != own)
+				memcpy(recv, own, bytes);
+			return 0;
+		}
+		shmcoll__publish_next(c, d);
+		m = shmcoll__msg_wait(c, fn, d, root, &rc);
+		if (!m)
+			return rc;
+		memcpy(recv, m + (size_t)c->rank * bytes, bytes);
+		return 0;
+	}
 	if (is_root)
 		d->src_off = shmcoll__heap_off(c, send, total);
 	for (done = 0; done < recvcount; done += n) {

@@ -4,7 +4,7 @@
  * Layout (offsets from the start of the segment; every part page- or
  * line-aligned; nothing inside is a pointer):
  *   0                      struct shmcoll_arena_hdr (one page)
- *   ctrl_off               nranks x struct shmcoll_ctrl (512 B each)
+ *   ctrl_off               nranks x struct shmcoll_ctrl (640 B each)
  *   slot_off               nranks x data slot: two halves of slot_half bytes
  *   heap_off               nranks x symmetric heap of heap_stride bytes
  */
@@ -20,7 +20,7 @@
 #include "shm/name.h"
 
 #define SHMCOLL_ARENA_MAGIC   0x314c4c4f434d4853ull /* "SHMCOLL1" */
-#define SHMCOLL_ARENA_VERSION 2u
+#define SHMCOLL_ARENA_VERSION 3u
 #define SHMCOLL_ARENA_READY   0x59444552u /* "REDY" */
 #define SHMCOLL_MAX_RANKS     1024
 #define SHMCOLL_CPU_WORDS     16 /* affinity union of up to 1024 CPUs */
@@ -66,6 +66,22 @@ struct shmcoll_desc {
 };
 static_assert(sizeof(struct shmcoll_desc) == 64, "a descriptor is one 64-byte line");
 
+/* Payloads up to this size travel inline, in the line the reader polls. */
+#define SHMCOLL_INLINE_MAX 32
+
+/* A small call's whole contribution in one 64-byte line: written by the owner
+ * into msg[s & 1] (stamp last, release) before it publishes step s, the first
+ * and only step of the call; a reader that spins on stamp gets the call word
+ * and the data in the same cache-line transfer, where seq and a staging half
+ * would take two. Reuse is guarded like a staging half. */
+struct shmcoll_msg {
+	_Atomic uint32_t stamp; /* the step this message is for */
+	uint32_t len;
+	struct shmcoll_call call;
+	uint8_t data[SHMCOLL_INLINE_MAX];
+};
+static_assert(sizeof(struct shmcoll_msg) == 64, "a message is one 64-byte line");
+
 /* Per-rank control block. Writer of each line in its comment. */
 struct shmcoll_ctrl {
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t seq; /* owner: the last step it published */
@@ -73,8 +89,9 @@ struct shmcoll_ctrl {
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t sleepers; /* peers: count asleep on seq */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_desc desc[2]; /* owner, by step parity */
 	_Alignas(SHMCOLL_LINE) _Atomic int32_t pid; /* owner, once at attach */
+	_Alignas(SHMCOLL_LINE) struct shmcoll_msg msg[2]; /* owner, by step parity */
 };
-static_assert(sizeof(struct shmcoll_ctrl) == 4 * SHMCOLL_LINE, "four lines per rank");
+static_assert(sizeof(struct shmcoll_ctrl) == 5 * SHMCOLL_LINE, "five lines per rank");
 static_assert(offsetof(struct shmcoll_ctrl, call) + sizeof(struct shmcoll_call[2]) <= 64,
 	      "seq and the call words share one 64-byte coherence line");
 

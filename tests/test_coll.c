@@ -107,12 +107,13 @@ ALGO_TESTS(barrier_tree, TH_BARRIER, "barrier:tree")
  * different collectives, dtypes, counts, roots, buffer kinds and alignments
  * back to back, so state carried from one call to the next (sequence
  * numbers, slot parity, pipelines) is exercised across collective
- * boundaries. Once with the library's default arena, once with a 16 KiB
- * arena (the least the library takes for 8 ranks: one-line staging halves,
- * no symmetric heap), where every large call is a long pipeline. */
+ * boundaries. Once with the library's default arena, once with a 20 KiB
+ * arena (the least the library takes for 8 ranks: a header page, 8 control
+ * blocks of 640 B, 512-byte staging halves, no symmetric heap), where every
+ * large call is a long pipeline. */
 #define MIXED_CALLS     600
 #define MIXED_MAX_COUNT 40000
-#define TINY_ARENA      (16 * 1024)
+#define TINY_ARENA      (20 * 1024)
 
 static const size_t mixed_counts[] = {0,  1,  2,  3,  5,  7,    8,    15,
                                       16, 17, 63, 64, 65, 1000, 4097, 40000};
