@@ -131,8 +131,21 @@ int shmcoll__enter(shmcoll_comm *c, const char *fn)
 		c->err[0] = '\0';
 		return 0;
 	}
-	if (!load_relaxed(&c->broken))
-		atomic_store(&c->broken, ECANCELED);
+	if (!load_relaxed(&c->broken)) {
+		uint32_t word = load_relaxed(&c->arena.hdr->aborted);
+		int why = (int)(word & 0xff), by = (int)(word >> 8) - 1;
+
+		/* A peer found the call this rank is entering mismatched before
+		 * this rank entered it (rooted and inline calls check a peer as
+		 * soon as it arrives): this rank is party to that mismatch, so it
+		 * reports it, once, as a failed wait would. A rank arriving after
+		 * its peers timed out waiting for it just finds the communicator
+		 * aborted. */
+		atomic_store(&c->broken, why ? why : ECANCELED);
+		if (why == EPROTO)
+			return shmcoll__fail(c, -EPROTO, "%s: rank %d detected mismatched calls",
+					     fn, by);
+	}
 	return shmcoll__fail(c, -ECANCELED, "%s: the communicator was aborted earlier%s%s", fn,
 			     c->cause[0] ? ": " : " (by a peer or shmcoll_comm_abort)",
 			     c->cause);
