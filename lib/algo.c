@@ -113,3 +113,17 @@ int shmcoll__algo_parse(shmcoll_comm *c, const char *spec, char *err, size_t err
 	}
 	return 0;
 }
+
+int shmcoll__algo_reduction(const shmcoll_comm *c, uint32_t kind, size_t bytes, size_t es,
+			    size_t direct_min)
+{
+	int algo = c->algo[kind];
+
+	if (algo == ALGO_AUTO)
+		algo = bytes >= direct_min ? ALGO_DIRECT : ALGO_FLAT;
+	/* One rank has nobody to split with; a tiny arena may not hold a slice
+	 * per rank. Both depend only on what every rank shares. */
+	if (algo == ALGO_DIRECT && !shmcoll__direct_fits(c, es))
+		algo = ALGO_FLAT;
+	return algo;
+}

@@ -97,11 +97,7 @@ int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_
 		return rc;
 
 	es = shmcoll_dtype_size(dtype);
-	algo = c->algo[KIND_ALLREDUCE];
-	if (algo == ALGO_AUTO)
-		algo = bytes >= DIRECT_MIN_BYTES ? ALGO_DIRECT : ALGO_FLAT;
-	if (algo == ALGO_DIRECT && !shmcoll__direct_fits(c, es))
-		algo = ALGO_FLAT;
+	algo = shmcoll__algo_reduction(c, KIND_ALLREDUCE, bytes, es, DIRECT_MIN_BYTES);
 
 	rc = shmcoll__begin(c, fn, KIND_ALLREDUCE, dtype, op, -1, count, &d);
 	if (rc < 0)

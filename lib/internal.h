@@ -225,6 +225,12 @@ static inline size_t shmcoll__chunk_elems(const shmcoll_comm *c, size_t es, size
 	return (size_t)(c->arena.lay.slot_half / (es * parts));
 }
 
+/* The protocol of an allreduce or reduce (kind) of bytes bytes of es-byte
+ * elements: SHMCOLL_ALGO's, else direct from direct_min bytes on; flat where
+ * the direct protocol cannot run. */
+int shmcoll__algo_reduction(const shmcoll_comm *c, uint32_t kind, size_t bytes, size_t es,
+			    size_t direct_min);
+
 /* Whether the direct protocol can run: more than one rank, and a staging
  * half that holds one element per rank. The same on every rank. */
 int shmcoll__direct_fits(const shmcoll_comm *c, size_t es);

@@ -123,11 +123,7 @@ int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dty
 		return rc;
 
 	es = shmcoll_dtype_size(dtype);
-	algo = c->algo[KIND_REDUCE];
-	if (algo == ALGO_AUTO)
-		algo = bytes >= DIRECT_MIN_BYTES ? ALGO_DIRECT : ALGO_FLAT;
-	if (algo == ALGO_DIRECT && !shmcoll__direct_fits(c, es))
-		algo = ALGO_FLAT;
+	algo = shmcoll__algo_reduction(c, KIND_REDUCE, bytes, es, DIRECT_MIN_BYTES);
 	rc = shmcoll__begin(c, fn, KIND_REDUCE, dtype, op, root, count, &d);
 	if (rc < 0)
 		return rc;
