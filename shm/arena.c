@@ -305,7 +305,8 @@ void shmcoll__arena_join(struct shmcoll_arena *a, uint32_t rank)
 	uint32_t n;
 	int cpu, w;
 
-	store_relaxed(&shmcoll__ctrl(a, rank)->pid, (int32_t)getpid());
+	/* Published by the seq_cst fetch-add of attached below. */
+	shmcoll__proc_self(&shmcoll__ctrl(a, rank)->proc);
 	if (sched_getaffinity(0, sizeof(set), &set) == 0) {
 		for (cpu = 0; cpu < SHMCOLL_CPU_WORDS * 64 && cpu < CPU_SETSIZE; cpu++)
 			if (CPU_ISSET(cpu, &set)) {

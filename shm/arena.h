@@ -18,9 +18,10 @@
 
 #include "shm/atomics.h"
 #include "shm/name.h"
+#include "shm/proc.h"
 
 #define SHMCOLL_ARENA_MAGIC   0x314c4c4f434d4853ull /* "SHMCOLL1" */
-#define SHMCOLL_ARENA_VERSION 3u
+#define SHMCOLL_ARENA_VERSION 4u
 #define SHMCOLL_ARENA_READY   0x59444552u /* "REDY" */
 #define SHMCOLL_MAX_RANKS     1024
 #define SHMCOLL_CPU_WORDS     16 /* affinity union of up to 1024 CPUs */
@@ -88,7 +89,9 @@ struct shmcoll_ctrl {
 	struct shmcoll_call call[2];                 /* owner, by step parity */
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t sleepers; /* peers: count asleep on seq */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_desc desc[2]; /* owner, by step parity */
-	_Alignas(SHMCOLL_LINE) _Atomic int32_t pid; /* owner, once at attach */
+	/* owner, once at attach (before it counts itself attached): who it is,
+	 * for the peers' liveness checks (lib/live.c). */
+	_Alignas(SHMCOLL_LINE) struct shmcoll_proc_id proc;
 	_Alignas(SHMCOLL_LINE) struct shmcoll_msg msg[2]; /* owner, by step parity */
 };
 static_assert(sizeof(struct shmcoll_ctrl) == 5 * SHMCOLL_LINE, "five lines per rank");
