@@ -177,6 +177,15 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 		goto err_free;
 	}
 	c->waiter.oversubscribed = c->size > popcount_cpus(c->arena.hdr);
+	c->waiting_for = -1;
+	c->dead_rank = -1;
+	c->left_rank = -1;
+	rc = shmcoll__live_init(c);
+	if (rc < 0) {
+		create_fail(rc, "shmcoll_comm_create: out of memory");
+		shmcoll__arena_release(&c->arena, 0);
+		goto err_free;
+	}
 	shmcoll__heap_init(c);
 	*out = c;
 	return 0;
@@ -240,7 +249,11 @@ int shmcoll_comm_destroy(shmcoll_comm *c)
 	/* Local: the segment's name is gone since every rank attached, and
 	 * unmapping our view leaves the peers' views intact, so no step is
 	 * needed. Every collective already waited for readers of our data. */
+	/* After our last publish: a peer still waiting for a step from us
+	 * learns it will never come (lib/live.c). */
+	store_release(&c->me->left, 1);
 	shmcoll__heap_fini(c);
+	shmcoll__live_fini(c);
 	shmcoll__arena_release(&c->arena, 0);
 	free(c->srcs);
 	free(c->zc);

@@ -145,6 +145,11 @@ int shmcoll__enter(shmcoll_comm *c, const char *fn)
 		if (why == EPROTO)
 			return shmcoll__fail(c, -EPROTO, "%s: rank %d detected mismatched calls",
 					     fn, by);
+		/* A peer died while this rank was between calls: this call is
+		 * the one it would have waited in. */
+		if (why == EOWNERDEAD)
+			return shmcoll__fail(c, -EOWNERDEAD, "%s: rank %d (pid %d) died", fn, by,
+					     shmcoll__peer_pid(c, by));
 	}
 	return shmcoll__fail(c, -ECANCELED, "%s: the communicator was aborted earlier%s%s", fn,
 			     c->cause[0] ? ": " : " (by a peer or shmcoll_comm_abort)",
@@ -205,16 +210,22 @@ struct shmcoll_call *shmcoll__call(shmcoll_comm *c)
 
 void shmcoll__break(shmcoll_comm *c, int why)
 {
+	shmcoll__break_by(c, why, c->rank);
+}
+
+void shmcoll__break_by(shmcoll_comm *c, int why, int who)
+{
 	uint32_t none = 0;
 	int p;
 
 	atomic_store(&c->broken, why);
 	/* The first cause wins: (rank + 1) << 8 | errno, so a rank woken by it
-	 * can report what happened and who saw it. seq_cst: a waiter re-checks
-	 * the word after each futex sleep, which is woken or times out of its
-	 * slice (wait.c). */
+	 * can report what happened and who: the rank that saw it, or for
+	 * EOWNERDEAD the rank that died. seq_cst: a waiter re-checks the word
+	 * after each futex sleep, which is woken or times out of its slice
+	 * (wait.c). Async-signal-safe: atomics and futex calls only. */
 	atomic_compare_exchange_strong(&c->arena.hdr->aborted, &none,
-				       ((uint32_t)(c->rank + 1) << 8) | ((uint32_t)why & 0xff));
+				       ((uint32_t)(who + 1) << 8) | ((uint32_t)why & 0xff));
 	for (p = 0; p < c->size; p++)
 		shmcoll__wake_all(&shmcoll__ctrl(&c->arena, (uint32_t)p)->seq);
 	shmcoll__wake_all(&c->arena.hdr->attached);
@@ -242,6 +253,21 @@ static int step_failed(shmcoll_comm *c, const char *fn, int rc, uint32_t step)
 	char who[160];
 
 	missing_ranks(c, step, who, sizeof(who));
+	if (rc == -EOWNERDEAD) {
+		shmcoll__break_by(c, EOWNERDEAD, c->dead_rank);
+		return shmcoll__fail(c, rc,
+				     "%s: rank %d (pid %d) died; this rank was waiting for rank(s) "
+				     "%s (step %u)",
+				     fn, c->dead_rank, shmcoll__peer_pid(c, c->dead_rank), who,
+				     step);
+	}
+	if (rc == -EPROTO) {
+		shmcoll__break(c, EPROTO);
+		return shmcoll__fail(c, rc,
+				     "%s: mismatched calls: rank %d destroyed its communicator "
+				     "while this rank waits for it (step %u)",
+				     fn, c->left_rank, step);
+	}
 	if (rc == -ETIMEDOUT) {
 		shmcoll__break(c, ETIMEDOUT);
 		return shmcoll__fail(c, rc,
@@ -258,6 +284,11 @@ static int step_failed(shmcoll_comm *c, const char *fn, int rc, uint32_t step)
 	if (why == EPROTO)
 		return shmcoll__fail(c, -EPROTO, "%s: rank %d detected mismatched calls", fn,
 				     by);
+	if (why == EOWNERDEAD)
+		return shmcoll__fail(c, -EOWNERDEAD,
+				     "%s: rank %d (pid %d) died; this rank was waiting for rank(s) "
+				     "%s (step %u)",
+				     fn, by, shmcoll__peer_pid(c, by), who, step);
 	return shmcoll__fail(c, -ECANCELED, "%s: the communicator was aborted by rank %d", fn,
 			     by);
 }
@@ -280,9 +311,13 @@ void shmcoll__publish_next(shmcoll_comm *c, const struct shmcoll_desc *first)
 int shmcoll__wait_rank(shmcoll_comm *c, const char *fn, int p, uint32_t want)
 {
 	struct shmcoll_ctrl *pc = shmcoll__ctrl(&c->arena, (uint32_t)p);
-	/* Acquire: pairs with the publish of want on rank p. */
-	int rc = shmcoll__wait_geq(&c->waiter, &pc->seq, &pc->sleepers, want);
+	int rc;
 
+	/* For the liveness check, should the wait take its slow path. */
+	c->waiting_for = p;
+	c->waiting_step = want;
+	/* Acquire: pairs with the publish of want on rank p. */
+	rc = shmcoll__wait_geq(&c->waiter, &pc->seq, &pc->sleepers, want);
 	return rc < 0 ? step_failed(c, fn, rc, want) : 0;
 }
 

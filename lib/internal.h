@@ -78,9 +78,26 @@ struct shmcoll_comm {
 	struct shmcoll_call call; /* the current call's word, published by its first step */
 	struct shmcoll_desc desc; /* the rest of its description, published alike */
 	uint32_t clean;           /* every reader of what we wrote up to this step is done */
+	struct shmcoll_peer *peers; /* liveness of each rank (live.c) */
+	int waiting_for;          /* the rank the current wait is for, or -1 */
+	uint32_t waiting_step;    /* and the step it waits for */
+	int left_rank;            /* set by shmcoll__live_check before -EPROTO */
+	int live_next;            /* the next rank the liveness check looks at */
+	int dead_rank;            /* set by shmcoll__live_check before -EOWNERDEAD */
 	char err[SHMCOLL_ERR_LEN];   /* shmcoll_last_error() */
 	char cause[SHMCOLL_ERR_LEN]; /* the failure that broke the communicator */
 };
+
+/* Liveness of peers (live.c). init opens what the checks need once every
+ * rank has attached and installs shmcoll__live_check as the waiter's slow-path
+ * check: -EOWNERDEAD, with dead_rank set, once a peer process has exited;
+ * -EPROTO, with left_rank set, when the rank waited for destroyed its
+ * communicator without publishing the step (it made fewer calls). */
+struct shmcoll_peer;
+int shmcoll__live_init(shmcoll_comm *c);
+void shmcoll__live_fini(shmcoll_comm *c);
+int shmcoll__live_check(void *ctx);
+int shmcoll__peer_pid(const shmcoll_comm *c, int p);
 
 /* Records a message for shmcoll_last_error() and returns rc. */
 int shmcoll__fail(shmcoll_comm *c, int rc, const char *fmt, ...)
@@ -204,6 +221,8 @@ static inline size_t min_size(size_t a, size_t b)
 /* Breaks the communicator for everyone: sets the shared abort word and wakes
  * every sleeper. Async-signal-safe. */
 void shmcoll__break(shmcoll_comm *c, int why);
+/* The same, naming who instead of this rank (the dead rank for EOWNERDEAD). */
+void shmcoll__break_by(shmcoll_comm *c, int why, int who);
 
 /* Staging half of rank for step. */
 static inline uint8_t *shmcoll__slot(const shmcoll_comm *c, int rank, uint32_t step)

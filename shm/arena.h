@@ -92,6 +92,7 @@ struct shmcoll_ctrl {
 	/* owner, once at attach (before it counts itself attached): who it is,
 	 * for the peers' liveness checks (lib/live.c). */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_proc_id proc;
+	_Atomic uint32_t left; /* owner, at shmcoll_comm_destroy: 1, after its last publish */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_msg msg[2]; /* owner, by step parity */
 };
 static_assert(sizeof(struct shmcoll_ctrl) == 5 * SHMCOLL_LINE, "five lines per rank");

@@ -21,8 +21,8 @@
 #define SPIN_ITERS 4096
 /* Time spent yielding before sleeping on the futex. */
 #define YIELD_NS 1000000
-/* Longest single futex sleep: a wake that races with the abort check costs at
- * most this much delay. */
+/* Longest single futex sleep: a wake that races with the abort check, or a
+ * peer's death (nobody wakes us for it), costs at most this much delay. */
 #define SLEEP_SLICE_NS 50000000
 
 int64_t shmcoll__now_ns(void)
@@ -73,8 +73,8 @@ static void futex_sleep(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint
 int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
 		      _Atomic uint32_t *sleepers, uint32_t want)
 {
-	int64_t start, now, slice;
-	int i;
+	int64_t start, now, slice, checked;
+	int i, rc;
 
 	/* Spin relaxed, order once: the acquire fence after the loop pairs
 	 * with the release store in shmcoll__publish(). */
@@ -92,6 +92,7 @@ int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
 	}
 
 	start = shmcoll__now_ns();
+	checked = start;
 	for (;;) {
 		if (seq_reached(load_relaxed(word), want)) {
 			fence_acquire();
@@ -100,6 +101,12 @@ int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
 		if (load_relaxed(w->abort_word))
 			return -ECANCELED;
 		now = shmcoll__now_ns();
+		if (w->check && now - checked >= SHMCOLL_CHECK_NS) {
+			checked = now;
+			rc = w->check(w->check_ctx);
+			if (rc < 0)
+				return rc;
+		}
 		if (w->timeout_ns >= 0 && now - start >= w->timeout_ns)
 			return -ETIMEDOUT;
 		if (now - start < YIELD_NS) {

@@ -12,7 +12,16 @@ struct shmcoll_waiter {
 	int64_t timeout_ns;         /* < 0: wait forever */
 	const _Atomic uint32_t *abort_word; /* non-zero: give up with -ECANCELED */
 	int oversubscribed;         /* more ranks than CPUs: never spin, yield at once */
+	/* Optional, on the slow path only: called at most every
+	 * SHMCOLL_CHECK_NS while a wait lasts; a negative return (say
+	 * -EOWNERDEAD from a liveness check) ends the wait with that code. */
+	int (*check)(void *ctx);
+	void *check_ctx;
 };
+
+/* How often a long wait runs its check: dead peers are found within this
+ * plus one sleep slice (wait.c), far inside the 1 s promised. */
+#define SHMCOLL_CHECK_NS 10000000
 
 /* Sets *word = val and wakes whoever sleeps on it. val must be later than the
  * current value (sequence numbers only grow). The store is a release: data
@@ -22,7 +31,8 @@ void shmcoll__publish(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32
 
 /* Waits until *word has reached want (wrap-safe). Returns 0 with acquire
  * ordering, -ETIMEDOUT once the waiter's timeout has passed since the wait
- * entered its slow path, or -ECANCELED when *abort_word became non-zero.
+ * entered its slow path, -ECANCELED when *abort_word became non-zero, or
+ * what the waiter's check returned when that was negative.
  * The fast path costs one relaxed load per spin and no system call. */
 int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
 		      _Atomic uint32_t *sleepers, uint32_t want);
