@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,12 +36,15 @@
 #define DETECT_BOUND_NS (20ll * 1000 * 1000 * 1000)
 
 enum when { BEFORE, DURING, AFTER };
+/* SIGKILL; exit without shmcoll_comm_destroy; a crash (SIGSEGV). */
+enum how { DIE_KILL, DIE_EXIT, DIE_CRASH };
 
 struct fault {
 	th_coll coll;
 	enum when when;
 	int large;
 	int root;
+	int how; /* how the victim dies: DIE_KILL, DIE_EXIT, DIE_CRASH */
 	/* Shared by the forked ranks (MAP_SHARED before the fork). */
 	_Atomic int64_t death_ns;  /* when the victim died (or was killed) */
 	_Atomic int64_t worst_ns;  /* the slowest survivor's detection time */
@@ -205,6 +209,15 @@ static void *watcher(void *arg)
 static void die(struct fault *f)
 {
 	atomic_store(&f->death_ns, now_ns());
+	if (f->how == DIE_EXIT)
+		_exit(42);
+	if (f->how == DIE_CRASH) {
+		struct rlimit none = {0, 0};
+
+		setrlimit(RLIMIT_CORE, &none); /* no core file from a planned crash */
+		signal(SIGSEGV, SIG_DFL);
+		raise(SIGSEGV);
+	}
 	raise(SIGKILL);
 }
 
@@ -281,7 +294,7 @@ static int fault_body(shmcoll_comm *c, int rank, void *arg)
 
 static const char *const when_names[] = {"before", "during", "after"};
 
-static void run_fault(th_coll coll, enum when when, int large, int root)
+static void run_fault_how(th_coll coll, enum when when, int large, int root, enum how how)
 {
 	struct fault *f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 	                       -1, 0);
@@ -296,6 +309,7 @@ static void run_fault(th_coll coll, enum when when, int large, int root)
 	f->when = when;
 	f->large = large;
 	f->root = root;
+	f->how = how;
 	if (large)
 		cr_assert(setenv("SHMCOLL_CHUNK_BYTES", LARGE_CHUNK, 1) == 0);
 	else
@@ -305,8 +319,12 @@ static void run_fault(th_coll coll, enum when when, int large, int root)
 	snprintf(name, sizeof(name), "%s %s %s, root %d", th_coll_name(coll), when_names[when],
 	         large ? "large" : "small", root);
 	cr_assert(!res.timed_out, "%s: hung: %s", name, res.summary);
-	cr_assert(res.rank[VICTIM].signo == SIGKILL, "%s: the victim did not die by SIGKILL: %s",
-	          name, res.summary);
+	if (how == DIE_EXIT)
+		cr_assert(res.rank[VICTIM].code == 42, "%s: the victim did not exit: %s", name,
+		          res.summary);
+	else
+		cr_assert(res.rank[VICTIM].signo == (how == DIE_CRASH ? SIGSEGV : SIGKILL),
+		          "%s: the victim did not die as planned: %s", name, res.summary);
 	for (r = 0; r < P; r++)
 		if (r != VICTIM)
 			cr_assert(res.rank[r].code == 0 && res.rank[r].signo == 0,
@@ -326,6 +344,24 @@ static void run_fault(th_coll coll, enum when when, int large, int root)
 	       atomic_load(&f->outcome[1]));
 	fflush(stdout);
 	munmap(f, sizeof(*f));
+}
+
+static void run_fault(th_coll coll, enum when when, int large, int root)
+{
+	run_fault_how(coll, when, large, root, DIE_KILL);
+}
+
+/* The other ways to die, once each: they reach peers the same way. */
+Test(faults, exit_without_destroy, .timeout = 200)
+{
+	run_fault_how(TH_ALLREDUCE, BEFORE, 0, 0, DIE_EXIT);
+	run_fault_how(TH_BCAST, AFTER, 1, VICTIM, DIE_EXIT);
+}
+
+Test(faults, crash, .timeout = 200)
+{
+	run_fault_how(TH_ALLREDUCE, BEFORE, 1, 0, DIE_CRASH);
+	run_fault_how(TH_GATHER, AFTER, 0, 0, DIE_CRASH);
 }
 
 #define FAULT_TESTS(name, coll, root)                                                              \
