@@ -7,11 +7,12 @@
  * shmcoll_comm_abort from a signal handler or another thread wakes everyone.
  *
  * No test depends on timing: the victim dies when it decides to, or when a
- * watcher thread sees it has published a chosen step. How long detection
+ * peer that holds back from the call sees it inside and kills it. How long detection
  * took is printed (docs/RELIABILITY.md quotes it), never asserted beyond a
  * hang bound. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +34,9 @@
 #define SMALL_COUNT 5                 /* int32 elements: the inline and flat paths */
 #define LARGE_COUNT (256 * 1024)      /* 1 MiB of int32 per rank */
 #define LARGE_CHUNK "4096"            /* so a large call takes hundreds of steps */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 /* A hang bound, not a timing assertion: detection takes ~10-60 ms. */
 #define DETECT_BOUND_NS (20ll * 1000 * 1000 * 1000)
 
@@ -186,24 +191,27 @@ static int needs_all(th_coll coll)
 	       coll == TH_ALLTOALL || coll == TH_BARRIER;
 }
 
-struct watch {
-	shmcoll_comm *c;
-	struct fault *f;
-	uint32_t target;
-};
-
-/* Kills the victim once it has published target: it is then inside the call,
- * with (for a large call) hundreds of steps still to go. */
-static void *watcher(void *arg)
+/* Rank 1 holds back from the call until the victim is inside it (it has
+ * published the call's first step and waits for rank 1), kills it, waits
+ * until it is gone, and only then joins the call. So the victim dies in the
+ * middle of the call whatever the scheduler does, and in the collectives
+ * where it needs rank 1 it cannot have finished. */
+static int kill_inside(shmcoll_comm *c, struct fault *f)
 {
-	struct watch *w = arg;
-	struct shmcoll_ctrl *v = shmcoll__ctrl(&w->c->arena, VICTIM);
+	struct shmcoll_ctrl *v = shmcoll__ctrl(&c->arena, VICTIM);
+	struct pollfd pfd = {.events = POLLIN};
 
-	while (!seq_reached(load_acquire(&v->seq), w->target))
+	while (!seq_reached(load_acquire(&v->seq), c->seq + 1))
 		sched_yield();
-	atomic_store(&w->f->death_ns, now_ns());
+	pfd.fd = (int)syscall(SYS_pidfd_open, (pid_t)v->proc.pid, 0u);
+	if (pfd.fd < 0)
+		return -1;
+	atomic_store(&f->death_ns, now_ns());
 	kill(v->proc.pid, SIGKILL);
-	return NULL;
+	while (poll(&pfd, 1, -1) != 1)
+		;
+	close(pfd.fd);
+	return 0;
 }
 
 static void die(struct fault *f)
@@ -225,8 +233,6 @@ static int fault_body(shmcoll_comm *c, int rank, void *arg)
 {
 	struct fault *f = arg;
 	size_t n = f->large ? LARGE_COUNT : SMALL_COUNT, bad;
-	struct watch w = {.c = c, .f = f};
-	pthread_t th;
 	struct bufs b;
 	int64_t took;
 	int rc, rc2;
@@ -234,23 +240,15 @@ static int fault_body(shmcoll_comm *c, int rank, void *arg)
 	bufs_fill(f, rank, n, &b);
 	if (rank == VICTIM && f->when == BEFORE)
 		die(f);
-	if (rank == 0 && f->when == DURING) {
-		/* The call's second step when it has several, else its only one. */
-		w.target = c->seq + (f->large ? 2 : 1);
-		if (pthread_create(&th, NULL, watcher, &w) != 0)
-			return 90;
-	}
+	if (rank == 1 && f->when == DURING && kill_inside(c, f) < 0)
+		return 90;
 	rc = call(f, c, &b, n);
-	/* Joined only once the victim is killed: a root in a rooted call may
-	 * return before the victim even published. */
-	if (rank == 0 && f->when == DURING)
-		pthread_join(th, NULL);
 	if (rank == VICTIM) {
 		if (f->when == AFTER && rc == 0)
 			die(f);
 		if (f->when == DURING)
 			for (;;)
-				pause(); /* it published the watched step: SIGKILL is coming */
+				pause(); /* it published the call's first step: SIGKILL is coming */
 		return 91;
 	}
 	/* A survivor. */
@@ -258,8 +256,11 @@ static int fault_body(shmcoll_comm *c, int rank, void *arg)
 		bad = check(f, rank, &b, n);
 		if (bad)
 			return 10;
+		/* Finished without a rank whose data it needs? Not for a small
+		 * call killed "during": its one step, published before the kill,
+		 * holds all the victim had to give. */
 		if (f->when != AFTER && needs_all(f->coll) && !(f->when == DURING && !f->large))
-			return 11; /* finished without a rank whose data it needs */
+			return 11;
 		atomic_store(&f->outcome[rank], 2);
 		rc2 = shmcoll_barrier(c);
 		if (rc2 != -EOWNERDEAD)
