@@ -1,8 +1,11 @@
 /* launcher.c - shmcoll-run: starts the P ranks of one job on this node with the
  * environment shmcoll_init() reads, forwards signals to them, stops the job when a
- * rank fails, and removes the job's arena once every rank is gone. */
+ * rank fails, and removes the job's arena once every rank and every process they
+ * left is gone; --cleanup removes the arenas of dead jobs. */
+#include "shm/arena.h"
 #include "shm/name.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <sched.h>
@@ -26,6 +29,7 @@
 #define VERSION               "0.1.0"
 #define MAX_RANKS             4096
 #define KILL_GRACE_MS         500 /* SIGTERM -> SIGKILL: the others are gone within a second */
+#define KILL_AGAIN_MS         100 /* then SIGKILL again for whatever appeared meanwhile */
 #define EXIT_FAILURE_LAUNCHER 1
 #define EXIT_USAGE            2
 #define EXIT_EXEC             127
@@ -40,12 +44,12 @@ struct job {
 	char id[64];      /* SHMCOLL_JOB */
 	char **argv;      /* PROGRAM and its arguments */
 	int status;       /* exit status of the first failure, -1 while none */
-	int stopping;     /* the launcher has begun stopping the ranks */
+	int stopping;     /* the launcher has begun stopping the ranks (and what they left) */
 	int got_sig;      /* SIGINT or SIGTERM the launcher received, 0 if none */
 	int kill_pending; /* SIGKILL is due at kill_at */
 	struct timespec kill_at;
-	int bind;         /* pin rank i to cpus[i] */
-	int *cpus;        /* the launcher's allowed CPUs, in order */
+	int bind;  /* pin rank i to cpus[i] */
+	int *cpus; /* the launcher's allowed CPUs, in order */
 };
 
 enum { BIND_AUTO, BIND_CORE, BIND_NONE };
@@ -86,6 +90,10 @@ static void usage(FILE *f)
 	        "                      not pin; auto (default): core when the ranks fit the\n"
 	        "                      CPUs, else none. Pinned ranks spin-wait far better\n"
 	        "                      than ones the scheduler moves (mpirun --bind-to core)\n"
+	        "      --cleanup       run no job: remove this user's arenas that dead jobs\n"
+	        "                      left in /dev/shm (those whose creating process is gone,\n"
+	        "                      and those that never got a header and are over a minute\n"
+	        "                      old), print one line per arena seen, and exit 0\n"
 	        "  -h, --help          show this help and exit\n"
 	        "      --version       show the version and exit\n"
 	        "  --                  end of options; PROGRAM follows\n"
@@ -97,11 +105,14 @@ static void usage(FILE *f)
 	        "  SHMCOLL_TIMEOUT_MS=N                     only with --timeout-ms\n"
 	        "\n"
 	        "The ranks run in a process group of their own (so they should not read from\n"
-	        "a terminal) and are killed if the launcher dies. SIGINT, SIGTERM, SIGHUP and\n"
-	        "SIGQUIT are forwarded to them; a second SIGINT or SIGTERM kills them with\n"
-	        "SIGKILL. When a rank exits non-zero or is killed by a signal, the launcher\n"
-	        "names it on stderr, sends SIGTERM to the other ranks and SIGKILL %d ms later.\n"
-	        "Once every rank is gone, the job's shared-memory arena is removed if left.\n"
+	        "a terminal) and are killed if the launcher dies. SIGHUP and SIGQUIT are\n"
+	        "forwarded to them. SIGINT and SIGTERM are forwarded too, and the ranks still\n"
+	        "running %d ms later get SIGKILL; a second SIGINT or SIGTERM sends SIGKILL at\n"
+	        "once. When a rank exits non-zero or is killed by a signal, the launcher names\n"
+	        "it and the cause on stderr, sends SIGTERM to the other ranks and SIGKILL %d ms\n"
+	        "later. Processes the ranks started are the job's too: the launcher waits for\n"
+	        "them, and stops those still running once every rank is gone (SIGTERM, then\n"
+	        "SIGKILL). Then it removes the job's shared-memory arena if one is left.\n"
 	        "\n"
 	        "Exit status:\n"
 	        "  0        every rank exited 0\n"
@@ -113,7 +124,7 @@ static void usage(FILE *f)
 	        "\n"
 	        "Example:\n"
 	        "  " PROG " -n 4 --timeout-ms 10000 build/examples/demo\n",
-	        MAX_RANKS, KILL_GRACE_MS);
+	        MAX_RANKS, KILL_GRACE_MS, KILL_GRACE_MS);
 }
 
 /* Prints the problem and a pointer to --help; returns the usage exit status. */
@@ -170,26 +181,79 @@ static void now(struct timespec *ts)
 	clock_gettime(CLOCK_MONOTONIC, ts);
 }
 
-/* Signals the ranks' group. Only while a rank is unreaped: its pid keeps the
- * group id from being reused, so the signal cannot reach strangers. */
-static void signal_ranks(const struct job *job, int sig)
+/* The launcher's children: the ranks, and the processes they started that
+ * were adopted when their parent died (the launcher is a child subreaper).
+ * Fills pids and their process groups; returns how many (at most max). */
+static int children(const struct job *job, pid_t *pids, pid_t *pgrps, int max)
 {
-	if (job->pgid > 0 && job->alive > 0)
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while (n < max && (e = readdir(d)) != NULL) {
+		char path[64], buf[512], *p, *end;
+		long pid = strtol(e->d_name, &end, 10), ppid, pgrp;
+		FILE *f;
+		int ok;
+
+		if (*end || pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		ok = fgets(buf, sizeof(buf), f) != NULL;
+		fclose(f);
+		/* The command name may hold anything: parse after its last ')'. */
+		p = ok ? strrchr(buf, ')') : NULL;
+		if (!p || sscanf(p + 1, " %*c %ld %ld", &ppid, &pgrp) != 2 || ppid != job->launcher)
+			continue;
+		pids[n] = (pid_t)pid;
+		pgrps[n++] = (pid_t)pgrp;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Signals the job: the ranks' group, and every child of the launcher outside
+ * it. The group only while one of its members is a child not yet reaped: that
+ * pid keeps the group id from being reused, so the signal cannot reach
+ * strangers; a child is signalled by its pid, which cannot be reused before
+ * the launcher reaps it. */
+static void signal_job(const struct job *job, int sig)
+{
+	enum { MAX_SCAN = 4096 };
+	static pid_t pids[MAX_SCAN], pgrps[MAX_SCAN];
+	int i, n = children(job, pids, pgrps, MAX_SCAN), grouped = job->alive > 0;
+
+	for (i = 0; i < n; i++)
+		grouped = grouped || (job->pgid > 0 && pgrps[i] == job->pgid);
+	if (job->pgid > 0 && grouped)
 		kill(-job->pgid, sig);
+	for (i = 0; i < n; i++)
+		if (!grouped || pgrps[i] != job->pgid)
+			kill(pids[i], sig);
+}
+
+static void arm_kill(struct job *job, long ms)
+{
+	now(&job->kill_at);
+	job->kill_at.tv_nsec += ms * 1000000L;
+	job->kill_at.tv_sec += job->kill_at.tv_nsec / 1000000000L;
+	job->kill_at.tv_nsec %= 1000000000L;
+	job->kill_pending = 1;
 }
 
 /* SIGTERM now, SIGKILL KILL_GRACE_MS later for whatever ignored it. */
-static void stop_ranks(struct job *job)
+static void stop_job(struct job *job)
 {
 	if (job->stopping)
 		return;
 	job->stopping = 1;
-	signal_ranks(job, SIGTERM);
-	now(&job->kill_at);
-	job->kill_at.tv_nsec += KILL_GRACE_MS * 1000000L;
-	job->kill_at.tv_sec += job->kill_at.tv_nsec / 1000000000L;
-	job->kill_at.tv_nsec %= 1000000000L;
-	job->kill_pending = 1;
+	signal_job(job, SIGTERM);
+	arm_kill(job, KILL_GRACE_MS);
 }
 
 /* Runs in the child: joins the ranks' group, ties its life to the launcher and
@@ -257,9 +321,12 @@ static int start_ranks(struct job *job, const sigset_t *origmask)
 	return 0;
 }
 
+/* Accounts for a child that ended: a rank (a failure is reported and stops
+ * the job) or a process a rank started (not reported). */
 static void reap(struct job *job, pid_t pid, int ws)
 {
-	int rank, code;
+	const char *abbrev;
+	int rank, code, sig;
 
 	for (rank = 0; rank < job->started; rank++)
 		if (job->pids[rank] == pid)
@@ -273,7 +340,7 @@ static void reap(struct job *job, pid_t pid, int ws)
 	/* Once the launcher is stopping the job, or has passed on SIGINT/SIGTERM,
 	 * whatever dies was stopped by it: not a failure of its own. */
 	if (job->stopping || job->got_sig) {
-		stop_ranks(job);
+		stop_job(job);
 		return;
 	}
 	if (WIFEXITED(ws)) {
@@ -281,42 +348,42 @@ static void reap(struct job *job, pid_t pid, int ws)
 		fprintf(stderr, PROG ": rank %d (pid %ld) exited with status %d\n", rank, (long)pid,
 		        code);
 	} else {
-		code = 128 + WTERMSIG(ws);
-		fprintf(stderr, PROG ": rank %d (pid %ld) killed by signal %d (%s)%s\n", rank,
-		        (long)pid, WTERMSIG(ws), strsignal(WTERMSIG(ws)),
-		        WCOREDUMP(ws) ? ", core dumped" : "");
+		sig = WTERMSIG(ws);
+		code = 128 + sig;
+		abbrev = sigabbrev_np(sig);
+		fprintf(stderr, PROG ": rank %d (pid %ld) killed by signal %d (%s%s: %s)%s\n", rank,
+		        (long)pid, sig, abbrev ? "SIG" : "", abbrev ? abbrev : "unnamed",
+		        strsignal(sig), WCOREDUMP(ws) ? ", core dumped" : "");
 	}
 	job->status = code;
-	stop_ranks(job);
+	stop_job(job);
 }
 
 /* Waits synchronously for SIGCHLD, the forwarded signals and the SIGKILL
- * deadline: with every one of them blocked there are no handlers at all. */
-static void wait_ranks(struct job *job, const sigset_t *waitset)
+ * deadline (with every one of them blocked there are no handlers at all),
+ * until the launcher has no child left: no rank, and nothing a rank started. */
+static void wait_job(struct job *job, const sigset_t *waitset)
 {
-	while (job->alive > 0) {
+	for (;;) {
 		struct timespec t, left, *timeout = NULL;
 		siginfo_t si;
 		pid_t pid;
 		int ws, sig;
 
-		for (;;) {
+		do {
 			pid = waitpid(-1, &ws, WNOHANG);
-			if (pid > 0) {
+			if (pid > 0)
 				reap(job, pid, ws);
-				continue;
-			}
-			if (pid < 0 && errno == EINTR)
-				continue;
-			break;
-		}
-		if (pid < 0 && errno == ECHILD) {
-			/* Someone else reaped them: nothing left to wait for. */
+		} while (pid > 0 || (pid < 0 && errno == EINTR));
+		if (pid < 0) {
+			/* ECHILD: all gone (or reaped behind our back). */
 			job->alive = 0;
 			break;
 		}
+		/* Every rank is gone but something they started is not: the
+		 * job is over, and so is that. */
 		if (job->alive == 0)
-			break;
+			stop_job(job);
 		if (job->kill_pending) {
 			now(&t);
 			left.tv_sec = job->kill_at.tv_sec - t.tv_sec;
@@ -326,8 +393,10 @@ static void wait_ranks(struct job *job, const sigset_t *waitset)
 				left.tv_nsec += 1000000000L;
 			}
 			if (left.tv_sec < 0) {
-				signal_ranks(job, SIGKILL);
-				job->kill_pending = 0;
+				/* Again until nothing is left: a process may have
+				 * been started, or adopted, since the last round. */
+				signal_job(job, SIGKILL);
+				arm_kill(job, KILL_AGAIN_MS);
 				continue;
 			}
 			timeout = &left;
@@ -335,14 +404,18 @@ static void wait_ranks(struct job *job, const sigset_t *waitset)
 		sig = sigtimedwait(waitset, &si, timeout);
 		if (sig < 0 || sig == SIGCHLD)
 			continue;
-		signal_ranks(job, sig);
+		signal_job(job, sig);
 		if (sig != SIGINT && sig != SIGTERM)
 			continue;
 		if (job->got_sig) {
-			signal_ranks(job, SIGKILL);
-			job->kill_pending = 0;
+			signal_job(job, SIGKILL);
+			arm_kill(job, KILL_AGAIN_MS);
 		} else {
+			/* Forwarded: the ranks' own chance to stop; SIGKILL
+			 * follows for those that do not, as after a failure. */
 			job->got_sig = sig;
+			job->stopping = 1;
+			arm_kill(job, KILL_GRACE_MS);
 		}
 	}
 }
@@ -358,6 +431,25 @@ static void remove_arena(const struct job *job)
 		fprintf(stderr, PROG ": cannot remove %s: %s\n", name, strerror(errno));
 }
 
+static void print_line(void *arg, const char *line)
+{
+	(void)arg;
+	printf(PROG ": %s\n", line);
+}
+
+/* --cleanup: one line per arena of this user looked at, then a count. */
+static int sweep(void)
+{
+	int n = shmcoll__arena_sweep(print_line, NULL);
+
+	if (n < 0) {
+		fprintf(stderr, PROG ": cannot sweep /dev/shm: %s\n", strerror(-n));
+		return EXIT_FAILURE_LAUNCHER;
+	}
+	printf(PROG ": removed %d stale arena%s\n", n, n == 1 ? "" : "s");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -366,6 +458,7 @@ int main(int argc, char **argv)
 	    {"version", no_argument, NULL, 'V'},
 	    {"timeout-ms", required_argument, NULL, 'T'},
 	    {"bind", required_argument, NULL, 'B'},
+	    {"cleanup", no_argument, NULL, 'C'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct job job = {.status = -1};
@@ -373,7 +466,7 @@ int main(int argc, char **argv)
 	sigset_t waitset, origmask;
 	struct sigaction sa = {.sa_handler = SIG_DFL};
 	char buf[32];
-	int opt, tmo, err, bind = BIND_AUTO, ncpus;
+	int opt, tmo, err, bind = BIND_AUTO, ncpus, cleanup = 0;
 
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "+:hn:", longopts, NULL)) != -1) {
@@ -401,6 +494,9 @@ int main(int argc, char **argv)
 				return usage_error("--bind wants core, none or auto, not '%s'",
 				                   optarg);
 			break;
+		case 'C':
+			cleanup = 1;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -415,6 +511,11 @@ int main(int argc, char **argv)
 			return usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
+	if (cleanup) {
+		if (job.size || timeout_ms || optind < argc)
+			return usage_error("--cleanup runs no job: it takes no -n and no PROGRAM");
+		return sweep();
+	}
 	if (job.size == 0)
 		return usage_error("the number of ranks is missing (-n P)");
 	if (optind >= argc)
@@ -423,8 +524,8 @@ int main(int argc, char **argv)
 	job.launcher = getpid();
 	ncpus = allowed_cpus(&job.cpus);
 	if (bind == BIND_CORE && ncpus < job.size) {
-		fprintf(stderr, PROG ": --bind core: %d ranks but only %d CPUs allowed\n",
-		        job.size, ncpus);
+		fprintf(stderr, PROG ": --bind core: %d ranks but only %d CPUs allowed\n", job.size,
+		        ncpus);
 		return EXIT_USAGE;
 	}
 	job.bind = bind != BIND_NONE && ncpus >= job.size;
@@ -449,6 +550,10 @@ int main(int argc, char **argv)
 
 	/* An inherited SIG_IGN for SIGCHLD would reap the ranks behind our back. */
 	sigaction(SIGCHLD, &sa, NULL);
+	/* Processes the ranks start and leave behind become our children, so
+	 * none outlives the job (best effort: the ranks' group is signalled
+	 * anyway while one of them lives). */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	/* Blocked before the first fork, so no signal is lost while ranks start;
 	 * each rank restores origmask before exec. */
 	sigemptyset(&waitset);
@@ -461,9 +566,9 @@ int main(int argc, char **argv)
 
 	if (start_ranks(&job, &origmask) < 0) {
 		job.status = EXIT_FAILURE_LAUNCHER;
-		stop_ranks(&job);
+		stop_job(&job);
 	}
-	wait_ranks(&job, &waitset);
+	wait_job(&job, &waitset);
 	remove_arena(&job);
 	free(job.pids);
 	free(job.cpus);

@@ -1,21 +1,41 @@
-/* arena.c - create, attach, validate and release a job's shared-memory arena.
- * The name lives only until every rank has attached; after that the segment
- * exists only as mappings, so no crash can leave it behind in /dev/shm. */
+/* arena.c - create, attach, validate and release a job's shared-memory arena;
+ * size it to the room the machine has; sweep the arenas of dead creators. The
+ * name lives only until every rank has attached; after that the segment
+ * exists only as mappings, so only a job that dies while starting can leave
+ * a name behind in /dev/shm, and the sweep removes those. */
 #include "shm/arena.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "shm/wait.h"
 
-#define PAGE 4096u
+#define PAGE    4096u
+#define SHM_DIR "/dev/shm" /* where glibc's shm_open() keeps its objects */
+/* A segment without a header this old lost its creator between creating the
+ * name and writing the header, which takes a few system calls. */
+#define STALE_AGE_S 60
+/* Of the room measured, a default arena shrinks to leave this fraction
+ * (1/8) free: the ranks' own memory is charged to the same cgroup, and the
+ * space is shared with every other user of /dev/shm. */
+#define ROOM_MARGIN_DIV 8
+/* cgroup v1 writes "no limit" as the largest page multiple of a long. */
+#define CG1_UNLIMITED (1ull << 62)
+/* Longest cgroup directory looked at (a longer one counts as no limit):
+ * kept small, as creation may run on a thread with a small stack. */
+#define CG_PATH 1024
 
 static uint64_t round_up(uint64_t v, uint64_t a)
 {
@@ -31,37 +51,22 @@ static uint64_t min_half(uint32_t nranks)
 	return round_up(m > SHMCOLL_MIN_SLOT_HALF ? m : SHMCOLL_MIN_SLOT_HALF, SHMCOLL_LINE);
 }
 
-int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_layout *out,
-			  char *err, size_t errlen)
+/* The header page and the control blocks. */
+static uint64_t fixed_bytes(uint32_t nranks)
 {
-	uint64_t fixed, avail, half, heap, minimum;
+	return round_up(PAGE + (uint64_t)nranks * sizeof(struct shmcoll_ctrl), PAGE);
+}
 
-	if (nranks < 1 || nranks > SHMCOLL_MAX_RANKS) {
-		snprintf(err, errlen, "size %u out of range 1..%d", nranks, SHMCOLL_MAX_RANKS);
-		return -EINVAL;
-	}
-	fixed = round_up(PAGE + (uint64_t)nranks * sizeof(struct shmcoll_ctrl), PAGE);
-	if (arena_bytes == 0) {
-		half = SHMCOLL_DEFAULT_SLOT_HALF;
-		heap = SHMCOLL_DEFAULT_HEAP_BYTES;
-	} else {
-		minimum = fixed + (uint64_t)nranks * 2 * min_half(nranks);
-		if (arena_bytes < minimum) {
-			snprintf(err, errlen,
-				 "arena_bytes %zu too small for %u ranks (minimum %llu)",
-				 arena_bytes, nranks, (unsigned long long)minimum);
-			return -EINVAL;
-		}
-		/* Staging takes at most half of what is left, the heap the rest. */
-		avail = arena_bytes - fixed;
-		half = avail / 2 / (2 * (uint64_t)nranks) / SHMCOLL_LINE * SHMCOLL_LINE;
-		if (half > SHMCOLL_DEFAULT_SLOT_HALF)
-			half = SHMCOLL_DEFAULT_SLOT_HALF;
-		if (half < min_half(nranks))
-			half = min_half(nranks);
-		heap = (avail - (uint64_t)nranks * 2 * half) / nranks / SHMCOLL_LINE *
-		       SHMCOLL_LINE;
-	}
+/* The least a layout for nranks can be: staging halves of min_half, no heap. */
+static uint64_t min_total(uint32_t nranks)
+{
+	return fixed_bytes(nranks) + (uint64_t)nranks * 2 * min_half(nranks);
+}
+
+static void place(struct shmcoll_layout *out, uint32_t nranks, uint64_t half, uint64_t heap)
+{
+	uint64_t fixed = fixed_bytes(nranks);
+
 	out->ctrl_off = PAGE;
 	out->slot_half = half;
 	out->slot_stride = 2 * half;
@@ -69,14 +74,67 @@ int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_la
 	out->heap_off = fixed + (uint64_t)nranks * out->slot_stride;
 	out->heap_stride = heap;
 	out->total_bytes = out->heap_off + (uint64_t)nranks * heap;
+}
+
+int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_layout *out,
+                          char *err, size_t errlen)
+{
+	uint64_t avail, half, heap, minimum;
+
+	if (nranks < 1 || nranks > SHMCOLL_MAX_RANKS) {
+		snprintf(err, errlen, "size %u out of range 1..%d", nranks, SHMCOLL_MAX_RANKS);
+		return -EINVAL;
+	}
+	if (arena_bytes == 0) {
+		place(out, nranks, SHMCOLL_DEFAULT_SLOT_HALF, SHMCOLL_DEFAULT_HEAP_BYTES);
+		return 0;
+	}
+	minimum = min_total(nranks);
+	if (arena_bytes < minimum) {
+		snprintf(err, errlen, "arena_bytes %zu too small for %u ranks (minimum %llu)",
+		         arena_bytes, nranks, (unsigned long long)minimum);
+		return -EINVAL;
+	}
+	/* Staging takes at most half of what is left, the heap the rest. */
+	avail = arena_bytes - fixed_bytes(nranks);
+	half = avail / 2 / (2 * (uint64_t)nranks) / SHMCOLL_LINE * SHMCOLL_LINE;
+	if (half > SHMCOLL_DEFAULT_SLOT_HALF)
+		half = SHMCOLL_DEFAULT_SLOT_HALF;
+	if (half < min_half(nranks))
+		half = min_half(nranks);
+	heap = (avail - (uint64_t)nranks * 2 * half) / nranks / SHMCOLL_LINE * SHMCOLL_LINE;
+	place(out, nranks, half, heap);
 	return 0;
 }
 
-int shmcoll__arena_validate(const struct shmcoll_arena_hdr *h, uint64_t file_bytes,
-			    uint32_t nranks, char *err, size_t errlen)
+int shmcoll__arena_fit(uint32_t nranks, uint64_t room, struct shmcoll_layout *out)
+{
+	uint64_t per, half = SHMCOLL_DEFAULT_SLOT_HALF, heap = SHMCOLL_DEFAULT_HEAP_BYTES;
+
+	if (nranks < 1 || nranks > SHMCOLL_MAX_RANKS)
+		return -EINVAL;
+	place(out, nranks, half, heap);
+	if (out->total_bytes <= room)
+		return 0;
+	if (room < min_total(nranks))
+		return -ENOSPC;
+	per = (room - fixed_bytes(nranks)) / nranks;
+	if (per >= 2 * half) {
+		heap = (per - 2 * half) / SHMCOLL_LINE * SHMCOLL_LINE;
+	} else {
+		heap = 0;
+		half = per / 2 / SHMCOLL_LINE * SHMCOLL_LINE;
+		if (half < min_half(nranks))
+			half = min_half(nranks); /* room >= min_total: it fits */
+	}
+	place(out, nranks, half, heap);
+	return 0;
+}
+
+int shmcoll__arena_validate(const struct shmcoll_arena_hdr *h, uint64_t file_bytes, uint32_t nranks,
+                            char *err, size_t errlen)
 {
 	struct shmcoll_layout want;
-	char lerr[128];
 
 	if (h->magic != SHMCOLL_ARENA_MAGIC) {
 		snprintf(err, errlen, "bad magic %016llx", (unsigned long long)h->magic);
@@ -84,17 +142,21 @@ int shmcoll__arena_validate(const struct shmcoll_arena_hdr *h, uint64_t file_byt
 	}
 	if (h->version != SHMCOLL_ARENA_VERSION || h->hdr_bytes != sizeof(*h)) {
 		snprintf(err, errlen, "layout version %u (header %u bytes), expected %u (%zu)",
-			 h->version, h->hdr_bytes, SHMCOLL_ARENA_VERSION, sizeof(*h));
+		         h->version, h->hdr_bytes, SHMCOLL_ARENA_VERSION, sizeof(*h));
 		return -EPROTO;
 	}
 	if (h->nranks != nranks) {
 		snprintf(err, errlen, "arena made for %u ranks, this communicator has %u",
-			 h->nranks, nranks);
+		         h->nranks, nranks);
 		return -EPROTO;
 	}
 	if (h->total_bytes != file_bytes) {
 		snprintf(err, errlen, "header says %llu bytes, the segment has %llu",
-			 (unsigned long long)h->total_bytes, (unsigned long long)file_bytes);
+		         (unsigned long long)h->total_bytes, (unsigned long long)file_bytes);
+		return -EPROTO;
+	}
+	if (h->creator.pid <= 0 || h->creator.pad || h->pad) {
+		snprintf(err, errlen, "bad creator pid %d", (int)h->creator.pid);
 		return -EPROTO;
 	}
 	/* Recompute the parts from the two sizes that define them: any other
@@ -105,15 +167,7 @@ int shmcoll__arena_validate(const struct shmcoll_arena_hdr *h, uint64_t file_byt
 		snprintf(err, errlen, "slot or heap size out of range");
 		return -EPROTO;
 	}
-	if (shmcoll__arena_layout(nranks, 0, &want, lerr, sizeof(lerr)) < 0) {
-		snprintf(err, errlen, "%s", lerr);
-		return -EPROTO;
-	}
-	want.slot_half = h->slot_half;
-	want.slot_stride = 2 * h->slot_half;
-	want.heap_off = want.slot_off + (uint64_t)nranks * want.slot_stride;
-	want.heap_stride = h->heap_stride;
-	want.total_bytes = want.heap_off + (uint64_t)nranks * want.heap_stride;
+	place(&want, nranks, h->slot_half, h->heap_stride);
 	if (h->ctrl_off != want.ctrl_off || h->slot_off != want.slot_off ||
 	    h->slot_stride != want.slot_stride || h->heap_off != want.heap_off ||
 	    h->total_bytes != want.total_bytes) {
@@ -134,12 +188,628 @@ static void layout_from(struct shmcoll_layout *l, const struct shmcoll_arena_hdr
 	l->heap_stride = h->heap_stride;
 }
 
+/* ---- room: the shared-memory filesystem and the memory cgroup ---- */
+
+/* The first whitespace-separated number of a small file: 1 with *v set, 0
+ * for "max" (no limit), -1 when the file is missing or holds neither. */
+static int read_limit(const char *path, uint64_t *v)
+{
+	char buf[64], *end;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	if (!strncmp(buf, "max", 3))
+		return 0;
+	errno = 0;
+	*v = strtoull(buf, &end, 10);
+	return errno || end == buf ? -1 : 1;
+}
+
+/* Sum of the values of keys k1 and k2 in a "key value" file (memory.stat). */
+static uint64_t stat_keys(const char *path, const char *k1, const char *k2)
+{
+	char key[64];
+	unsigned long long v;
+	uint64_t sum = 0;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return 0;
+	while (fscanf(f, "%63s %llu", key, &v) == 2)
+		if (!strcmp(key, k1) || !strcmp(key, k2))
+			sum += v;
+	fclose(f);
+	return sum;
+}
+
+/* One level of the hierarchy: what its limit leaves, if it has one. */
+static void cg_level(const char *dir, int v2, uint64_t *room, char *where, size_t wherelen)
+{
+	char path[CG_PATH + 32];
+	uint64_t limit, used = 0, cache, left;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+	if (read_limit(path, &limit) != 1 || (!v2 && limit >= CG1_UNLIMITED))
+		return;
+	snprintf(path, sizeof(path), "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+	if (read_limit(path, &used) != 1)
+		used = 0;
+	snprintf(path, sizeof(path), "%s/memory.stat", dir);
+	cache = v2 ? stat_keys(path, "active_file", "inactive_file")
+	           : stat_keys(path, "total_active_file", "total_inactive_file");
+	used -= cache < used ? cache : used;
+	left = limit > used ? limit - used : 0;
+	if (left < *room) {
+		*room = left;
+		if (where)
+			snprintf(where, wherelen, "%s", dir);
+	}
+}
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo. */
+static void unescape(char *s)
+{
+	char *d = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*d++ = *s;
+		}
+	}
+	*d = '\0';
+}
+
+static int has_option(const char *opts, const char *want)
+{
+	size_t n = strlen(want);
+	const char *p;
+
+	for (p = opts; p; p = strchr(p, ',')) {
+		if (*p == ',')
+			p++;
+		if (!strncmp(p, want, n) && (p[n] == ',' || p[n] == '\0'))
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether the cgroup path cg lies under root (a path within the hierarchy). */
+static int under(const char *cg, const char *root)
+{
+	size_t n = strcmp(root, "/") ? strlen(root) : 0;
+
+	return !strncmp(cg, root, n) && (cg[n] == '/' || !cg[n]);
+}
+
+/* The mount of the cgroup v2 hierarchy (v2) or of the v1 hierarchy with the
+ * memory controller that shows cgroup cg (else the first such mount): its
+ * root within the hierarchy and its mount point. */
+static int find_mount(const char *mountinfo_file, int v2, const char *cg, char *root, char *mnt,
+                      size_t len)
+{
+	char *line = NULL, *f[64], *save, *tok;
+	size_t cap = 0;
+	int n, sep, found = 0;
+	FILE *mi = fopen(mountinfo_file, "re");
+
+	if (!mi)
+		return 0;
+	while (found < 2 && getline(&line, &cap, mi) > 0) {
+		n = 0;
+		for (tok = strtok_r(line, " \n", &save); tok && n < 64;
+		     tok = strtok_r(NULL, " \n", &save))
+			f[n++] = tok;
+		/* id parent dev root mountpoint opts [optional...] - fstype source superopts */
+		for (sep = 6; sep < n && strcmp(f[sep], "-"); sep++)
+			;
+		if (sep + 3 >= n)
+			continue;
+		if (v2 ? strcmp(f[sep + 1], "cgroup2") != 0
+		       : strcmp(f[sep + 1], "cgroup") != 0 || !has_option(f[sep + 3], "memory"))
+			continue;
+		unescape(f[3]);
+		unescape(f[4]);
+		if (found && !under(cg, f[3]))
+			continue;
+		snprintf(root, len, "%s", f[3]);
+		snprintf(mnt, len, "%s", f[4]);
+		found = under(cg, f[3]) ? 2 : 1;
+	}
+	free(line);
+	fclose(mi);
+	return found;
+}
+
+/* This process's cgroup path in the hierarchy: the "0::" line (v2) or the
+ * line whose controllers include memory (v1). */
+static int find_cgroup(const char *cgroup_file, int v2, char *path, size_t len)
+{
+	char *line = NULL, *ctl, *p;
+	size_t cap = 0;
+	ssize_t n;
+	int found = 0;
+	FILE *f = fopen(cgroup_file, "re");
+
+	if (!f)
+		return 0;
+	while (!found && (n = getline(&line, &cap, f)) > 0) {
+		if (line[n - 1] == '\n')
+			line[n - 1] = '\0';
+		ctl = strchr(line, ':');
+		p = ctl ? strchr(ctl + 1, ':') : NULL;
+		if (!p)
+			continue;
+		*p++ = '\0';
+		*ctl++ = '\0';
+		if (v2 ? strcmp(line, "0") || *ctl : !has_option(ctl, "memory"))
+			continue;
+		snprintf(path, len, "%s", p);
+		found = 1;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+static void cg_walk(const char *cgroup_file, const char *mountinfo_file, int v2, uint64_t *room,
+                    char *where, size_t wherelen)
+{
+	char root[CG_PATH], mnt[CG_PATH], cg[CG_PATH], dir[2 * CG_PATH];
+	const char *rel;
+	size_t mntlen;
+	char *slash;
+
+	if (!find_cgroup(cgroup_file, v2, cg, sizeof(cg)) ||
+	    !find_mount(mountinfo_file, v2, cg, root, mnt, sizeof(root)))
+		return;
+	/* The mount shows the hierarchy from root down: a cgroup outside it
+	 * (another cgroup namespace's view) is seen from the mount's top. */
+	rel = under(cg, root) ? cg + (strcmp(root, "/") ? strlen(root) : 0) : "";
+	mntlen = strlen(mnt);
+	while (mntlen > 1 && mnt[mntlen - 1] == '/')
+		mnt[--mntlen] = '\0';
+	snprintf(dir, sizeof(dir), "%s%s", mnt, rel);
+	for (;;) {
+		size_t n = strlen(dir);
+
+		while (n > mntlen && dir[n - 1] == '/')
+			dir[--n] = '\0';
+		cg_level(dir, v2, room, where, wherelen);
+		if (n <= mntlen)
+			break;
+		slash = strrchr(dir + mntlen, '/');
+		if (!slash)
+			break;
+		*slash = '\0';
+	}
+}
+
+void shmcoll__memcg_room(const char *cgroup_file, const char *mountinfo_file, uint64_t *room,
+                         char *where, size_t wherelen)
+{
+	*room = UINT64_MAX;
+	if (where && wherelen)
+		where[0] = '\0';
+	cg_walk(cgroup_file, mountinfo_file, 1, room, where, wherelen);
+	cg_walk(cgroup_file, mountinfo_file, 0, room, where, wherelen);
+}
+
+uint64_t shmcoll__arena_room(char *why, size_t whylen)
+{
+	char where[2 * CG_PATH], fsmsg[96] = "", cgmsg[2 * CG_PATH + 64] = "";
+	uint64_t fs = UINT64_MAX, cg;
+	struct statvfs sv;
+
+	/* A tmpfs mounted with size=0 has no limit and reports no blocks. */
+	if (statvfs(SHM_DIR, &sv) == 0 && sv.f_blocks) {
+		fs = (uint64_t)sv.f_bavail * sv.f_frsize;
+		snprintf(fsmsg, sizeof(fsmsg), SHM_DIR " has %llu bytes free",
+		         (unsigned long long)fs);
+	}
+	shmcoll__memcg_room("/proc/self/cgroup", "/proc/self/mountinfo", &cg, where, sizeof(where));
+	if (cg != UINT64_MAX)
+		snprintf(cgmsg, sizeof(cgmsg), "the memory cgroup %s has %llu bytes left", where,
+		         (unsigned long long)cg);
+	snprintf(why, whylen, "%s%s%s", fsmsg, fsmsg[0] && cgmsg[0] ? ", " : "", cgmsg);
+	return fs < cg ? fs : cg;
+}
+
+/* Chooses the layout of a new arena from the room there is: an explicit size
+ * must fit as it is, the default shrinks to fit with a margin. */
+static int preflight(struct shmcoll_layout *lay, uint32_t nranks, size_t arena_bytes,
+                     const char *name, char *err, size_t errlen)
+{
+	char why[2 * CG_PATH + 200];
+	uint64_t room = shmcoll__arena_room(why, sizeof(why)), usable, want = lay->total_bytes;
+
+	if (room == UINT64_MAX)
+		return 0;
+	if (arena_bytes) {
+		if (want <= room)
+			return 0;
+		snprintf(err, errlen,
+		         "no room for the %llu-byte arena %s: %llu bytes available (%s)",
+		         (unsigned long long)want, name, (unsigned long long)room, why);
+		return -ENOSPC;
+	}
+	usable = room - room / ROOM_MARGIN_DIV;
+	if (want <= usable || shmcoll__arena_fit(nranks, usable, lay) == 0)
+		return 0;
+	/* The margin is a preference: the least layout may still take it. */
+	if (min_total(nranks) <= room) {
+		place(lay, nranks, min_half(nranks), 0);
+		return 0;
+	}
+	snprintf(err, errlen,
+	         "no room for the arena %s of %u ranks: it needs %llu bytes (%llu by default), "
+	         "%llu available (%s)",
+	         name, nranks, (unsigned long long)min_total(nranks), (unsigned long long)want,
+	         (unsigned long long)room, why);
+	return -ENOSPC;
+}
+
+/* ---- one mapping per segment per process ---- */
+
+/* Threads of one process that are ranks of one job share the first mapping
+ * of the segment made in the process: ThreadSanitizer then sees every access
+ * to a shared word at one address, and the address space is spent once. The
+ * registry is process-wide by nature, hence global; its lock is held only
+ * for list operations, never across a system call that can block. */
+struct mapping {
+	struct mapping *next;
+	char name[SHMCOLL_NAME_MAX];
+	dev_t dev;
+	ino_t ino;
+	struct shmcoll_proc_id creator;
+	uint8_t *base;
+	size_t bytes;
+	unsigned long refs;
+	int inherited; /* registered before a fork(): the child never reuses it */
+};
+
+static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t maps_once = PTHREAD_ONCE_INIT;
+static struct mapping *maps;
+
+/* fork() copies the registry with its lock held by the forking thread, so
+ * the copy is consistent; the child keeps the entries (its copies of the
+ * parent's communicators still release them) but never reuses them. */
+static void maps_prepare(void)
+{
+	pthread_mutex_lock(&maps_lock);
+}
+
+static void maps_parent(void)
+{
+	pthread_mutex_unlock(&maps_lock);
+}
+
+static void maps_child(void)
+{
+	struct mapping *m;
+
+	for (m = maps; m; m = m->next)
+		m->inherited = 1;
+	pthread_mutex_unlock(&maps_lock);
+}
+
+static void maps_init(void)
+{
+	pthread_atfork(maps_prepare, maps_parent, maps_child);
+}
+
+static struct mapping *maps_find(const char *name, const struct stat *st,
+                                 const struct shmcoll_proc_id *creator, size_t bytes)
+{
+	struct mapping *m;
+
+	for (m = maps; m; m = m->next)
+		if (!m->inherited && m->dev == st->st_dev && m->ino == st->st_ino &&
+		    m->bytes == bytes && !strcmp(m->name, name) && m->creator.pid == creator->pid &&
+		    m->creator.start == creator->start && m->creator.pidns == creator->pidns)
+			return m;
+	return NULL;
+}
+
+/* The registered mapping of this segment with one more reference, or NULL. */
+static uint8_t *maps_get(const char *name, const struct stat *st,
+                         const struct shmcoll_proc_id *creator, size_t bytes)
+{
+	struct mapping *m;
+	uint8_t *base = NULL;
+
+	pthread_once(&maps_once, maps_init);
+	pthread_mutex_lock(&maps_lock);
+	m = maps_find(name, st, creator, bytes);
+	if (m) {
+		m->refs++;
+		base = m->base;
+	}
+	pthread_mutex_unlock(&maps_lock);
+	return base;
+}
+
+/* Registers base, the caller's new mapping. If another thread registered
+ * the segment meanwhile, returns that mapping (referenced) and the caller
+ * unmaps its own. Without memory for an entry, base stays unregistered:
+ * correct, only not shared. */
+static uint8_t *maps_put(const char *name, const struct stat *st,
+                         const struct shmcoll_proc_id *creator, uint8_t *base, size_t bytes)
+{
+	struct mapping *m;
+
+	pthread_once(&maps_once, maps_init);
+	pthread_mutex_lock(&maps_lock);
+	m = maps_find(name, st, creator, bytes);
+	if (m) {
+		m->refs++;
+		base = m->base;
+	} else {
+		m = calloc(1, sizeof(*m));
+		if (m) {
+			snprintf(m->name, sizeof(m->name), "%s", name);
+			m->dev = st->st_dev;
+			m->ino = st->st_ino;
+			m->creator = *creator;
+			m->base = base;
+			m->bytes = bytes;
+			m->refs = 1;
+			m->next = maps;
+			maps = m;
+		}
+	}
+	pthread_mutex_unlock(&maps_lock);
+	return base;
+}
+
+/* Drops one reference to the mapping at base; unmaps it with the last. */
+static void maps_drop(uint8_t *base, size_t bytes)
+{
+	struct mapping **pp, *m = NULL, **own = NULL, **any = NULL;
+
+	pthread_once(&maps_once, maps_init);
+	pthread_mutex_lock(&maps_lock);
+	for (pp = &maps; *pp; pp = &(*pp)->next) {
+		if ((*pp)->base != base || (*pp)->bytes != bytes)
+			continue;
+		if (!(*pp)->inherited && !own)
+			own = pp;
+		if (!any)
+			any = pp;
+	}
+	pp = own ? own : any;
+	if (pp) {
+		m = *pp;
+		if (--m->refs > 0) {
+			pthread_mutex_unlock(&maps_lock);
+			return;
+		}
+		*pp = m->next;
+	}
+	pthread_mutex_unlock(&maps_lock);
+	free(m);
+	munmap(base, bytes);
+}
+
+/* ---- reading a segment without mapping it ---- */
+
+/* Reads the header of the segment open at fd into h. 1 when its creator has
+ * stored ready, 0 when not (yet) or the file is shorter than a header,
+ * -errno. pread, not a mapping: a file that shrinks gives a short read,
+ * never SIGBUS. */
+static int read_header(int fd, struct shmcoll_arena_hdr *h)
+{
+	ssize_t n = pread(fd, h, sizeof(*h), 0);
+
+	if (n < 0)
+		return -errno;
+	if ((size_t)n < sizeof(*h) || load_relaxed(&h->ready) != SHMCOLL_ARENA_READY)
+		return 0;
+	/* Pairs with the release store of ready in arena_create(): the second
+	 * read of the fields comes after the read that saw ready. */
+	fence_acquire();
+	n = pread(fd, h, sizeof(*h), 0);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == sizeof(*h);
+}
+
+/* Refuses what no rank of ours created: not a regular file, another owner,
+ * or any mode but 0600. */
+static int check_file(int fd, const char *name, struct stat *st, char *err, size_t errlen)
+{
+	if (fstat(fd, st) < 0) {
+		int rc = -errno;
+
+		snprintf(err, errlen, "cannot stat %s: %s", name, strerror(-rc));
+		return rc;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		snprintf(err, errlen, "%s is not a regular file (mode %o): refusing it", name,
+		         (unsigned)st->st_mode);
+		return -EPROTO;
+	}
+	if (st->st_uid != geteuid() || (st->st_mode & 07777) != 0600) {
+		snprintf(err, errlen, "%s is not ours (owner %u, mode %o): refusing it", name,
+		         (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* ---- the stale sweep ---- */
+
+static void notef(void (*note)(void *, const char *), void *arg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void notef(void (*note)(void *, const char *), void *arg, const char *fmt, ...)
+{
+	char line[SHMCOLL_NAME_MAX + 160];
+	va_list ap;
+
+	if (!note)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	note(arg, line);
+}
+
+/* Removes the entry name of dir if it is still the file open at fd. It is
+ * moved to a private name first (a name no job can have: '~' is not in the
+ * sanitised alphabet) and checked there, so a segment created under the old
+ * name after we judged it is never removed; one moved by mistake goes back.
+ * 1: removed, 0: not (gone already or replaced), -errno. */
+static int remove_if_same(int dir, const char *name, const struct stat *st)
+{
+	static _Atomic unsigned long counter;
+	char tmp[SHMCOLL_NAME_MAX + 64], prefix[SHMCOLL_NAME_MAX];
+	struct stat now;
+	int rc;
+
+	if (shmcoll__arena_prefix(prefix, sizeof(prefix)) < 0)
+		return -EINVAL;
+	snprintf(tmp, sizeof(tmp), "%s~sweep.%ld.%lu", prefix, (long)getpid(),
+	         fetch_add_seqcst(&counter, 1));
+	if (renameat2(dir, name, dir, tmp, RENAME_NOREPLACE) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		if (errno != EINVAL && errno != ENOSYS)
+			return -errno;
+		/* No renameat2 here: check and remove in place, a narrow race. */
+		if (fstatat(dir, name, &now, AT_SYMLINK_NOFOLLOW) < 0)
+			return errno == ENOENT ? 0 : -errno;
+		if (now.st_dev != st->st_dev || now.st_ino != st->st_ino)
+			return 0;
+		return unlinkat(dir, name, 0) < 0 ? (errno == ENOENT ? 0 : -errno) : 1;
+	}
+	if (fstatat(dir, tmp, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == st->st_dev &&
+	    now.st_ino == st->st_ino)
+		return unlinkat(dir, tmp, 0) < 0 ? -errno : 1;
+	rc = renameat2(dir, tmp, dir, name, RENAME_NOREPLACE);
+	return rc < 0 ? -errno : 0;
+}
+
+/* Judges one entry of the prefix; 1 if it was removed. */
+static int sweep_one(int dir, const char *name, void (*note)(void *, const char *), void *arg)
+{
+	struct shmcoll_arena_hdr h;
+	struct timespec t;
+	struct stat st;
+	const char *why;
+	char whybuf[96];
+	int fd, rc, ready;
+
+	fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno != ENOENT)
+			notef(note, arg, "kept %s: cannot open it: %s", name, strerror(errno));
+		return 0;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		notef(note, arg, "kept %s: not a regular file of ours", name);
+		close(fd);
+		return 0;
+	}
+	memset(&h, 0, sizeof(h));
+	ready = read_header(fd, &h);
+	close(fd);
+	/* The creator writes the whole header (but ready) before it sizes the
+	 * segment, so a header with our magic names its creator even when the
+	 * creator died before ready. */
+	if (ready >= 0 && (size_t)st.st_size >= sizeof(h) && h.magic == SHMCOLL_ARENA_MAGIC) {
+		if (h.version != SHMCOLL_ARENA_VERSION || h.hdr_bytes != sizeof(h)) {
+			notef(note, arg, "kept %s: layout version %u, not %u", name, h.version,
+			      SHMCOLL_ARENA_VERSION);
+			return 0;
+		}
+		switch (shmcoll__proc_state(&h.creator)) {
+		case SHMCOLL_PROC_ALIVE:
+			notef(note, arg, "kept %s: its creator (pid %d) is alive", name,
+			      (int)h.creator.pid);
+			return 0;
+		case SHMCOLL_PROC_UNKNOWN:
+			notef(note, arg,
+			      "kept %s: cannot tell whether its creator (pid %d) is "
+			      "alive",
+			      name, (int)h.creator.pid);
+			return 0;
+		case SHMCOLL_PROC_DEAD:
+			break;
+		}
+		snprintf(whybuf, sizeof(whybuf), "its creator (pid %d) is gone",
+		         (int)h.creator.pid);
+		why = whybuf;
+	} else {
+		clock_gettime(CLOCK_REALTIME, &t);
+		/* mtime, not ctime: the creator's ftruncate set both, and only
+		 * mtime can be set back by the tests that age a segment. */
+		if (t.tv_sec - st.st_mtim.tv_sec <= STALE_AGE_S) {
+			notef(note, arg, "kept %s: no header yet, created %lld s ago", name,
+			      (long long)(t.tv_sec - st.st_mtim.tv_sec));
+			return 0;
+		}
+		snprintf(whybuf, sizeof(whybuf), "no header, untouched for %lld s",
+		         (long long)(t.tv_sec - st.st_mtim.tv_sec));
+		why = whybuf;
+	}
+	rc = remove_if_same(dir, name, &st);
+	if (rc == 1)
+		notef(note, arg, "removed %s: %s", name, why);
+	else if (rc < 0)
+		notef(note, arg, "kept %s: cannot remove it: %s", name, strerror(-rc));
+	return rc == 1;
+}
+
+int shmcoll__arena_sweep(void (*note)(void *arg, const char *line), void *arg)
+{
+	char prefix[SHMCOLL_NAME_MAX];
+	struct dirent *e;
+	int dir, removed = 0;
+	DIR *d;
+
+	if (shmcoll__arena_prefix(prefix, sizeof(prefix)) < 0)
+		return -EINVAL;
+	dir = open(SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return -errno;
+	d = fdopendir(dir);
+	if (!d) {
+		int rc = -errno;
+
+		close(dir);
+		return rc;
+	}
+	/* Entries renamed or removed meanwhile are fine: readdir may or may
+	 * not return them, and each is judged on what is there when opened. */
+	while ((e = readdir(d)) != NULL)
+		if (!strncmp(e->d_name, prefix, strlen(prefix)))
+			removed += sweep_one(dir, e->d_name, note, arg);
+	closedir(d);
+	return removed;
+}
+
+/* ---- create, attach, join, release ---- */
+
 int shmcoll__arena_create(struct shmcoll_arena *a, const char *job, uint32_t nranks,
-			  size_t arena_bytes, char *err, size_t errlen)
+                          size_t arena_bytes, char *err, size_t errlen)
 {
 	struct shmcoll_layout lay;
-	struct shmcoll_arena_hdr *h;
-	void *base;
+	struct shmcoll_arena_hdr h0;
+	struct stat st;
+	uint8_t *base;
+	ssize_t n;
 	int fd, rc;
 
 	memset(a, 0, sizeof(*a));
@@ -151,28 +821,67 @@ int shmcoll__arena_create(struct shmcoll_arena *a, const char *job, uint32_t nra
 		snprintf(err, errlen, "job name unusable");
 		return rc;
 	}
+	/* Best effort: a dead job's segment frees its space, and its name if
+	 * this job reuses it. */
+	shmcoll__arena_sweep(NULL, NULL);
+	rc = preflight(&lay, nranks, arena_bytes, a->name, err, errlen);
+	if (rc < 0)
+		return rc;
+
 	fd = shm_open(a->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot create %s: %s%s", a->name, strerror(errno),
-			 errno == EEXIST ? " (another job with this name is running, or a "
-					   "stale segment: remove it from /dev/shm)"
-					 : "");
+		         errno == EEXIST ? " (another job with this name is running, or a "
+		                           "stale segment: remove it from /dev/shm)"
+		                         : "");
 		return rc;
+	}
+	/* 0600 whatever the umask: attachers refuse any other mode. */
+	if (fchmod(fd, 0600) < 0 || fstat(fd, &st) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot set up %s: %s", a->name, strerror(errno));
+		goto err_unlink;
+	}
+
+	/* The whole header but ready goes in first, before the segment is
+	 * sized: from here on a sweep can tell whether the creator lives. */
+	memset(&h0, 0, sizeof(h0));
+	h0.magic = SHMCOLL_ARENA_MAGIC;
+	h0.version = SHMCOLL_ARENA_VERSION;
+	h0.nranks = nranks;
+	h0.total_bytes = lay.total_bytes;
+	h0.ctrl_off = lay.ctrl_off;
+	h0.slot_off = lay.slot_off;
+	h0.slot_stride = lay.slot_stride;
+	h0.slot_half = lay.slot_half;
+	h0.heap_off = lay.heap_off;
+	h0.heap_stride = lay.heap_stride;
+	shmcoll__proc_self(&h0.creator);
+	h0.hdr_bytes = sizeof(h0);
+	n = pwrite(fd, &h0, sizeof(h0), 0);
+	if (n != (ssize_t)sizeof(h0)) {
+		rc = n < 0 ? -errno : -ENOSPC;
+		snprintf(err, errlen, "no room for the header of %s: %s", a->name, strerror(-rc));
+		if (rc == -ENOMEM)
+			rc = -ENOSPC;
+		goto err_unlink;
 	}
 	if (ftruncate(fd, (off_t)lay.total_bytes) < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot size %s to %llu bytes: %s", a->name,
-			 (unsigned long long)lay.total_bytes, strerror(errno));
+		         (unsigned long long)lay.total_bytes, strerror(errno));
 		goto err_unlink;
 	}
-	/* Reserve every page now: a full /dev/shm must fail here with ENOSPC,
-	 * not later with SIGBUS on first touch. */
+	/* Reserve every page now: a full /dev/shm (or a memory cgroup that
+	 * cannot charge them: ENOMEM) must fail here with ENOSPC, not later
+	 * with SIGBUS on first touch. The preflight above makes this rare; it
+	 * is what settles a race for the same space. */
 	rc = posix_fallocate(fd, 0, (off_t)lay.total_bytes);
 	if (rc != 0) {
 		snprintf(err, errlen, "no room for the %llu-byte arena %s: %s",
-			 (unsigned long long)lay.total_bytes, a->name, strerror(rc));
-		rc = rc == ENOSPC || rc == EFBIG ? -ENOSPC : -rc;
+		         (unsigned long long)lay.total_bytes, a->name, strerror(rc));
+		rc = rc == ENOSPC || rc == EFBIG || rc == ENOMEM ? -ENOSPC : -rc;
 		goto err_unlink;
 	}
 	base = mmap(NULL, lay.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -183,25 +892,12 @@ int shmcoll__arena_create(struct shmcoll_arena *a, const char *job, uint32_t nra
 	}
 	close(fd);
 
-	h = base;
-	h->magic = SHMCOLL_ARENA_MAGIC;
-	h->version = SHMCOLL_ARENA_VERSION;
-	h->nranks = nranks;
-	h->total_bytes = lay.total_bytes;
-	h->ctrl_off = lay.ctrl_off;
-	h->slot_off = lay.slot_off;
-	h->slot_stride = lay.slot_stride;
-	h->slot_half = lay.slot_half;
-	h->heap_off = lay.heap_off;
-	h->heap_stride = lay.heap_stride;
-	h->creator_pid = (int32_t)getpid();
-	h->hdr_bytes = sizeof(*h);
-	/* Pairs with the acquire load of ready in arena_attach(). */
-	store_release(&h->ready, SHMCOLL_ARENA_READY);
-
-	a->base = base;
+	/* Pairs with the acquire fence in read_header(). */
+	store_release(&((struct shmcoll_arena_hdr *)base)->ready, SHMCOLL_ARENA_READY);
+	/* A new file: nobody else can have registered it, so this is base. */
+	a->base = maps_put(a->name, &st, &h0.creator, base, lay.total_bytes);
+	a->hdr = (struct shmcoll_arena_hdr *)a->base;
 	a->bytes = lay.total_bytes;
-	a->hdr = h;
 	a->lay = lay;
 	a->nranks = nranks;
 	return 0;
@@ -222,12 +918,13 @@ static void nap(int64_t *ns)
 }
 
 int shmcoll__arena_attach(struct shmcoll_arena *a, const char *job, uint32_t nranks,
-			  int64_t timeout_ns, char *err, size_t errlen)
+                          int64_t timeout_ns, char *err, size_t errlen)
 {
 	struct shmcoll_arena_hdr copy;
 	int64_t start = shmcoll__now_ns(), delay = 100000;
-	struct stat st;
-	void *base;
+	const char *waiting = "for rank 0 to create it";
+	struct stat st, again;
+	uint8_t *base, *shared;
 	int fd, rc;
 
 	memset(a, 0, sizeof(*a));
@@ -238,61 +935,93 @@ int shmcoll__arena_attach(struct shmcoll_arena *a, const char *job, uint32_t nra
 	}
 	for (;;) {
 		if (timeout_ns >= 0 && shmcoll__now_ns() - start > timeout_ns) {
-			snprintf(err, errlen, "timed out waiting for rank 0 to create %s",
-				 a->name);
+			snprintf(err, errlen, "timed out waiting for rank 0 to create %s (%s)",
+			         a->name, waiting);
 			return -ETIMEDOUT;
 		}
 		fd = shm_open(a->name, O_RDWR | O_CLOEXEC, 0);
 		if (fd < 0) {
+			if (errno == ELOOP || errno == EISDIR || errno == EINVAL) {
+				/* glibc opens with O_NOFOLLOW: a symlink is ELOOP;
+				 * it reports a directory as EINVAL (our names are
+				 * valid). */
+				snprintf(err, errlen, "%s is not a regular file: refusing it",
+				         a->name);
+				return -EPROTO;
+			}
 			if (errno != ENOENT) {
 				rc = -errno;
 				snprintf(err, errlen, "cannot open %s: %s", a->name,
-					 strerror(errno));
+				         strerror(errno));
 				return rc;
 			}
 			nap(&delay);
 			continue;
 		}
-		if (fstat(fd, &st) < 0) {
-			rc = -errno;
+		rc = check_file(fd, a->name, &st, err, errlen);
+		if (rc < 0) {
 			close(fd);
-			snprintf(err, errlen, "cannot stat %s: %s", a->name, strerror(-rc));
 			return rc;
 		}
-		if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+		rc = read_header(fd, &copy);
+		if (rc < 0) {
 			close(fd);
-			snprintf(err, errlen, "%s is not ours (owner %u, mode %o): refusing it",
-				 a->name, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
-			return -EPROTO;
+			snprintf(err, errlen, "cannot read %s: %s", a->name, strerror(-rc));
+			return rc;
 		}
-		if ((uint64_t)st.st_size < sizeof(struct shmcoll_arena_hdr)) {
-			close(fd); /* the creator has not sized it yet */
+		if (rc == 0) {
+			close(fd); /* the creator has not finished it yet */
+			waiting = "it exists but is not ready";
 			nap(&delay);
 			continue;
 		}
-		base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (shmcoll__proc_state(&copy.creator) == SHMCOLL_PROC_DEAD) {
+			/* A dead job's: rank 0 sweeps it and makes ours. */
+			close(fd);
+			waiting = "the segment there is a dead job's";
+			nap(&delay);
+			continue;
+		}
+		break;
+	}
+	rc = shmcoll__arena_validate(&copy, (uint64_t)st.st_size, nranks, err, errlen);
+	if (rc < 0) {
 		close(fd);
+		return rc;
+	}
+
+	shared = maps_get(a->name, &st, &copy.creator, (size_t)copy.total_bytes);
+	if (shared) {
+		close(fd);
+		base = shared;
+	} else {
+		base =
+		    mmap(NULL, (size_t)copy.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (base == MAP_FAILED) {
 			rc = -errno;
+			close(fd);
 			snprintf(err, errlen, "cannot map %s: %s", a->name, strerror(-rc));
 			return rc;
 		}
-		/* Pairs with the release store of ready in arena_create(). */
-		if (load_acquire(&((struct shmcoll_arena_hdr *)base)->ready) ==
-		    SHMCOLL_ARENA_READY)
-			break;
-		munmap(base, (size_t)st.st_size);
-		nap(&delay);
-	}
-	memcpy(&copy, base, sizeof(copy));
-	rc = shmcoll__arena_validate(&copy, (uint64_t)st.st_size, nranks, err, errlen);
-	if (rc < 0) {
-		munmap(base, (size_t)st.st_size);
-		return rc;
+		/* Shrunk between the check and the mapping: its tail would
+		 * fault with SIGBUS. */
+		rc = fstat(fd, &again);
+		close(fd);
+		if (rc < 0 || (uint64_t)again.st_size != copy.total_bytes) {
+			munmap(base, (size_t)copy.total_bytes);
+			snprintf(err, errlen, "%s changed size while it was being attached",
+			         a->name);
+			return -EPROTO;
+		}
+		shared = maps_put(a->name, &st, &copy.creator, base, (size_t)copy.total_bytes);
+		if (shared != base) {
+			munmap(base, (size_t)copy.total_bytes);
+			base = shared;
+		}
 	}
 	a->base = base;
-	a->bytes = (size_t)st.st_size;
-	a->hdr = base;
+	a->bytes = (size_t)copy.total_bytes;
+	a->hdr = (struct shmcoll_arena_hdr *)base;
 	layout_from(&a->lay, &copy);
 	a->nranks = nranks;
 	return 0;
@@ -328,7 +1057,7 @@ void shmcoll__arena_release(struct shmcoll_arena *a, int unlink_name)
 	if (unlink_name && a->name[0])
 		shm_unlink(a->name);
 	if (a->base)
-		munmap(a->base, a->bytes);
+		maps_drop(a->base, a->bytes);
 	a->base = NULL;
 	a->hdr = NULL;
 }

@@ -111,8 +111,12 @@ struct shmcoll_arena_hdr {
 	uint64_t slot_half;
 	uint64_t heap_off;
 	uint64_t heap_stride;
-	int32_t creator_pid;
+	/* Who made the segment (pid, start time, pid namespace): the stale
+	 * sweep removes a segment whose creator is gone, and the per-process
+	 * mapping registry tells two segments of one name apart by it. */
+	struct shmcoll_proc_id creator;
 	uint32_t hdr_bytes; /* sizeof(struct shmcoll_arena_hdr) of the creator */
+	uint32_t pad;       /* 0 */
 
 	/* creator: 0 until the fields above are valid (release). */
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t ready;
@@ -153,15 +157,58 @@ int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_la
 int shmcoll__arena_validate(const struct shmcoll_arena_hdr *hdr, uint64_t file_bytes,
 			    uint32_t nranks, char *err, size_t errlen);
 
+/* The default layout (arena_bytes == 0) shrunk to fit room bytes: the heap
+ * first, down to nothing, then the staging halves, down to the least the
+ * layout allows. Returns 0, or -ENOSPC when even that does not fit. Pure. */
+int shmcoll__arena_fit(uint32_t nranks, uint64_t room, struct shmcoll_layout *out);
+
+/* The least memory in bytes the memory cgroup of this process can still
+ * charge: the tightest limit of its cgroup and every ancestor (cgroup v2
+ * memory.max, v1 memory.limit_in_bytes) minus what that level uses, not
+ * counting file cache the kernel can reclaim (active_file + inactive_file of
+ * memory.stat; tmpfs pages are not in it). cgroup_file and mountinfo_file are
+ * /proc/self/cgroup and /proc/self/mountinfo, parameters for the tests.
+ * *room is UINT64_MAX when no level has a limit or nothing can be read, and
+ * where (if not NULL) names the directory of the tightest level. */
+void shmcoll__memcg_room(const char *cgroup_file, const char *mountinfo_file, uint64_t *room,
+			 char *where, size_t wherelen);
+
+/* What a new arena may take: the free space of the shared-memory filesystem
+ * (statvfs of /dev/shm) or the memory cgroup's room, whichever is less;
+ * UINT64_MAX when neither is limited. why describes both, for messages. */
+uint64_t shmcoll__arena_room(char *why, size_t whylen);
+
 /* Creates the job's segment (O_CREAT|O_EXCL, 0600), reserves its space, maps
- * it and writes the header. -EEXIST if the name is taken, -ENOSPC when the
- * shared-memory filesystem has no room, -EINVAL for a bad size. */
+ * it and writes the header, with this process as its creator. First it
+ * sweeps stale segments (best effort) and checks the room for the arena:
+ * with arena_bytes == 0 the default layout shrinks to fit with a margin (the
+ * heap first, then the staging halves); an arena that cannot fit, or an
+ * explicit arena_bytes that does not, fails with -ENOSPC and a message giving
+ * the bytes needed and available, before anything is created (and a race for
+ * the space is still an -ENOSPC from posix_fallocate, never a SIGBUS later).
+ * -EEXIST if the name is taken, -EINVAL for a bad size. */
 int shmcoll__arena_create(struct shmcoll_arena *a, const char *job, uint32_t nranks,
 			  size_t arena_bytes, char *err, size_t errlen);
 
 /* Opens and maps the segment the creator of job made, retrying until it
- * exists and is ready or timeout_ns passes (-ETIMEDOUT; < 0: forever).
- * -EPROTO for a segment that fails validation. */
+ * exists and is ready or timeout_ns passes (-ETIMEDOUT; < 0: forever). A
+ * segment whose creator is known dead is stale: it is skipped (the sweep of
+ * rank 0 replaces it) rather than attached. -EPROTO for a segment that is not
+ * a regular file, not this user's, not mode 0600 or fails validation.
+ *
+ * In one process every rank of a job shares one mapping: the first rank of
+ * the process to create or attach maps the segment, later ones (threads)
+ * reuse that mapping, counted; release unmaps at the last reference. A forked
+ * child never reuses a mapping registered before the fork.
+ *
+ * Hostile or broken segments: the header is read with pread into private
+ * memory and validated before anything is mapped, and the size is checked
+ * again once mapped, so a segment truncated before or during attach is
+ * -EPROTO (or, shorter than a header, never ready: -ETIMEDOUT), not SIGBUS. A process of the same
+ * user that truncates the file after that makes accesses to the lost pages fault with SIGBUS: POSIX
+ * shared memory cannot be sealed against shrinking (seals are memfd-only) and a library may not
+ * take SIGBUS. Only the owner can do that while the name exists (mode 0600), and nobody without
+ * ptrace rights once the last rank has attached and the name is gone. */
 int shmcoll__arena_attach(struct shmcoll_arena *a, const char *job, uint32_t nranks,
 			  int64_t timeout_ns, char *err, size_t errlen);
 
@@ -169,8 +216,24 @@ int shmcoll__arena_attach(struct shmcoll_arena *a, const char *job, uint32_t nra
  * from then on no crash can leak the segment. */
 void shmcoll__arena_join(struct shmcoll_arena *a, uint32_t rank);
 
-/* Removes the name if it still exists (failure paths), then unmaps. */
+/* Removes the name if it still exists (failure paths), then drops this
+ * rank's reference to the mapping (unmapped with the process's last one). */
 void shmcoll__arena_release(struct shmcoll_arena *a, int unlink_name);
+
+/* Removes the stale arenas of this user from /dev/shm: the entries named
+ * with this user's prefix that are regular files owned by this user and
+ *   - whose header names a creator that is dead (shmcoll__proc_state DEAD:
+ *     gone, a zombie, or its pid reused), or
+ *   - that have no header and were last modified more than 60 s ago (a
+ *     creator that died between creating the name and writing the header).
+ * Everything else is kept: a live or unknown creator (another pid namespace,
+ * no /proc), another layout version, other users' files, anything but a
+ * regular file. A segment is first renamed to a private name and removed only
+ * if it is still the file judged, so one created meanwhile under the old name
+ * is never removed. note (may be NULL) gets one line per entry looked at:
+ * "removed NAME: why" or "kept NAME: why". Returns how many were removed, or
+ * -errno when /dev/shm cannot be read. */
+int shmcoll__arena_sweep(void (*note)(void *arg, const char *line), void *arg);
 
 static inline struct shmcoll_ctrl *shmcoll__ctrl(const struct shmcoll_arena *a, uint32_t rank)
 {

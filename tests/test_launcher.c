@@ -1,16 +1,21 @@
 /* test_launcher.c - shmcoll-run from the outside: usage, the environment it
  * gives the ranks, exit status rules, stopping a failed job, signal forwarding,
- * and that no rank process and no arena outlives a job. */
+ * that no rank process, no process a rank started and no arena outlives a job,
+ * and --cleanup. Times are measured and printed, and bounded only to catch a
+ * hang: no test depends on how fast a loaded machine is. */
 #include <criterion/criterion.h>
 
 #include <sched.h>
 
+#include "shm/arena.h"
 #include "shm/name.h"
+#include "tests/harness.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +28,11 @@
 #include <unistd.h>
 
 #define RUN_CAP_S 20.0 /* a run taking longer than this is a hang */
-#define OUT_MAX   65536
+/* The launcher stops a job within about a second (SIGTERM, SIGKILL 0.5 s
+ * later); on a loaded machine it may take longer, so only this much is a
+ * failure. */
+#define STOP_CAP_S 10.0
+#define OUT_MAX    65536
 
 /* One launcher run: its output and status, and what its ranks recorded. */
 struct run {
@@ -49,6 +58,18 @@ static void sleep_ms(long ms)
 	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
 
 	nanosleep(&ts, NULL);
+}
+
+/* Measured times go to stderr, into the test log: information, not checks. */
+__attribute__((format(printf, 1, 2))) static void measured(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "test_launcher: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
 }
 
 static const char *env_path(const char *name)
@@ -283,18 +304,21 @@ static int arenas_of(const char *job)
 	return n;
 }
 
-/* After a run of p ranks: every rank recorded itself, all share one job, no
+/* After a run of p ranks: ranks 0..need-1 recorded themselves (the others
+ * may have been stopped before they could), all that did share one job, no
  * rank process and no arena of that job is left. Returns the job in job. */
-static void check_gone(const struct run *r, int p, char *job, size_t joblen)
+static void check_gone_n(const struct run *r, int p, int need, char *job, size_t joblen)
 {
 	char other[128];
 	pid_t pid, pgid, pgid0 = 0;
 	int i;
 
 	for (i = 0; i < p; i++) {
-		cr_assert(
-		    read_pidfile(r, i, &pid, &pgid, i ? other : job, i ? sizeof(other) : joblen),
-		    "rank %d left no pidfile; stderr:\n%s", i, r->err);
+		if (!read_pidfile(r, i, &pid, &pgid, i ? other : job, i ? sizeof(other) : joblen)) {
+			cr_assert(i >= need && i > 0, "rank %d left no pidfile; stderr:\n%s", i,
+			          r->err);
+			continue;
+		}
 		if (i == 0)
 			pgid0 = pgid;
 		cr_assert_eq(pgid, pgid0, "rank %d is in group %ld, rank 0 in %ld", i, (long)pgid,
@@ -307,6 +331,11 @@ static void check_gone(const struct run *r, int p, char *job, size_t joblen)
 	cr_assert_eq(group_members(pgid0), 0, "the ranks' process group %ld still has live members",
 	             (long)pgid0);
 	cr_assert_eq(arenas_of(job), 0, "an arena of job %s is left in /dev/shm", job);
+}
+
+static void check_gone(const struct run *r, int p, char *job, size_t joblen)
+{
+	check_gone_n(r, p, p, job, joblen);
 }
 
 /* Waits (bounded) until all p ranks have written their pidfiles. */
@@ -364,8 +393,9 @@ Test(launcher, help)
 
 	run_argv(&r, argv);
 	cr_assert_eq(exit_code(&r), 0);
-	cr_assert(strstr(r.out, "-n") && strstr(r.out, "SHMCOLL_RANK"),
-	          "--help does not explain -n and SHMCOLL_RANK:\n%s", r.out);
+	cr_assert(strstr(r.out, "-n") && strstr(r.out, "SHMCOLL_RANK") &&
+	              strstr(r.out, "--cleanup"),
+	          "--help does not explain -n, SHMCOLL_RANK and --cleanup:\n%s", r.out);
 	cleanup(&r);
 }
 
@@ -397,6 +427,8 @@ Test(launcher, bad_usage)
 	    {"-n", "2", "--timeout-ms", "soon", "true"},
 	    {"-n", "2", "--bind", "socket", "true"},
 	    {"-n", "4097", "--bind", "core", "true"},
+	    {"--cleanup", "-n", "2", "true", NULL},
+	    {"--cleanup", "true", NULL},
 	};
 	static struct run r;
 	size_t c, i;
@@ -486,7 +518,14 @@ static void run_bind(const char *bind, int p, char *out, size_t len)
 {
 	static struct run r;
 	char np[16];
-	char *argv[] = {(char *)launcher(), "-n", np, "--bind", (char *)bind, "--", "/bin/sh", "-c",
+	char *argv[] = {(char *)launcher(),
+	                "-n",
+	                np,
+	                "--bind",
+	                (char *)bind,
+	                "--",
+	                "/bin/sh",
+	                "-c",
 	                "echo \"$SHMCOLL_RANK $(grep Cpus_allowed_list /proc/self/status | "
 	                "cut -f2)\"",
 	                NULL};
@@ -540,8 +579,7 @@ Test(launcher, bind)
 		cr_assert(strstr(out, want), "--bind none: want '%d %s' in:\n%s", i, list, out);
 	}
 	run_bind("auto", n + 1, out, sizeof(out));
-	cr_assert_eq(count_lines(out), n + 1, "auto with %d ranks on %d CPUs:\n%s", n + 1, n,
-	             out);
+	cr_assert_eq(count_lines(out), n + 1, "auto with %d ranks on %d CPUs:\n%s", n + 1, n, out);
 }
 
 static void run_ok(int p)
@@ -594,7 +632,8 @@ Test(launcher, rank_fails)
 
 	run_argv(&r, argv);
 	cr_assert_eq(exit_code(&r), 7, "exit %d; stderr:\n%s", exit_code(&r), r.err);
-	cr_assert_lt(r.secs, 5.0, "the job took %.1f s to stop", r.secs);
+	measured("the failed job took %.3f s from start to the launcher's exit", r.secs);
+	cr_assert_lt(r.secs, STOP_CAP_S, "the job took %.1f s to stop", r.secs);
 	cr_assert(strstr(r.err, "rank 1 (pid") && strstr(r.err, "exited with status 7"),
 	          "stderr does not name rank 1 and status 7:\n%s", r.err);
 	check_gone(&r, 3, job, sizeof(job));
@@ -609,7 +648,8 @@ Test(launcher, rank_killed)
 
 	run_argv(&r, argv);
 	cr_assert_eq(exit_code(&r), 137, "exit %d; stderr:\n%s", exit_code(&r), r.err);
-	cr_assert_lt(r.secs, 5.0, "the job took %.1f s to stop", r.secs);
+	measured("the failed job took %.3f s from start to the launcher's exit", r.secs);
+	cr_assert_lt(r.secs, STOP_CAP_S, "the job took %.1f s to stop", r.secs);
 	cr_assert(strstr(r.err, "rank 2 (pid") && strstr(r.err, "killed by signal 9"),
 	          "stderr does not name rank 2 and signal 9:\n%s", r.err);
 	check_gone(&r, 3, job, sizeof(job));
@@ -634,7 +674,8 @@ Test(launcher, sigterm_ignored)
 
 	run_argv(&r, argv);
 	cr_assert_eq(exit_code(&r), 5, "exit %d; stderr:\n%s", exit_code(&r), r.err);
-	cr_assert_lt(r.secs, 5.0, "the job took %.1f s to stop", r.secs);
+	measured("the failed job took %.3f s from start to the launcher's exit", r.secs);
+	cr_assert_lt(r.secs, STOP_CAP_S, "the job took %.1f s to stop", r.secs);
 	cr_assert(strstr(r.err, "rank 1 (pid") && strstr(r.err, "exited with status 5"),
 	          "stderr:\n%s", r.err);
 	cr_assert_null(strstr(r.err, "rank 0 (pid"), "a rank the launcher stopped is reported:\n%s",
@@ -669,7 +710,8 @@ static void forward(int sig)
 	cr_assert_eq(kill(r.pid, sig), 0);
 	finish(&r);
 	cr_assert_eq(exit_code(&r), 128 + sig, "exit %d; stderr:\n%s", exit_code(&r), r.err);
-	cr_assert_lt(now_s() - t0, 2.0, "the launcher took %.1f s to exit", now_s() - t0);
+	measured("the launcher exited %.3f s after signal %d", now_s() - t0, sig);
+	cr_assert_lt(now_s() - t0, STOP_CAP_S, "the launcher took %.1f s to exit", now_s() - t0);
 	cr_assert_null(strstr(r.err, "rank "), "ranks stopped by a signal are reported:\n%s",
 	               r.err);
 	check_gone(&r, 2, job, sizeof(job));
@@ -709,5 +751,214 @@ Test(launcher, arena_removed)
 	cr_assert_eq(exit_code(&r), 137, "exit %d; stderr:\n%s", exit_code(&r), r.err);
 	cr_assert(strstr(r.err, "killed by signal 9"), "stderr:\n%s", r.err);
 	check_gone(&r, 2, job, sizeof(job));
+	cleanup(&r);
+}
+
+/* Reads what.<rank>, a pid a rank recorded: 1 if present, 0 if not (yet). */
+static int read_mark(const struct run *r, const char *what, int rank, pid_t *pid)
+{
+	char path[128], name[64];
+	long p;
+	FILE *f;
+	int ok;
+
+	snprintf(name, sizeof(name), "%s.%d", what, rank);
+	path_in(path, sizeof(path), r, name);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	ok = fscanf(f, "%ld", &p) == 1;
+	fclose(f);
+	if (ok)
+		*pid = (pid_t)p;
+	return ok;
+}
+
+/* Waits (bounded) until ranks 0..p-1 have all recorded what. */
+static void wait_marks(struct run *r, const char *what, int p, pid_t *pids)
+{
+	int i;
+
+	for (i = 0; i < p;) {
+		if (read_mark(r, what, i, &pids[i])) {
+			i++;
+			continue;
+		}
+		if (now_s() - r->start > RUN_CAP_S) {
+			kill(r->pid, SIGKILL);
+			waitpid(r->pid, &r->status, 0);
+			slurp(r, "stderr", r->err);
+			cr_assert_fail("rank %d did not record %s within %.0f s; stderr:\n%s", i,
+			               what, RUN_CAP_S, r->err);
+		}
+		sleep_ms(5);
+	}
+}
+
+/* A rank SIGKILLed from outside while the others ignore SIGTERM: the launcher
+ * names the rank and the signal, SIGKILLs the others after the grace, exits
+ * 137 and leaves no process and no arena. */
+Test(launcher, rank_sigkilled_others_ignore_sigterm)
+{
+	static struct run r;
+	char *argv[] = {(char *)launcher(), "-n", "3", (char *)rankprog(), "stubborn", NULL};
+	char job[128];
+	pid_t pids[3];
+	double t0, dt;
+
+	spawn(&r, argv);
+	wait_marks(&r, "stubborn", 3, pids);
+	t0 = now_s();
+	cr_assert_eq(kill(pids[1], SIGKILL), 0);
+	finish(&r);
+	dt = now_s() - t0;
+	measured("the launcher exited %.3f s after rank 1 was SIGKILLed", dt);
+	cr_assert_eq(exit_code(&r), 137, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	cr_assert_lt(dt, STOP_CAP_S, "the launcher took %.1f s to exit", dt);
+	cr_assert(strstr(r.err, "rank 1 (pid") && strstr(r.err, "killed by signal 9 (SIGKILL"),
+	          "stderr does not name rank 1 and SIGKILL:\n%s", r.err);
+	cr_assert(!strstr(r.err, "rank 0 (pid") && !strstr(r.err, "rank 2 (pid"),
+	          "a rank the launcher stopped is reported:\n%s", r.err);
+	check_gone(&r, 3, job, sizeof(job));
+	cleanup(&r);
+}
+
+/* SIGINT or SIGTERM to the launcher while every rank ignores both: forwarded,
+ * then SIGKILL after the grace; exit 128 + sig, nothing left. */
+static void forward_ignored(int sig)
+{
+	static struct run r;
+	char *argv[] = {(char *)launcher(), "-n", "2", (char *)rankprog(), "stubborn", NULL};
+	char job[128];
+	pid_t pids[2];
+	double t0, dt;
+
+	spawn(&r, argv);
+	wait_marks(&r, "stubborn", 2, pids);
+	t0 = now_s();
+	cr_assert_eq(kill(r.pid, sig), 0);
+	finish(&r);
+	dt = now_s() - t0;
+	measured("the launcher exited %.3f s after signal %d the ranks ignore", dt, sig);
+	cr_assert_eq(exit_code(&r), 128 + sig, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	cr_assert_lt(dt, STOP_CAP_S, "the launcher took %.1f s to exit", dt);
+	cr_assert_null(strstr(r.err, "rank "), "ranks stopped by the launcher are reported:\n%s",
+	               r.err);
+	check_gone(&r, 2, job, sizeof(job));
+	cleanup(&r);
+}
+
+Test(launcher, sigterm_ignored_by_ranks)
+{
+	forward_ignored(SIGTERM);
+}
+
+Test(launcher, sigint_ignored_by_ranks)
+{
+	forward_ignored(SIGINT);
+}
+
+/* Rank 2 exits 3 once rank 0 has created the arena but before it attaches
+ * itself, so the ranks never unlink the arena's name: the launcher does. */
+Test(launcher, rank_fails_before_attaching)
+{
+	static struct run r;
+	char *argv[] = {(char *)launcher(), "-n", "3", (char *)rankprog(), "early", "2", "3", NULL};
+	char job[128];
+
+	run_argv(&r, argv);
+	measured("the job took %.3f s from start to the launcher's exit", r.secs);
+	cr_assert_eq(exit_code(&r), 3, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	cr_assert_lt(r.secs, STOP_CAP_S, "the job took %.1f s to stop", r.secs);
+	cr_assert(strstr(r.err, "rank 2 (pid") && strstr(r.err, "exited with status 3"),
+	          "stderr does not name rank 2 and status 3:\n%s", r.err);
+	/* Rank 0 made the arena; rank 1 may have been stopped before it began. */
+	check_gone_n(&r, 3, 1, job, sizeof(job));
+	cleanup(&r);
+}
+
+/* Each rank leaves a process outside the ranks' group that ignores SIGTERM,
+ * then exits with code: the launcher adopts, stops and reaps them, and exits
+ * with the ranks' status. */
+static void run_orphans(const char *code, int want)
+{
+	static struct run r;
+	char *argv[] = {(char *)launcher(), "-n",         "2", (char *)rankprog(),
+	                "orphan",           (char *)code, NULL};
+	pid_t orphans[2] = {0, 0};
+	int i, alive = 0;
+
+	run_argv(&r, argv);
+	for (i = 0; i < 2; i++) {
+		cr_assert(read_mark(&r, "orphan", i, &orphans[i]), "rank %d left no orphan mark",
+		          i);
+		alive += proc_alive(orphans[i]);
+	}
+	for (i = 0; i < 2; i++)
+		if (orphans[i] > 0 && proc_alive(orphans[i]))
+			kill(orphans[i], SIGKILL);
+	measured("orphan %s: the launcher exited after %.3f s", code, r.secs);
+	cr_assert_eq(exit_code(&r), want, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	cr_assert_eq(alive, 0, "%d processes the ranks left outlived the launcher", alive);
+	cr_assert_lt(r.secs, STOP_CAP_S, "the job took %.1f s to stop", r.secs);
+	cleanup(&r);
+}
+
+Test(launcher, orphans_stopped_after_success)
+{
+	run_orphans("0", 0);
+}
+
+Test(launcher, orphans_stopped_after_failure)
+{
+	run_orphans("4", 4);
+}
+
+static int shm_exists(const char *name)
+{
+	char path[SHMCOLL_NAME_MAX + 16];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	return lstat(path, &st) == 0;
+}
+
+/* --cleanup removes an arena whose creator died before every rank attached,
+ * keeps one whose creator lives, and says which is which. */
+Test(launcher, cleanup)
+{
+	static struct run r;
+	char *argv[] = {(char *)launcher(), "--cleanup", NULL};
+	char dead_job[64], live_job[64], err[256], want[SHMCOLL_NAME_MAX + 96];
+	struct shmcoll_arena live, dead;
+	pid_t pid;
+	int ws;
+
+	th_job_name(dead_job, sizeof(dead_job));
+	th_job_name(live_job, sizeof(live_job));
+	/* Live first: creating an arena sweeps, and would remove the dead one. */
+	cr_assert_eq(shmcoll__arena_create(&live, live_job, 2, 0, err, sizeof(err)), 0, "%s", err);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0)
+		_exit(shmcoll__arena_create(&dead, dead_job, 2, 0, err, sizeof(err)) == 0 ? 0 : 1);
+	cr_assert_eq(waitpid(pid, &ws, 0), pid);
+	cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the child could not create its arena");
+	cr_assert_eq(shmcoll__arena_name(dead.name, sizeof(dead.name), dead_job), 0);
+	cr_assert(shm_exists(dead.name));
+
+	run_argv(&r, argv);
+	cr_assert_eq(exit_code(&r), 0, "stderr:\n%s", r.err);
+	snprintf(want, sizeof(want), "removed %s: its creator (pid %ld) is gone", dead.name + 1,
+	         (long)pid);
+	cr_assert(strstr(r.out, want), "no '%s' in:\n%s", want, r.out);
+	snprintf(want, sizeof(want), "kept %s: its creator (pid %ld) is alive", live.name + 1,
+	         (long)getpid());
+	cr_assert(strstr(r.out, want), "no '%s' in:\n%s", want, r.out);
+	cr_assert(strstr(r.out, "stale arena"), "no count in:\n%s", r.out);
+	cr_assert_not(shm_exists(dead.name), "the dead job's arena is still there");
+	cr_assert(shm_exists(live.name), "the live job's arena was removed");
+	shmcoll__arena_release(&live, 1);
+	cr_assert_not(shm_exists(live.name));
 	cleanup(&r);
 }

@@ -1,8 +1,11 @@
 /* rankprog.c - the rank program test_launcher runs under shmcoll-run: one mode
  * per behaviour the launcher must handle (success, a rank that exits non-zero,
- * a rank killed by a signal, signal forwarding, the environment it sets). */
+ * a rank killed by a signal, signal forwarding, the environment it sets, ranks
+ * that ignore SIGTERM, a rank that dies before attaching, processes a rank
+ * leaves behind). */
 #include <shmcoll.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -48,6 +51,26 @@ static void write_pidfile(void)
 	if (fd < 0 || write(fd, line, (size_t)n) != n || close(fd) < 0 || rename(tmp, path) < 0) {
 		fprintf(stderr, "rankprog: cannot write %s: %s\n", path, strerror(errno));
 		exit(EXIT_USAGE);
+	}
+}
+
+/* With SHMCOLL_TEST_PIDDIR set, writes "<pid>\n" to $SHMCOLL_TEST_PIDDIR/<what>.<rank>
+ * (atomically, like the pidfile): tells the test this rank got that far. */
+static void write_mark(const char *what, pid_t pid)
+{
+	const char *dir = getenv("SHMCOLL_TEST_PIDDIR");
+	char tmp[4096], path[4096], line[32];
+	int fd, n, rank = env_int("SHMCOLL_RANK", 0);
+
+	if (!dir)
+		return;
+	n = snprintf(line, sizeof(line), "%ld\n", (long)pid);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.%d.%ld.tmp", dir, what, rank, (long)getpid());
+	snprintf(path, sizeof(path), "%s/%s.%d", dir, what, rank);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || write(fd, line, (size_t)n) != n || close(fd) < 0 || rename(tmp, path) < 0) {
+		fprintf(stderr, "rankprog: cannot write %s: %s\n", path, strerror(errno));
+		_exit(EXIT_USAGE);
 	}
 }
 
@@ -136,6 +159,100 @@ static int mode_kill(int victim)
 	return wait_in_barrier(comm, victim);
 }
 
+static void forever(void)
+{
+	for (;;)
+		pause();
+}
+
+/* Every rank attaches, then ignores SIGTERM and SIGINT and waits to be
+ * killed: only the launcher's SIGKILL can end the job. */
+static int mode_stubborn(void)
+{
+	init();
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	write_mark("stubborn", getpid());
+	forever();
+	return 0;
+}
+
+/* Waits (at most 60 s) until /dev/shm holds an arena of this job: a name
+ * starting "shmcoll.<uid>.<job>." (launcher job ids are not changed by the
+ * name's sanitising). */
+static void wait_for_arena(void)
+{
+	const char *job = getenv("SHMCOLL_JOB");
+	struct timespec ms = {.tv_nsec = 1000000};
+	char prefix[256];
+	struct dirent *e;
+	int i, found = 0;
+	DIR *d;
+
+	snprintf(prefix, sizeof(prefix), "shmcoll.%u.%s.", (unsigned)getuid(), job ? job : "");
+	for (i = 0; i < 60000 && !found; i++) {
+		d = opendir("/dev/shm");
+		while (d && !found && (e = readdir(d)) != NULL)
+			found = !strncmp(e->d_name, prefix, strlen(prefix));
+		if (d)
+			closedir(d);
+		if (!found)
+			nanosleep(&ms, NULL);
+	}
+}
+
+/* The victim exits with code before it attaches, once rank 0 has created the
+ * arena; the others attach (rank 0
+ * creates the arena) and wait, so the arena's name is never unlinked by the
+ * ranks: the launcher must remove it. */
+static int mode_early(int victim, int code)
+{
+	shmcoll_comm *comm;
+
+	if (env_int("SHMCOLL_RANK", -1) == victim) {
+		wait_for_arena();
+		exit(code);
+	}
+	comm = init();
+	return wait_in_barrier(comm, victim);
+}
+
+/* Each rank starts a process that leaves the ranks' process group (setsid),
+ * ignores SIGTERM and sleeps, records its pid as orphan.<rank>; once every
+ * rank's is recorded (a barrier), the rank exits with code: the launcher must
+ * still stop and reap them. */
+static int mode_orphan(int code)
+{
+	shmcoll_comm *comm = init();
+	int fds[2], err;
+	char c;
+	pid_t pid;
+
+	if (pipe(fds) < 0)
+		return EXIT_USAGE;
+	pid = fork();
+	if (pid < 0)
+		return EXIT_USAGE;
+	if (pid == 0) {
+		close(fds[0]);
+		setsid();
+		signal(SIGTERM, SIG_IGN);
+		write_mark("orphan", getpid());
+		close(fds[1]);
+		forever();
+	}
+	close(fds[1]);
+	/* The orphan has recorded itself once the pipe reads end of file. */
+	while (read(fds[0], &c, 1) < 0 && errno == EINTR)
+		;
+	err = shmcoll_barrier(comm);
+	if (err < 0)
+		call_failed("shmcoll_barrier", err, comm);
+	if (code == 0)
+		shmcoll_comm_destroy(comm);
+	return code;
+}
+
 static int mode_sleep(void)
 {
 	struct timespec left = {.tv_sec = 60};
@@ -174,6 +291,13 @@ int main(int argc, char **argv)
 		return mode_sleep();
 	if (!strcmp(mode, "env") && argc == 2)
 		return mode_env();
-	fprintf(stderr, "usage: rankprog ok | fail RANK CODE | kill RANK | sleep | env\n");
+	if (!strcmp(mode, "stubborn") && argc == 2)
+		return mode_stubborn();
+	if (!strcmp(mode, "early") && argc == 4)
+		return mode_early(atoi(argv[2]), atoi(argv[3]));
+	if (!strcmp(mode, "orphan") && argc == 3)
+		return mode_orphan(atoi(argv[2]));
+	fprintf(stderr, "usage: rankprog ok | fail RANK CODE | kill RANK | sleep | env | stubborn "
+	                "| early RANK CODE | orphan CODE\n");
 	return EXIT_USAGE;
 }
