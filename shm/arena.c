@@ -167,6 +167,13 @@ int shmcoll__arena_validate(const struct shmcoll_arena_hdr *h, uint64_t file_byt
 		snprintf(err, errlen, "slot or heap size out of range");
 		return -EPROTO;
 	}
+	/* Every rank's heap inside the file, checked without the overflow that
+	 * heap_off + nranks * heap_stride could wrap around to. */
+	want.heap_off = fixed_bytes(nranks) + (uint64_t)nranks * 2 * h->slot_half;
+	if (file_bytes < want.heap_off || h->heap_stride > (file_bytes - want.heap_off) / nranks) {
+		snprintf(err, errlen, "the heaps do not fit in the segment");
+		return -EPROTO;
+	}
 	place(&want, nranks, h->slot_half, h->heap_stride);
 	if (h->ctrl_off != want.ctrl_off || h->slot_off != want.slot_off ||
 	    h->slot_stride != want.slot_stride || h->heap_off != want.heap_off ||
@@ -974,6 +981,14 @@ int shmcoll__arena_attach(struct shmcoll_arena *a, const char *job, uint32_t nra
 			waiting = "it exists but is not ready";
 			nap(&delay);
 			continue;
+		}
+		/* The size read before the header may predate the creator's
+		 * ftruncate; a ready header means it is final now. */
+		if (fstat(fd, &st) < 0) {
+			rc = -errno;
+			close(fd);
+			snprintf(err, errlen, "cannot stat %s: %s", a->name, strerror(-rc));
+			return rc;
 		}
 		if (shmcoll__proc_state(&copy.creator) == SHMCOLL_PROC_DEAD) {
 			/* A dead job's: rank 0 sweeps it and makes ours. */
