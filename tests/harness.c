@@ -550,7 +550,7 @@ int th_dtype_is_float(shmcoll_dtype dt)
 	return dt >= SHMCOLL_FLOAT16 && dt <= SHMCOLL_FLOAT64;
 }
 
-static int dtype_signed(shmcoll_dtype dt)
+int th_dtype_is_signed(shmcoll_dtype dt)
 {
 	return dt == SHMCOLL_INT8 || dt == SHMCOLL_INT32 || dt == SHMCOLL_INT64;
 }
@@ -821,7 +821,7 @@ static uint64_t edge_int(shmcoll_dtype dt, uint64_t h)
 	uint64_t ones = bits == 64 ? ~0ull : (1ull << bits) - 1;
 	uint64_t umin = 0, umax = ones, v;
 
-	if (dtype_signed(dt)) {
+	if (th_dtype_is_signed(dt)) {
 		umax = ones >> 1;
 		umin = ~umax; /* sign-extended minimum */
 	}
@@ -836,7 +836,7 @@ static uint64_t edge_int(shmcoll_dtype dt, uint64_t h)
 		v = 0;
 		break;
 	case 3:
-		v = dtype_signed(dt) ? ~0ull : ones;
+		v = th_dtype_is_signed(dt) ? ~0ull : ones;
 		break;
 	case 4:
 		v = 1;
@@ -925,7 +925,7 @@ static void expect_reduce(const th_case *kc, uint64_t salt, int size, size_t bas
 	shmcoll_dtype dt = kc->dtype;
 	shmcoll_op op = kc->op;
 	size_t es = th_dtype_size(dt), i;
-	int r, sgn = dtype_signed(dt);
+	int r, sgn = th_dtype_is_signed(dt);
 	uint64_t acc64;
 
 	for (i = 0; i < n; i++) {
@@ -1039,7 +1039,7 @@ static void describe(const th_checker *ck, const th_case *kc, char *buf, size_t 
 	         ck->rank);
 }
 
-static void format_elem(shmcoll_dtype dt, const unsigned char *p, char *buf, size_t len)
+void th_format_elem(shmcoll_dtype dt, const unsigned char *p, char *buf, size_t len)
 {
 	uint64_t u = 0;
 	int64_t s;
@@ -1066,7 +1066,7 @@ static void format_elem(shmcoll_dtype dt, const unsigned char *p, char *buf, siz
 		snprintf(buf, len, "0x%016llx (%.17g)", (unsigned long long)u, d);
 		break;
 	default:
-		if (dtype_signed(dt)) {
+		if (th_dtype_is_signed(dt)) {
 			s = es == 1 ? (int8_t)u : es == 4 ? (int32_t)u : (int64_t)u;
 			snprintf(buf, len, "0x%0*llx (%lld)", (int)(2 * es), (unsigned long long)u,
 			         (long long)s);
@@ -1117,8 +1117,8 @@ static int cmp_elems(th_checker *ck, const th_case *kc, const char *buf_name,
 				first = i;
 		}
 	}
-	format_elem(kc->dtype, got + first * es, g, sizeof(g));
-	format_elem(kc->dtype, want + first * es, w, sizeof(w));
+	th_format_elem(kc->dtype, got + first * es, g, sizeof(g));
+	th_format_elem(kc->dtype, want + first * es, w, sizeof(w));
 	return fail(ck, kc, code, "%s: first bad index %zu got %s want %s (%zu of %zu bad)",
 	            buf_name, elem_base + first, g, w, nbad, n);
 }

@@ -89,6 +89,9 @@ const char *th_dtype_name(shmcoll_dtype dt);
 const char *th_op_name(shmcoll_op op);
 size_t th_dtype_size(shmcoll_dtype dt);
 int th_dtype_is_float(shmcoll_dtype dt);
+int th_dtype_is_signed(shmcoll_dtype dt);
+/* One element at p as hex and as its value ("0x3f80 (1)"), for messages. */
+void th_format_elem(shmcoll_dtype dt, const unsigned char *p, char *buf, size_t len);
 /* The contract's valid (dtype, op) pairs: every op on integers, no bitwise op on floats. */
 int th_op_valid(shmcoll_dtype dt, shmcoll_op op);
 

@@ -45,11 +45,6 @@ static void stream_bytes(uint64_t salt, int r, size_t from, size_t len, unsigned
 	}
 }
 
-static int dtype_signed(shmcoll_dtype dt)
-{
-	return dt == SHMCOLL_INT8 || dt == SHMCOLL_INT32 || dt == SHMCOLL_INT64;
-}
-
 /* m integer elements at p, sign- or zero-extended to 64 bits. */
 static void load_ints(shmcoll_dtype dt, const unsigned char *p, size_t m, uint64_t *v)
 {
@@ -240,7 +235,7 @@ static void fold_ints(const struct soak_call *c, int size, size_t base, size_t n
 {
 	shmcoll_dtype dt = c->dtype;
 	size_t es = th_dtype_size(dt), i, m;
-	int r, sgn = dtype_signed(dt);
+	int r, sgn = th_dtype_is_signed(dt);
 	unsigned char raw[BLOCK * 8];
 	uint64_t acc[BLOCK], v[BLOCK], q;
 	i128 sacc[BLOCK]; /* AVG: the exact sum, which 128 bits hold */
@@ -335,45 +330,6 @@ static size_t pat_find_bad(const unsigned char *p, size_t from, size_t to, uint6
 
 /* ---- reporting ---- */
 
-static void format_elem(shmcoll_dtype dt, const unsigned char *p, char *buf, size_t len)
-{
-	uint64_t u = 0;
-	size_t es = th_dtype_size(dt);
-	int64_t s;
-	float f;
-	double d;
-
-	memcpy(&u, p, es);
-	switch (dt) {
-	case SHMCOLL_FLOAT16:
-		snprintf(buf, len, "0x%04llx (%g)", (unsigned long long)u,
-		         (double)th_f16_to_f32((uint16_t)u));
-		break;
-	case SHMCOLL_BFLOAT16:
-		snprintf(buf, len, "0x%04llx (%g)", (unsigned long long)u,
-		         (double)th_bf16_to_f32((uint16_t)u));
-		break;
-	case SHMCOLL_FLOAT32:
-		memcpy(&f, p, 4);
-		snprintf(buf, len, "0x%08llx (%.9g)", (unsigned long long)u, (double)f);
-		break;
-	case SHMCOLL_FLOAT64:
-		memcpy(&d, p, 8);
-		snprintf(buf, len, "0x%016llx (%.17g)", (unsigned long long)u, d);
-		break;
-	default:
-		if (dtype_signed(dt)) {
-			s = es == 1 ? (int8_t)u : es == 4 ? (int32_t)u : (int64_t)u;
-			snprintf(buf, len, "0x%0*llx (%lld)", (int)(2 * es), (unsigned long long)u,
-			         (long long)s);
-		} else {
-			snprintf(buf, len, "0x%0*llx (%llu)", (int)(2 * es), (unsigned long long)u,
-			         (unsigned long long)u);
-		}
-		break;
-	}
-}
-
 static void report(struct soak_state *st, const struct soak_call *c, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -408,8 +364,8 @@ static int cmp_elems(struct soak_state *st, const struct soak_call *c, const cha
 	for (i = 0; i < n; i++)
 		if (memcmp(got + i * es, want + i * es, es) && !nbad++)
 			first = i;
-	format_elem(c->dtype, got + first * es, g, sizeof(g));
-	format_elem(c->dtype, want + first * es, w, sizeof(w));
+	th_format_elem(c->dtype, got + first * es, g, sizeof(g));
+	th_format_elem(c->dtype, want + first * es, w, sizeof(w));
 	report(st, c, "%s: first differing element %zu: got %s want %s (%zu of %zu differ)", name,
 	       base + first, g, w, nbad, n);
 	return 1;
@@ -733,7 +689,7 @@ int soak_run(struct soak_state *st, const struct soak_call *c)
 	sb = c->sym == TH_SYM_BOTH || c->sym == TH_SYM_RECV || (c->sym == TH_SYM_EVEN && even);
 	if (inplace)
 		sa = sa || sb;
-	if (soak_region_elems(c->coll, n, P) * es > st->symcap)
+	if (th_coll_region_elems(c->coll, n, P) * es > st->symcap)
 		sa = sb = 0;
 	A = sa ? st->sa : st->a;
 	B = sb ? st->sb : st->b;

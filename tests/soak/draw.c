@@ -11,27 +11,6 @@ static const th_coll coll_wheel[] = {
     TH_SCATTER,   TH_SCATTER,   TH_ALLTOALL,       TH_ALLTOALL,       TH_BARRIER,
 };
 
-static size_t region_mult(th_coll c, int size)
-{
-	switch (c) {
-	case TH_ALLGATHER:
-	case TH_REDUCE_SCATTER:
-	case TH_GATHER:
-	case TH_SCATTER:
-	case TH_ALLTOALL:
-		return (size_t)size;
-	case TH_BARRIER:
-		return 0;
-	default:
-		return 1;
-	}
-}
-
-size_t soak_region_elems(th_coll c, size_t count, int size)
-{
-	return region_mult(c, size) * count;
-}
-
 /* A region in [2^lo_bits, 2^hi_bits) bytes: 2^b + [0, 2^b) with b uniform
  * in [lo_bits, hi_bits), so sizes spread evenly over the octaves. */
 static size_t draw_bytes(struct soak_rng *rng, unsigned lo_bits, unsigned hi_bits)
@@ -102,7 +81,7 @@ void soak_draw(struct soak_rng *rng, const struct soak_limits *lim, uint64_t see
 		c->op = (shmcoll_op)(soak_next(rng) % nops);
 	}
 	c->root = th_coll_rooted(c->coll) ? (int)(soak_next(rng) % (uint64_t)lim->size) : 0;
-	c->count = draw_count(rng, region_mult(c->coll, lim->size) * th_dtype_size(c->dtype),
+	c->count = draw_count(rng, th_coll_region_elems(c->coll, 1, lim->size) * th_dtype_size(c->dtype),
 	                      lim->max_bytes);
 
 	c->flags = 0;

@@ -251,7 +251,7 @@ static void fmt_bytes(uint64_t b, char *buf, size_t len)
 static void count_call(struct stats *s, const struct soak_call *c, int size, size_t symcap)
 {
 	struct coll_stats *cs = &s->coll[c->coll];
-	size_t region = soak_region_elems(c->coll, c->count, size) * th_dtype_size(c->dtype);
+	size_t region = th_coll_region_elems(c->coll, c->count, size) * th_dtype_size(c->dtype);
 
 	s->calls++;
 	cs->calls++;
@@ -451,7 +451,7 @@ int main(int argc, char **argv)
 		}
 		mism += (uint64_t)rc;
 		count_call(&s, &c, size, st.symcap);
-		since_bytes += soak_region_elems(c.coll, c.count, size) * th_dtype_size(c.dtype);
+		since_bytes += th_coll_region_elems(c.coll, c.count, size) * th_dtype_size(c.dtype);
 		if (++since_calls < CONTROL_CALLS && since_bytes < CONTROL_BYTES)
 			continue;
 		/* The control step: every rank makes it after the same call. */

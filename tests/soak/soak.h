@@ -60,8 +60,6 @@ void soak_draw(struct soak_rng *rng, const struct soak_limits *lim, uint64_t see
 /* Whether the sequence reallocates the symmetric buffers before the next call. */
 int soak_draw_realloc(struct soak_rng *rng);
 
-/* Elements in the larger of a rank's send and receive regions. */
-size_t soak_region_elems(th_coll c, size_t count, int size);
 /* Bytes of results the call delivers, summed over all ranks. */
 uint64_t soak_result_bytes(const struct soak_call *c, int size);
 /* "allreduce dtype=int8 op=sum count=7 root=- flags=in-place buffers=malloc
