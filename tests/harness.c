@@ -1165,21 +1165,14 @@ static int call(const th_checker *ck, const th_case *kc, const void *s, void *r)
 	}
 }
 
-/* Buffer sizes of one rank, in elements, for the call described by kc. */
-struct shape {
-	size_t sendn, recvn; /* regions passed as sendbuf / recvbuf (bcast: buf is recv) */
-	int has_input;       /* sendn elements of real data (else a canary region) */
-	int has_output;      /* recvn elements are written (else a canary region) */
-};
-
-static void shape_of(const th_checker *ck, const th_case *kc, struct shape *sh)
+void th_shape_of(th_coll coll, size_t count, int rank, int size, int root_rank, th_shape *sh)
 {
-	size_t n = kc->count, pn = (size_t)ck->size * n;
-	int root = !th_coll_rooted(kc->coll) || ck->rank == kc->root;
+	size_t n = count, pn = (size_t)size * n;
+	int root = !th_coll_rooted(coll) || rank == root_rank;
 
 	sh->has_input = 1;
 	sh->has_output = 1;
-	switch (kc->coll) {
+	switch (coll) {
 	case TH_ALLREDUCE:
 	case TH_REDUCE:
 		sh->sendn = n;
@@ -1206,9 +1199,13 @@ static void shape_of(const th_checker *ck, const th_case *kc, struct shape *sh)
 		sh->recvn = n;
 		sh->has_input = root;
 		break;
-	default:
+	case TH_ALLTOALL:
 		sh->sendn = pn;
 		sh->recvn = pn;
+		break;
+	default:
+		sh->sendn = sh->recvn = 0;
+		sh->has_input = sh->has_output = 0;
 		break;
 	}
 }
@@ -1250,7 +1247,7 @@ static void expect(th_checker *ck, const th_case *kc, uint64_t salt)
 	}
 }
 
-static int run_in_place(th_checker *ck, const th_case *kc, const struct shape *sh, unsigned char *A,
+static int run_in_place(th_checker *ck, const th_case *kc, const th_shape *sh, unsigned char *A,
                         size_t off, uint64_t seed)
 {
 	size_t n = kc->count, es = th_dtype_size(kc->dtype);
@@ -1310,7 +1307,7 @@ static int run_in_place(th_checker *ck, const th_case *kc, const struct shape *s
 	return err ? err : e;
 }
 
-static int run_out_of_place(th_checker *ck, const th_case *kc, const struct shape *sh,
+static int run_out_of_place(th_checker *ck, const th_case *kc, const th_shape *sh,
                             unsigned char *A, unsigned char *B, size_t off, uint64_t sa,
                             uint64_t sb)
 {
@@ -1363,7 +1360,7 @@ int th_check_run(th_checker *ck, const th_case *kc)
 	uint64_t seq = ++ck->seq;
 	uint64_t salt = th_mix(seq * 0x2545f4914f6cdd1dull + (uint64_t)kc->coll);
 	size_t es = th_dtype_size(kc->dtype), i, cap, need, off;
-	struct shape sh;
+	th_shape sh;
 	unsigned char *A, *B;
 	int rc, even = !(ck->rank & 1), sa, sb;
 
@@ -1378,7 +1375,7 @@ int th_check_run(th_checker *ck, const th_case *kc)
 			            shmcoll_strerror(rc), shmcoll_last_error(ck->comm));
 		return 0;
 	}
-	shape_of(ck, kc, &sh);
+	th_shape_of(kc->coll, kc->count, ck->rank, ck->size, kc->root, &sh);
 	sa = kc->sym == TH_SYM_BOTH || kc->sym == TH_SYM_SEND || (kc->sym == TH_SYM_EVEN && even);
 	sb = kc->sym == TH_SYM_BOTH || kc->sym == TH_SYM_RECV || (kc->sym == TH_SYM_EVEN && even);
 	if (kc->variant == TH_IN_PLACE)

@@ -166,6 +166,14 @@ int th_coll_reduces(th_coll c);
 int th_coll_variants(th_coll c, th_variant *v);
 /* Elements in the larger of a rank's send and receive regions for count. */
 size_t th_coll_region_elems(th_coll c, size_t count, int size);
+
+/* Buffer sizes of one rank, in elements, for one call. */
+typedef struct th_shape {
+	size_t sendn, recvn; /* regions passed as sendbuf / recvbuf (bcast: buf is recv) */
+	int has_input;       /* sendn (bcast: recvn) elements of real data, else canaries */
+	int has_output;      /* recvn elements are this rank's result, else untouched */
+} th_shape;
+void th_shape_of(th_coll coll, size_t count, int rank, int size, int root, th_shape *sh);
 /* A count whose largest region exceeds 2 * arena_bytes (the smallest such,
  * plus 13 elements so it divides evenly by nothing in particular). */
 size_t th_large_count(th_coll c, shmcoll_dtype dt, int size, size_t arena_bytes);

@@ -491,55 +491,6 @@ int soak_sym_realloc(struct soak_state *st, struct soak_rng *rng, size_t max_byt
 
 /* ---- one call ---- */
 
-/* A rank's buffer sizes for c, in elements. */
-struct shape {
-	size_t sendn, recvn;
-	int has_input;  /* sendn (bcast: recvn) elements of real data */
-	int has_output; /* recvn elements are this rank's result */
-};
-
-static void shape_of(const struct soak_call *c, int rank, int size, struct shape *sh)
-{
-	size_t n = c->count, pn = (size_t)size * n;
-	int root = !th_coll_rooted(c->coll) || rank == c->root;
-
-	sh->has_input = 1;
-	sh->has_output = 1;
-	switch (c->coll) {
-	case TH_ALLREDUCE:
-	case TH_REDUCE:
-		sh->sendn = n;
-		sh->recvn = n;
-		sh->has_output = root;
-		break;
-	case TH_BCAST:
-		sh->sendn = 0;
-		sh->recvn = n;
-		sh->has_input = root;
-		break;
-	case TH_ALLGATHER:
-	case TH_GATHER:
-		sh->sendn = n;
-		sh->recvn = pn;
-		sh->has_output = root;
-		break;
-	case TH_REDUCE_SCATTER:
-	case TH_SCATTER:
-		sh->sendn = pn;
-		sh->recvn = n;
-		sh->has_input = c->coll == TH_REDUCE_SCATTER || root;
-		break;
-	case TH_ALLTOALL:
-		sh->sendn = pn;
-		sh->recvn = pn;
-		break;
-	default:
-		sh->sendn = sh->recvn = 0;
-		sh->has_input = sh->has_output = 0;
-		break;
-	}
-}
-
 static void expect(const struct soak_call *c, int me, int P, unsigned char *ex)
 {
 	size_t n = c->count, es = th_dtype_size(c->dtype);
@@ -665,11 +616,11 @@ int soak_run(struct soak_state *st, const struct soak_call *c)
 	int isroot = !th_coll_rooted(c->coll) || me == c->root, inplace, null_send, null_recv;
 	uint64_t pa = c->salt ^ 0x1234, pb = c->salt ^ 0x5678;
 	unsigned char *A, *B, *buf, *out;
-	struct shape sh;
+	th_shape sh;
 
 	if (c->coll == TH_BARRIER)
 		return run_barrier(st, c);
-	shape_of(c, me, P, &sh);
+	th_shape_of(c->coll, c->count, me, P, c->root, &sh);
 	snb = sh.sendn * es;
 	rnb = sh.recvn * es;
 	nb = snb > rnb ? snb : rnb;
