@@ -36,7 +36,7 @@ static int allreduce_inline(shmcoll_comm *c, const char *fn, struct shmcoll_desc
 
 	shmcoll__msg_publish(c, d, send, count * es);
 	for (p = 0; p < c->size; p++) {
-		c->srcs[p] = p == c->rank ? c->me->msg[d->step & 1].data
+		c->srcs[p] = p == c->rank ? shmcoll__msg(c, p, d->step)->data
 					  : shmcoll__msg_wait(c, fn, d, p, &rc);
 		if (!c->srcs[p])
 			return rc;
@@ -99,15 +99,18 @@ int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_
 	es = shmcoll_dtype_size(dtype);
 	algo = shmcoll__algo_reduction(c, KIND_ALLREDUCE, bytes, es, DIRECT_MIN_BYTES);
 
+	if (shmcoll__inline(c, algo, bytes)) {
+		rc = shmcoll__begin_msg(c, fn, KIND_ALLREDUCE, dtype, op, -1, count, &d);
+		return rc < 0 ? rc
+			      : allreduce_inline(c, fn, d, send, recv, count, es,
+						 shmcoll__reduce_lookup(dtype, op));
+	}
 	rc = shmcoll__begin(c, fn, KIND_ALLREDUCE, dtype, op, -1, count, &d);
 	if (rc < 0)
 		return rc;
 	shmcoll__call(c)->algo = (uint8_t)algo;
 	if (send != recv)
 		d->src_off = shmcoll__heap_off(c, send, bytes);
-	if (algo == ALGO_FLAT && bytes <= SHMCOLL_INLINE_MAX && c->size > 1)
-		return allreduce_inline(c, fn, d, send, recv, count, es,
-					shmcoll__reduce_lookup(dtype, op));
 	if (algo == ALGO_DIRECT)
 		return shmcoll__reduce_direct(c, fn, d, send, recv, count, es,
 					      shmcoll__reduce_lookup(dtype, op), -1);

@@ -76,11 +76,12 @@ static int bcast_inline(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 		shmcoll__msg_publish(c, d, b, bytes);
 		return 0;
 	}
-	shmcoll__publish_next(c, d);
+	shmcoll__msg_publish(c, d, NULL, 0);
 	m = shmcoll__msg_wait(c, fn, d, root, &rc);
 	if (!m)
 		return rc;
 	memcpy(b, m, bytes);
+	shmcoll__msg_seen(c, d);
 	return 0;
 }
 
@@ -169,12 +170,14 @@ int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root, shmcol
 	algo = c->algo[KIND_BCAST];
 	if (algo == ALGO_AUTO)
 		algo = c->size >= TREE_MIN_RANKS ? ALGO_TREE : ALGO_FLAT;
+	if (shmcoll__inline(c, algo, bytes)) {
+		rc = shmcoll__begin_msg(c, fn, KIND_BCAST, dtype, SHMCOLL_SUM, root, count, &d);
+		return rc < 0 ? rc : bcast_inline(c, fn, d, buf, bytes, root);
+	}
 	rc = shmcoll__begin(c, fn, KIND_BCAST, dtype, SHMCOLL_SUM, root, count, &d);
 	if (rc < 0)
 		return rc;
 	shmcoll__call(c)->algo = (uint8_t)algo;
-	if (algo == ALGO_FLAT && bytes <= SHMCOLL_INLINE_MAX && c->size > 1)
-		return bcast_inline(c, fn, d, buf, bytes, root);
 	if (algo == ALGO_TREE)
 		return bcast_tree(c, fn, d, buf, count, shmcoll_dtype_size(dtype), root);
 	return bcast_flat(c, fn, d, buf, count, shmcoll_dtype_size(dtype), root);

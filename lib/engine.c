@@ -174,13 +174,13 @@ int shmcoll__guard(shmcoll_comm *c, const char *fn)
 	return 0;
 }
 
-int shmcoll__begin(shmcoll_comm *c, const char *fn, uint32_t kind, shmcoll_dtype dtype,
-		   shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **out)
+/* Builds the call word and descriptor of a call whose first step is the
+ * next one. Both stay private until that step publishes them, so the line
+ * peers poll changes once per step, not twice. */
+static struct shmcoll_desc *describe(shmcoll_comm *c, uint32_t kind, shmcoll_dtype dtype,
+				     shmcoll_op op, int root, uint64_t count)
 {
 	uint32_t step = c->seq + 1;
-	/* Both are built privately and copied next to seq by the call's first
-	 * publish (shmcoll__publish_next), so the line peers poll changes once
-	 * per step, not twice. */
 	struct shmcoll_call *k = &c->call;
 	struct shmcoll_desc *d = &c->desc;
 
@@ -196,11 +196,57 @@ int shmcoll__begin(shmcoll_comm *c, const char *fn, uint32_t kind, shmcoll_dtype
 	d->res_off = NO_OFF;
 	d->aux = 0;
 	d->step = step;
-	*out = d;
+	return d;
+}
+
+int shmcoll__begin(shmcoll_comm *c, const char *fn, uint32_t kind, shmcoll_dtype dtype,
+		   shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **out)
+{
+	*out = describe(c, kind, dtype, op, root, count);
 	/* Zero-copy buffers are learnt afresh by every call's checks. */
 	memset(c->zc, 0, (size_t)c->size * sizeof(*c->zc));
 	memset(c->zr, 0, (size_t)c->size * sizeof(*c->zr));
 	return shmcoll__guard(c, fn);
+}
+
+/* Before an inline call writes its message for step s into slot
+ * s % SHMCOLL_MSG_RING: every peer must be done with what that slot held,
+ * written at s - SHMCOLL_MSG_RING or before, i.e. have published the step
+ * after it. One look at every peer's seq usually shows them all far enough
+ * along to cover the next few calls too, so back-to-back calls of a rank
+ * that runs ahead (a root) pay for it once per ring, not once per call. */
+static int msg_guard(shmcoll_comm *c, const char *fn)
+{
+	uint32_t s = c->seq + 1, need = s - SHMCOLL_MSG_RING + 1, low = c->seq + 1, cur;
+	int i, p, rc;
+
+	if (seq_reached(c->clean, s - SHMCOLL_MSG_RING))
+		return 0;
+	for (i = 1; i < c->size; i++) {
+		p = (c->rank + i) % c->size;
+		cur = load_relaxed(&shmcoll__ctrl(&c->arena, (uint32_t)p)->seq);
+		if (!seq_reached(cur, need)) {
+			rc = shmcoll__wait_rank(c, fn, p, need);
+			if (rc < 0)
+				return rc;
+			cur = need;
+		}
+		if (!seq_reached(cur, low))
+			low = cur;
+	}
+	/* Acquire: pairs with the publish of each seq read above, so their
+	 * reads of what the slot held happened before we overwrite it. */
+	fence_acquire();
+	/* A peer that published low has read all we wrote before low. */
+	c->clean = low - 1;
+	return 0;
+}
+
+int shmcoll__begin_msg(shmcoll_comm *c, const char *fn, uint32_t kind, shmcoll_dtype dtype,
+		       shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **out)
+{
+	*out = describe(c, kind, dtype, op, root, count);
+	return msg_guard(c, fn);
 }
 
 struct shmcoll_call *shmcoll__call(shmcoll_comm *c)
@@ -376,22 +422,23 @@ static int same_call(const struct shmcoll_call *a, const struct shmcoll_call *b)
 void shmcoll__msg_publish(shmcoll_comm *c, const struct shmcoll_desc *d, const void *data,
 			  size_t len)
 {
-	struct shmcoll_msg *m = &c->me->msg[d->step & 1];
+	struct shmcoll_msg *m = shmcoll__msg(c, c->rank, d->step);
 
 	m->len = (uint32_t)len;
 	m->call = c->call;
-	memcpy(m->data, data, len);
+	if (len)
+		memcpy(m->data, data, len);
 	/* Release: the call word and data are visible to whoever sees the
-	 * stamp; seq follows in shmcoll__publish_next. */
+	 * stamp. seq follows without the call word, which an inline call keeps
+	 * in its message only (shmcoll__check_rank looks there). */
 	store_release(&m->stamp, d->step);
-	shmcoll__publish_next(c, d);
+	shmcoll__publish_next(c, NULL);
 }
 
 const uint8_t *shmcoll__msg_wait(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
 				 int p, int *rc)
 {
-	struct shmcoll_ctrl *pc = shmcoll__ctrl(&c->arena, (uint32_t)p);
-	const struct shmcoll_msg *m = &pc->msg[d->step & 1];
+	const struct shmcoll_msg *m = shmcoll__msg(c, p, d->step);
 	int i;
 
 	/* Spin on the message line itself: one transfer brings stamp, call
@@ -409,6 +456,7 @@ const uint8_t *shmcoll__msg_wait(shmcoll_comm *c, const char *fn, const struct s
 		if (*rc < 0)
 			return NULL;
 	}
+	/* Acquire: pairs with the release of stamp in shmcoll__msg_publish(). */
 	fence_acquire();
 	/* A peer in another call published the step without this message
 	 * (or with another call word): report it from its call word. */
@@ -431,8 +479,14 @@ int shmcoll__check_rank(shmcoll_comm *c, const char *fn, const struct shmcoll_de
 	const struct shmcoll_call *me = &c->call;
 	const struct shmcoll_ctrl *pc = shmcoll__ctrl(&c->arena, (uint32_t)p);
 	const struct shmcoll_call *k = &pc->call[par];
+	const struct shmcoll_msg *m = shmcoll__msg(c, p, mine->step);
 	uint64_t off;
 
+	/* A rank in an inline call leaves its call words alone and describes
+	 * the call in its message (shmcoll__msg_publish); it cannot have
+	 * rewritten that slot since, as this rank has not passed the step. */
+	if (k->step != mine->step && load_relaxed(&m->stamp) == mine->step)
+		k = &m->call;
 	if (p != c->rank && !same_call(me, k))
 		return mismatch(c, fn, me, p, k);
 	c->zc[p] = c->zr[p] = NULL;

@@ -166,16 +166,45 @@ int shmcoll__check_rank(shmcoll_comm *c, const char *fn, const struct shmcoll_de
 			uint64_t src_bytes);
 
 /* The inline path of single-step calls whose contribution fits
- * SHMCOLL_INLINE_MAX bytes (struct shmcoll_msg). shmcoll__msg_publish writes
- * this rank's message for the call d began and publishes the step (after
- * shmcoll__begin's guard). shmcoll__msg_wait returns rank p's data for that
- * step once it is there, having checked its call word, or NULL with *rc set
- * (-EPROTO for a mismatch, or the error of the wait). */
+ * SHMCOLL_INLINE_MAX bytes (struct shmcoll_msg). Such a call begins with
+ * shmcoll__begin_msg, which guards the message slot instead of the staging
+ * half and call words (an inline call writes neither). shmcoll__msg_publish
+ * writes this rank's message for the call d began (len 0 for a rank with
+ * nothing to give, which still describes its call) and publishes the step.
+ * shmcoll__msg_wait returns rank p's data for that step once it is there,
+ * having checked its call word, or NULL with *rc set (-EPROTO for a
+ * mismatch, or the error of the wait). */
 #define SHMCOLL_MSG_SPINS 4096
+int shmcoll__begin_msg(shmcoll_comm *c, const char *fn, uint32_t kind, shmcoll_dtype dtype,
+		       shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **d);
 void shmcoll__msg_publish(shmcoll_comm *c, const struct shmcoll_desc *d, const void *data,
 			  size_t len);
 const uint8_t *shmcoll__msg_wait(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
 				 int p, int *rc);
+
+/* Rank's message slot for step. */
+static inline struct shmcoll_msg *shmcoll__msg(const shmcoll_comm *c, int rank, uint32_t step)
+{
+	return &shmcoll__ctrl(&c->arena, (uint32_t)rank)->msg[step & (SHMCOLL_MSG_RING - 1)];
+}
+
+/* After this rank read the message of the call d began from every peer it
+ * has: each of them has begun that call, so has read all this rank wrote
+ * before it. Said only where that is one peer (P = 2), which spares the next
+ * inline call's guard a look at it; the collectives that read every peer's
+ * message say it themselves. */
+static inline void shmcoll__msg_seen(shmcoll_comm *c, const struct shmcoll_desc *d)
+{
+	if (c->size == 2)
+		c->clean = d->step - 1;
+}
+
+/* Whether a call of bytes bytes running protocol algo travels inline: the
+ * same on every rank that makes the same call. */
+static inline int shmcoll__inline(const shmcoll_comm *c, int algo, size_t bytes)
+{
+	return algo == ALGO_FLAT && bytes <= SHMCOLL_INLINE_MAX && c->size > 1;
+}
 
 /* After the first step of a call: checks every peer's call word matches
  * ours (-EPROTO, communicator broken) and fills c->zc[p] with each rank's

@@ -40,7 +40,7 @@ static int reduce_inline(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d
 		shmcoll__msg_publish(c, d, send, count * es);
 		return 0;
 	}
-	shmcoll__publish_next(c, d);
+	shmcoll__msg_publish(c, d, NULL, 0);
 	for (p = 0; p < c->size; p++) {
 		c->srcs[p] = p == root ? send : shmcoll__msg_wait(c, fn, d, p, &rc);
 		if (!c->srcs[p])
@@ -124,13 +124,16 @@ int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dty
 
 	es = shmcoll_dtype_size(dtype);
 	algo = shmcoll__algo_reduction(c, KIND_REDUCE, bytes, es, DIRECT_MIN_BYTES);
+	if (shmcoll__inline(c, algo, bytes)) {
+		rc = shmcoll__begin_msg(c, fn, KIND_REDUCE, dtype, op, root, count, &d);
+		return rc < 0 ? rc
+			      : reduce_inline(c, fn, d, send, recv, count, es,
+					      shmcoll__reduce_lookup(dtype, op), root);
+	}
 	rc = shmcoll__begin(c, fn, KIND_REDUCE, dtype, op, root, count, &d);
 	if (rc < 0)
 		return rc;
 	shmcoll__call(c)->algo = (uint8_t)algo;
-	if (algo == ALGO_FLAT && bytes <= SHMCOLL_INLINE_MAX && c->size > 1)
-		return reduce_inline(c, fn, d, send, recv, count, es,
-				     shmcoll__reduce_lookup(dtype, op), root);
 	if (algo == ALGO_FLAT)
 		return reduce_flat(c, fn, d, send, recv, count, es,
 				   shmcoll__reduce_lookup(dtype, op), root);

@@ -49,26 +49,31 @@ int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcol
 
 	es = shmcoll_dtype_size(dtype);
 	cap = shmcoll__chunk_elems(c, es, (size_t)c->size);
-	rc = shmcoll__begin(c, fn, KIND_SCATTER, dtype, SHMCOLL_SUM, root, recvcount, &d);
-	if (rc < 0)
-		return rc;
 	/* Tiny: the whole sendbuf travels in the root's message line. */
-	if (total <= SHMCOLL_INLINE_MAX && c->size > 1) {
+	if (shmcoll__inline(c, ALGO_FLAT, total)) {
 		const uint8_t *m;
 
+		rc = shmcoll__begin_msg(c, fn, KIND_SCATTER, dtype, SHMCOLL_SUM, root, recvcount,
+					&d);
+		if (rc < 0)
+			return rc;
 		if (is_root) {
 			shmcoll__msg_publish(c, d, send, total);
 			if (recv != own)
 				memcpy(recv, own, bytes);
 			return 0;
 		}
-		shmcoll__publish_next(c, d);
+		shmcoll__msg_publish(c, d, NULL, 0);
 		m = shmcoll__msg_wait(c, fn, d, root, &rc);
 		if (!m)
 			return rc;
 		memcpy(recv, m + (size_t)c->rank * bytes, bytes);
+		shmcoll__msg_seen(c, d);
 		return 0;
 	}
+	rc = shmcoll__begin(c, fn, KIND_SCATTER, dtype, SHMCOLL_SUM, root, recvcount, &d);
+	if (rc < 0)
+		return rc;
 	if (is_root)
 		d->src_off = shmcoll__heap_off(c, send, total);
 	for (done = 0; done < recvcount; done += n) {

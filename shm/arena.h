@@ -21,7 +21,7 @@
 #include "shm/proc.h"
 
 #define SHMCOLL_ARENA_MAGIC   0x314c4c4f434d4853ull /* "SHMCOLL1" */
-#define SHMCOLL_ARENA_VERSION 4u
+#define SHMCOLL_ARENA_VERSION 5u
 #define SHMCOLL_ARENA_READY   0x59444552u /* "REDY" */
 #define SHMCOLL_MAX_RANKS     1024
 #define SHMCOLL_CPU_WORDS     16 /* affinity union of up to 1024 CPUs */
@@ -71,10 +71,15 @@ static_assert(sizeof(struct shmcoll_desc) == 64, "a descriptor is one 64-byte li
 #define SHMCOLL_INLINE_MAX 32
 
 /* A small call's whole contribution in one 64-byte line: written by the owner
- * into msg[s & 1] (stamp last, release) before it publishes step s, the first
- * and only step of the call; a reader that spins on stamp gets the call word
- * and the data in the same cache-line transfer, where seq and a staging half
- * would take two. Reuse is guarded like a staging half. */
+ * into msg[s % SHMCOLL_MSG_RING] (stamp last, release) before it publishes
+ * step s, the first and only step of the call; a reader that spins on stamp
+ * gets the call word and the data in the same cache-line transfer, where seq
+ * and a staging half would take two. Every rank of an inline call writes its
+ * message, with no data if it has none to give, so the call word a peer may
+ * need to explain a mismatch is always there. A slot is rewritten
+ * SHMCOLL_MSG_RING steps later, once every peer has published the step after
+ * the one it held (lib/engine.c: msg_guard): a root can run that many calls
+ * ahead of its readers, as MPI's eager "fast boxes" do. */
 struct shmcoll_msg {
 	_Atomic uint32_t stamp; /* the step this message is for */
 	uint32_t len;
@@ -82,6 +87,12 @@ struct shmcoll_msg {
 	uint8_t data[SHMCOLL_INLINE_MAX];
 };
 static_assert(sizeof(struct shmcoll_msg) == 64, "a message is one 64-byte line");
+
+/* Inline messages per rank, a power of two: how many small calls a rank can
+ * run ahead of its slowest reader (docs/BENCHMARKS.md has the measurement). */
+#define SHMCOLL_MSG_RING 4
+static_assert((SHMCOLL_MSG_RING & (SHMCOLL_MSG_RING - 1)) == 0 && SHMCOLL_MSG_RING >= 2,
+	      "the ring is indexed by step % SHMCOLL_MSG_RING and holds the step parity");
 
 /* Per-rank control block. Writer of each line in its comment. */
 struct shmcoll_ctrl {
@@ -93,9 +104,11 @@ struct shmcoll_ctrl {
 	 * for the peers' liveness checks (lib/live.c). */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_proc_id proc;
 	_Atomic uint32_t left; /* owner, at shmcoll_comm_destroy: 1, after its last publish */
-	_Alignas(SHMCOLL_LINE) struct shmcoll_msg msg[2]; /* owner, by step parity */
+	_Alignas(SHMCOLL_LINE) struct shmcoll_msg msg[SHMCOLL_MSG_RING]; /* owner, by step */
 };
-static_assert(sizeof(struct shmcoll_ctrl) == 5 * SHMCOLL_LINE, "five lines per rank");
+static_assert(sizeof(struct shmcoll_ctrl) ==
+		      4 * SHMCOLL_LINE + SHMCOLL_MSG_RING * sizeof(struct shmcoll_msg),
+	      "four lines plus the message ring per rank");
 static_assert(offsetof(struct shmcoll_ctrl, call) + sizeof(struct shmcoll_call[2]) <= 64,
 	      "seq and the call words share one 64-byte coherence line");
 

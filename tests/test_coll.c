@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "tests/matrix.h"
 
@@ -241,4 +242,71 @@ Test(coll, mixed_flat_p8, .timeout = 300)
 {
 	cr_assert(setenv("SHMCOLL_ALGO", "flat", 1) == 0);
 	run_mixed(8, 0, 1024);
+}
+
+/* Run-ahead: small rooted calls travel in a ring of message lines, so a root
+ * may be several calls ahead of a reader (shm/arena.h, SHMCOLL_MSG_RING).
+ * Rank 0 broadcasts and scatters a long run of distinct values, the other
+ * ranks gather a reduce to rank 1 in between and hold back now and then so
+ * the root fills the ring; a staged bcast every so often makes the ring
+ * change hands with the staging halves. Every rank checks every value. */
+#define AHEAD_CALLS 3000
+
+static int ahead_body(shmcoll_comm *c, int rank, void *arg)
+{
+	int P = shmcoll_comm_size(c), i, q;
+	int64_t v[4], w[4], big[256];
+	int32_t sc[8], one;
+
+	(void)arg;
+	for (i = 0; i < AHEAD_CALLS; i++) {
+		for (q = 0; q < 4; q++)
+			v[q] = rank == 0 ? (int64_t)i * 4 + q : -1;
+		if (shmcoll_bcast(v, 4, SHMCOLL_INT64, 0, c) != 0)
+			return 1;
+		for (q = 0; q < 4; q++)
+			if (v[q] != (int64_t)i * 4 + q)
+				return 2;
+		if (i % 3 == 0) {
+			for (q = 0; q < P; q++)
+				sc[q] = i + q;
+			if (shmcoll_scatter(sc, &one, 1, SHMCOLL_INT32, 0, c) != 0)
+				return 3;
+			if (one != i + rank)
+				return 4;
+		}
+		if (i % 5 == 0) {
+			for (q = 0; q < 4; q++)
+				v[q] = (int64_t)i + rank + q;
+			if (shmcoll_reduce(v, w, 4, SHMCOLL_INT64, SHMCOLL_SUM, 1, c) != 0)
+				return 5;
+			for (q = 0; rank == 1 && q < 4; q++)
+				if (w[q] != (int64_t)P * (i + q) + (int64_t)P * (P - 1) / 2)
+					return 6;
+		}
+		if (i % 97 == 0) {
+			for (q = 0; q < 256; q++)
+				big[q] = rank == 0 ? (int64_t)i * q : 0;
+			if (shmcoll_bcast(big, 256, SHMCOLL_INT64, 0, c) != 0)
+				return 7;
+			for (q = 0; q < 256; q++)
+				if (big[q] != (int64_t)i * q)
+					return 8;
+		}
+		/* A reader that falls behind lets the root run the ring full. */
+		if (rank == P - 1 && i % 64 == 0)
+			usleep(200);
+	}
+	return shmcoll_barrier(c) == 0 ? 0 : 9;
+}
+
+Test(coll, rooted_inline_run_ahead, .timeout = 300)
+{
+	th_opts o = {.timeout_ms = TIMEOUT_MS, .wall_ms = 200000};
+	th_result res;
+
+	for (int P = 2; P <= 4; P++) {
+		th_run_ranks(P, ahead_body, NULL, &o, &res);
+		cr_assert(res.ok, "P=%d: %s", P, res.summary);
+	}
 }

@@ -118,6 +118,53 @@ Test(failures, mismatched_calls_fail_on_every_rank, .timeout = 120)
 	}
 }
 
+/* An inline call (its call word in a message line, not next to seq) against
+ * a staged one: the rank in the staged call still finds the mismatch and
+ * names the collective the other rank called, whether that rank is the one
+ * giving the data (kind 0: the root of a small bcast, which returns at once
+ * and fails its next call) or one only reading it (kind 1). */
+struct inline_mismatch {
+	int kind;
+};
+
+static int inline_mismatch_body(shmcoll_comm *c, int rank, void *arg)
+{
+	const struct inline_mismatch *m = arg;
+	int32_t x[2] = {1, 2};
+	int rc;
+
+	if (rank == 0) {
+		rc = shmcoll_bcast(x, 2, SHMCOLL_INT32, m->kind == 0 ? 0 : 1, c);
+		if (m->kind == 0) {
+			if (rc != 0)
+				return 1;
+			rc = shmcoll_barrier(c);
+		}
+		if (rc != -EPROTO)
+			return 2;
+		return 0;
+	}
+	rc = shmcoll_barrier(c);
+	if (rc != -EPROTO)
+		return 3;
+	if (!strstr(shmcoll_last_error(c), "bcast"))
+		return 4;
+	return 0;
+}
+
+Test(failures, inline_call_against_staged_call_names_it, .timeout = 120)
+{
+	th_opts o = {.timeout_ms = 20000, .wall_ms = 60000};
+	th_result res;
+
+	for (int k = 0; k < 2; k++) {
+		struct inline_mismatch m = {.kind = k};
+
+		th_run_ranks(2, inline_mismatch_body, &m, &o, &res);
+		cr_assert(res.ok, "kind %d: %s", k, res.summary);
+	}
+}
+
 static int abort_body(shmcoll_comm *c, int rank, void *arg)
 {
 	(void)arg;

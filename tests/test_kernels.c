@@ -355,7 +355,7 @@ static uint64_t ref_int(shmcoll_dtype dt, shmcoll_op op, const uint64_t *v, int 
 	size_t size = dtype_size(dt);
 	unsigned bits = (unsigned)(8 * size);
 	u128 mask = ((u128)1 << bits) - 1;
-	i128 x[MAX_NSRC], sum = 0, best;
+	i128 x[MAX_NSRC] = {0}, sum = 0, best;
 	u128 acc;
 	int k;
 
@@ -416,7 +416,7 @@ static uint64_t quiet(shmcoll_dtype dt, uint64_t nan)
 
 static uint64_t ref_float(shmcoll_dtype dt, shmcoll_op op, const uint64_t *v, int nsrc)
 {
-	double x[MAX_NSRC], sum = 0, prod = 1, best;
+	double x[MAX_NSRC] = {0}, sum = 0, prod = 1, best;
 	int k, first;
 
 	for (k = 0; k < nsrc; k++) {
