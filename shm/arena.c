@@ -63,6 +63,11 @@ static uint64_t min_total(uint32_t nranks)
 	return fixed_bytes(nranks) + (uint64_t)nranks * 2 * min_half(nranks);
 }
 
+uint64_t shmcoll__arena_min_bytes(uint32_t nranks)
+{
+	return min_total(nranks);
+}
+
 static void place(struct shmcoll_layout *out, uint32_t nranks, uint64_t half, uint64_t heap)
 {
 	uint64_t fixed = fixed_bytes(nranks);

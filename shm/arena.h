@@ -67,26 +67,32 @@ struct shmcoll_desc {
 };
 static_assert(sizeof(struct shmcoll_desc) == 64, "a descriptor is one 64-byte line");
 
-/* Payloads up to this size travel inline, in the line the reader polls. */
-#define SHMCOLL_INLINE_MAX 32
+/* Payloads up to this size travel inline, in the message the reader polls
+ * (docs/BENCHMARKS.md: 1 KiB measured 1.6-2.3x faster than staging for small
+ * rooted calls; 2 KiB 1.3x more, 4 KiB nothing, at 4x the memory). */
+#define SHMCOLL_INLINE_MAX 1024
 
-/* A small call's whole contribution in one 64-byte line: written by the owner
- * into msg[s % SHMCOLL_MSG_RING] (stamp last, release) before it publishes
- * step s, the first and only step of the call; a reader that spins on stamp
- * gets the call word and the data in the same cache-line transfer, where seq
- * and a staging half would take two. Every rank of an inline call writes its
- * message, with no data if it has none to give, so the call word a peer may
- * need to explain a mismatch is always there. A slot is rewritten
- * SHMCOLL_MSG_RING steps later, once every peer has published the step after
- * the one it held (lib/engine.c: msg_guard): a root can run that many calls
- * ahead of its readers, as MPI's eager "fast boxes" do. */
+/* A small call's whole contribution: written by the owner into
+ * msg[s % SHMCOLL_MSG_RING] (stamp last, release) before it publishes step s,
+ * the first and only step of the call. The stamp, call word and first 32
+ * bytes of data share one 64-byte line, so a reader that spins on the stamp
+ * gets a small call's data and call word in one cache-line transfer, where
+ * seq and a staging half would take two; longer data follows in the next
+ * lines. Every rank of an inline call writes its message, with no data if it
+ * has none to give, so the call word a peer may need to explain a mismatch is
+ * always there. A slot is rewritten SHMCOLL_MSG_RING steps later, once every
+ * peer has published the step after the one it held (lib/engine.c:
+ * msg_guard): a root can run that many calls ahead of its readers, as MPI's
+ * eager "fast boxes" do. */
 struct shmcoll_msg {
-	_Atomic uint32_t stamp; /* the step this message is for */
+	_Alignas(64) _Atomic uint32_t stamp; /* the step this message is for */
 	uint32_t len;
 	struct shmcoll_call call;
 	uint8_t data[SHMCOLL_INLINE_MAX];
 };
-static_assert(sizeof(struct shmcoll_msg) == 64, "a message is one 64-byte line");
+static_assert(sizeof(struct shmcoll_msg) % 64 == 0, "a message is whole 64-byte lines");
+static_assert(offsetof(struct shmcoll_msg, data) + 32 <= 64,
+	      "the stamp, call word and 32 bytes of data share the first line");
 
 /* Inline messages per rank, a power of two: how many small calls a rank can
  * run ahead of its slowest reader (docs/BENCHMARKS.md has the measurement). */
@@ -163,6 +169,10 @@ struct shmcoll_arena {
  * err says the minimum). Pure: no shared memory touched. */
 int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_layout *out,
 			  char *err, size_t errlen);
+
+/* The least arena_bytes a layout for nranks takes: the header page, the
+ * control blocks, and two staging halves of the least size per rank. */
+uint64_t shmcoll__arena_min_bytes(uint32_t nranks);
 
 /* Checks a header read from a segment of file_bytes bytes against the layout
  * rules and the expected rank count. Returns 0 or -EPROTO with a message. It

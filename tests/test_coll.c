@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "shm/arena.h"
 #include "tests/matrix.h"
 
 static void run_matrix(th_coll coll, int P)
@@ -108,13 +109,12 @@ ALGO_TESTS(barrier_tree, TH_BARRIER, "barrier:tree")
  * different collectives, dtypes, counts, roots, buffer kinds and alignments
  * back to back, so state carried from one call to the next (sequence
  * numbers, slot parity, pipelines) is exercised across collective
- * boundaries. Once with the library's default arena, once with a 20 KiB
- * arena (the least the library takes for 8 ranks: a header page, 8 control
- * blocks of 640 B, 512-byte staging halves, no symmetric heap), where every
- * large call is a long pipeline. */
+ * boundaries. Once with the library's default arena, once with the least
+ * arena the library takes for the rank count (shmcoll__arena_min_bytes: a
+ * header page, the control blocks, 512-byte staging halves, no symmetric
+ * heap), where every call above the inline size is a long pipeline. */
 #define MIXED_CALLS     600
 #define MIXED_MAX_COUNT 40000
-#define TINY_ARENA      (20 * 1024)
 
 static const size_t mixed_counts[] = {0,  1,  2,  3,  5,  7,    8,    15,
                                       16, 17, 63, 64, 65, 1000, 4097, 40000};
@@ -208,17 +208,17 @@ Test(coll, mixed_p16, .timeout = 300)
 
 Test(coll, tiny_arena_p2, .timeout = 300)
 {
-	run_mixed(2, TINY_ARENA, 0);
+	run_mixed(2, (size_t)shmcoll__arena_min_bytes(2), 0);
 }
 
 Test(coll, tiny_arena_p3, .timeout = 300)
 {
-	run_mixed(3, TINY_ARENA, 0);
+	run_mixed(3, (size_t)shmcoll__arena_min_bytes(3), 0);
 }
 
 Test(coll, tiny_arena_p8, .timeout = 300)
 {
-	run_mixed(8, TINY_ARENA, 0);
+	run_mixed(8, (size_t)shmcoll__arena_min_bytes(8), 0);
 }
 
 /* The mixed sequence with the non-default protocols forced, so calls of
