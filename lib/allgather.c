@@ -10,11 +10,46 @@
  *      and its own from sendbuf unless in place
  *      (sendbuf == recvbuf + rank * sendcount * elemsize).
  *   Halves are reused two steps later as in allreduce.c; a final step when
- *   anyone was read in place. */
+ *   anyone was read in place.
+ *
+ * Blocks of at most 1 KiB travel inline instead (engine.c, message ring):
+ * every rank publishes its block in its message and copies the others'. */
 #include <errno.h>
 #include <string.h>
 
 #include "lib/internal.h"
+
+/* Inline (blocks of at most SHMCOLL_INLINE_MAX bytes): every rank puts its
+ * block in its message and copies every peer's message into its block, its
+ * own from sendbuf unless in place. */
+static int allgather_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
+			    const uint8_t *send, uint8_t *recv, size_t count, size_t bytes)
+{
+	struct shmcoll_desc *d;
+	const uint8_t *m;
+	int p, rc;
+
+	rc = shmcoll__begin_msg(c, fn, KIND_ALLGATHER, dtype, SHMCOLL_SUM, -1, count, &d);
+	if (rc < 0)
+		return rc;
+	shmcoll__msg_publish(c, d, send, bytes);
+	for (p = 0; p < c->size; p++) {
+		uint8_t *block = recv + (size_t)p * bytes;
+
+		if (p == c->rank) {
+			if (send != block)
+				memcpy(block, send, bytes);
+			continue;
+		}
+		m = shmcoll__msg_wait(c, fn, d, p, &rc);
+		if (!m)
+			return rc;
+		memcpy(block, m, bytes);
+	}
+	/* Every peer has begun this call: it has read all we wrote before. */
+	c->clean = c->seq - 1;
+	return 0;
+}
 
 int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
 		      shmcoll_comm *c)
@@ -42,6 +77,8 @@ int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmc
 	if (rc || !sendcount)
 		return rc;
 
+	if (shmcoll__inline(c, ALGO_FLAT, bytes))
+		return allgather_inline(c, fn, dtype, send, recv, sendcount, bytes);
 	es = shmcoll_dtype_size(dtype);
 	cap = shmcoll__chunk_elems(c, es, 1);
 	rc = shmcoll__begin(c, fn, KIND_ALLGATHER, dtype, SHMCOLL_SUM, -1, sendcount, &d);

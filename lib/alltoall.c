@@ -11,11 +11,47 @@
  *      its recvbuf. In place (sendbuf == recvbuf) works because the chunk
  *      of every block was staged in step 1 before step 3 overwrites it.
  *   Halves are reused two steps later as in allreduce.c; a final step when
- *   anyone was read in place. */
+ *   anyone was read in place.
+ *
+ * A sendbuf of at most 1 KiB travels inline instead (engine.c, message
+ * ring): every rank publishes it in its message and copies its block of the
+ * others'. */
 #include <errno.h>
 #include <string.h>
 
 #include "lib/internal.h"
+
+/* Inline (a whole sendbuf of at most SHMCOLL_INLINE_MAX bytes): every rank
+ * puts its sendbuf in its message, then copies block r of every peer's
+ * message into its block p; its own block stays (in place) or is copied. The
+ * message is written before recvbuf, so in place works. */
+static int alltoall_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
+			   const uint8_t *send, uint8_t *recv, size_t count, size_t bytes)
+{
+	size_t mine = (size_t)c->rank * bytes;
+	struct shmcoll_desc *d;
+	const uint8_t *m;
+	int p, rc;
+
+	rc = shmcoll__begin_msg(c, fn, KIND_ALLTOALL, dtype, SHMCOLL_SUM, -1, count, &d);
+	if (rc < 0)
+		return rc;
+	shmcoll__msg_publish(c, d, send, (size_t)c->size * bytes);
+	for (p = 0; p < c->size; p++) {
+		if (p == c->rank) {
+			if (send != recv)
+				memcpy(recv + mine, send + mine, bytes);
+			continue;
+		}
+		m = shmcoll__msg_wait(c, fn, d, p, &rc);
+		if (!m)
+			return rc;
+		memcpy(recv + (size_t)p * bytes, m + mine, bytes);
+	}
+	/* Every peer has begun this call: it has read all we wrote before. */
+	c->clean = c->seq - 1;
+	return 0;
+}
 
 int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
 		     shmcoll_comm *c)
@@ -42,6 +78,8 @@ int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_d
 	if (rc || !count)
 		return rc;
 
+	if (shmcoll__inline(c, ALGO_FLAT, total))
+		return alltoall_inline(c, fn, dtype, send, recv, count, bytes);
 	es = shmcoll_dtype_size(dtype);
 	cap = shmcoll__chunk_elems(c, es, (size_t)c->size);
 	rc = shmcoll__begin(c, fn, KIND_ALLTOALL, dtype, SHMCOLL_SUM, -1, count, &d);

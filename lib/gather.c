@@ -10,7 +10,11 @@
  *      and its own from sendbuf unless in place (an addition to the contract,
  *      as for allgather: sendbuf == recvbuf + root * sendcount * elemsize).
  *   Halves are reused two steps later as in allreduce.c; a final step when
- *   the root read a peer in place. */
+ *   the root read a peer in place.
+ *
+ * Blocks of at most 1 KiB travel inline instead (engine.c, message ring):
+ * non-roots publish their block in their message and leave, the root copies
+ * every message into place. */
 #include <errno.h>
 #include <string.h>
 
@@ -19,6 +23,42 @@
 /* Below this total the non-roots do not wait for the root (docs/BENCHMARKS.md:
  * back-to-back gathers then overlap by one call). */
 #define GATHER_LAGGED_MAX (64u * 1024)
+
+/* Inline (blocks of at most SHMCOLL_INLINE_MAX bytes): every non-root puts
+ * its block in its message and leaves; the root copies each peer's message
+ * into its block, and its own from sendbuf unless in place. */
+static int gather_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
+			 const uint8_t *send, uint8_t *recv, size_t count, size_t bytes, int root)
+{
+	struct shmcoll_desc *d;
+	const uint8_t *m;
+	int p, rc;
+
+	rc = shmcoll__begin_msg(c, fn, KIND_GATHER, dtype, SHMCOLL_SUM, root, count, &d);
+	if (rc < 0)
+		return rc;
+	if (c->rank != root) {
+		shmcoll__msg_publish(c, d, send, bytes);
+		return 0;
+	}
+	shmcoll__msg_publish(c, d, NULL, 0);
+	for (p = 0; p < c->size; p++) {
+		uint8_t *block = recv + (size_t)p * bytes;
+
+		if (p == root) {
+			if (send != block)
+				memcpy(block, send, bytes);
+			continue;
+		}
+		m = shmcoll__msg_wait(c, fn, d, p, &rc);
+		if (!m)
+			return rc;
+		memcpy(block, m, bytes);
+	}
+	/* Every peer has begun this call: it has read all we wrote before. */
+	c->clean = c->seq - 1;
+	return 0;
+}
 
 int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
 		   int root, shmcoll_comm *c)
@@ -50,6 +90,8 @@ int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll
 	if (rc || !sendcount)
 		return rc;
 
+	if (shmcoll__inline(c, ALGO_FLAT, bytes))
+		return gather_inline(c, fn, dtype, send, recv, sendcount, bytes, root);
 	es = shmcoll_dtype_size(dtype);
 	cap = shmcoll__chunk_elems(c, es, 1);
 	rc = shmcoll__begin(c, fn, KIND_GATHER, dtype, SHMCOLL_SUM, root, sendcount, &d);
