@@ -471,6 +471,30 @@ const uint8_t *shmcoll__msg_wait(shmcoll_comm *c, const char *fn, const struct s
 	return m->data;
 }
 
+int shmcoll__msg_gather(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
+			const uint8_t *send, uint8_t *recv, size_t bytes)
+{
+	const uint8_t *m;
+	int p, rc;
+
+	for (p = 0; p < c->size; p++) {
+		uint8_t *block = recv + (size_t)p * bytes;
+
+		if (p == c->rank) {
+			if (send != block)
+				memcpy(block, send, bytes);
+			continue;
+		}
+		m = shmcoll__msg_wait(c, fn, d, p, &rc);
+		if (!m)
+			return rc;
+		memcpy(block, m, bytes);
+	}
+	/* Every peer has begun this call: it has read all we wrote before. */
+	c->clean = c->seq - 1;
+	return 0;
+}
+
 int shmcoll__check_rank(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine, int p,
 			uint64_t src_bytes)
 {

@@ -31,8 +31,7 @@ static int gather_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
 			 const uint8_t *send, uint8_t *recv, size_t count, size_t bytes, int root)
 {
 	struct shmcoll_desc *d;
-	const uint8_t *m;
-	int p, rc;
+	int rc;
 
 	rc = shmcoll__begin_msg(c, fn, KIND_GATHER, dtype, SHMCOLL_SUM, root, count, &d);
 	if (rc < 0)
@@ -42,22 +41,7 @@ static int gather_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
 		return 0;
 	}
 	shmcoll__msg_publish(c, d, NULL, 0);
-	for (p = 0; p < c->size; p++) {
-		uint8_t *block = recv + (size_t)p * bytes;
-
-		if (p == root) {
-			if (send != block)
-				memcpy(block, send, bytes);
-			continue;
-		}
-		m = shmcoll__msg_wait(c, fn, d, p, &rc);
-		if (!m)
-			return rc;
-		memcpy(block, m, bytes);
-	}
-	/* Every peer has begun this call: it has read all we wrote before. */
-	c->clean = c->seq - 1;
-	return 0;
+	return shmcoll__msg_gather(c, fn, d, send, recv, bytes);
 }
 
 int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,

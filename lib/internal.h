@@ -182,6 +182,13 @@ void shmcoll__msg_publish(shmcoll_comm *c, const struct shmcoll_desc *d, const v
 const uint8_t *shmcoll__msg_wait(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
 				 int p, int *rc);
 
+/* After publishing its message for the call d began: puts every rank's block
+ * of bytes bytes, in rank order, into recv - this rank's from send unless it
+ * is there already (in place), every peer's from its message. Returns 0 or
+ * the error of shmcoll__msg_wait. (gather's root, allgather.) */
+int shmcoll__msg_gather(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
+			const uint8_t *send, uint8_t *recv, size_t bytes);
+
 /* Rank's message slot for step. */
 static inline struct shmcoll_msg *shmcoll__msg(const shmcoll_comm *c, int rank, uint32_t step)
 {
