@@ -141,6 +141,12 @@ int shmcoll__arena_validate(const struct shmcoll_arena_hdr *h, uint64_t file_byt
 {
 	struct shmcoll_layout want;
 
+	/* The caller's count, not the segment's, but the checks below divide
+	 * by it: a count the layout could never have is refused first. */
+	if (nranks < 1 || nranks > SHMCOLL_MAX_RANKS) {
+		snprintf(err, errlen, "rank count %u out of range 1..%d", nranks, SHMCOLL_MAX_RANKS);
+		return -EPROTO;
+	}
 	if (h->magic != SHMCOLL_ARENA_MAGIC) {
 		snprintf(err, errlen, "bad magic %016llx", (unsigned long long)h->magic);
 		return -EPROTO;

@@ -478,6 +478,30 @@ Test(arena, validate_survives_random_headers)
 	cr_assert_eq(accepted, 0, "random offsets are never accepted");
 }
 
+/* A header that claims the caller's own rank count is still refused when
+ * that count is one no layout has: the validator divides by it (the fuzzer
+ * found 0 crashing it; tests/fuzz/corpus/arena_validate/nranks-zero). */
+Test(arena, validate_refuses_impossible_rank_counts)
+{
+	static const uint32_t counts[] = {0, SHMCOLL_MAX_RANKS + 1, UINT32_MAX};
+	struct shmcoll_arena_hdr h;
+	size_t i;
+
+	for (i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		memset(&h, 0, sizeof(h));
+		h.magic = SHMCOLL_ARENA_MAGIC;
+		h.version = SHMCOLL_ARENA_VERSION;
+		h.hdr_bytes = sizeof(h);
+		h.nranks = counts[i];
+		h.total_bytes = 1 << 20;
+		h.creator.pid = 1;
+		h.slot_half = 512;
+		cr_assert_eq(shmcoll__arena_validate(&h, 1 << 20, counts[i], err, sizeof(err)),
+		             -EPROTO, "rank count %u", counts[i]);
+		cr_assert(strstr(err, "rank count"), "%u: %s", counts[i], err);
+	}
+}
+
 Test(arena, create_reports_enospc_and_leaves_nothing)
 {
 	struct shmcoll_arena a;
