@@ -169,7 +169,9 @@ int shmcoll__hello_decode(const uint8_t *in, struct shmcoll_hello *h, char *why,
 	    in[H_ADDR + SHMCOLL_ADDR_MAX - 1] != 0)
 		return refuse(why, whylen, "padding is not zero");
 	memcpy(h->token, in + H_TOKEN, tl);
-	if (!shmcoll__token_valid(h->token))
+	/* A NUL inside the announced length would make two encodings of one
+	 * token (and the length field a lie). */
+	if (strlen(h->token) != tl || !shmcoll__token_valid(h->token))
 		return refuse(why, whylen, "token has characters outside [0-9A-Za-z_-]");
 	memcpy(h->addr, in + H_ADDR, SHMCOLL_ADDR_MAX);
 	for (i = 0; h->addr[i]; i++)
