@@ -1,15 +1,22 @@
 /* test_launcher.c - shmcoll-run from the outside: usage, the environment it
  * gives the ranks, exit status rules, stopping a failed job, signal forwarding,
  * that no rank process, no process a rank started and no arena outlives a job,
- * and --cleanup. Times are measured and printed, and bounded only to catch a
- * hang: no test depends on how fast a loaded machine is. */
+ * --cleanup, and multi-node jobs (rendezvous, refusals, failures on any node). Times are measured
+ * and printed, and bounded only to catch a hang: no test depends on how fast a loaded machine is.
+ */
 #include <criterion/criterion.h>
 
 #include <sched.h>
 
+#include "lib/frame.h"
 #include "shm/arena.h"
 #include "shm/name.h"
 #include "tests/harness.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -396,6 +403,13 @@ Test(launcher, help)
 	cr_assert(strstr(r.out, "-n") && strstr(r.out, "SHMCOLL_RANK") &&
 	              strstr(r.out, "--cleanup"),
 	          "--help does not explain -n, SHMCOLL_RANK and --cleanup:\n%s", r.out);
+	cr_assert(strstr(r.out, "--nnodes") && strstr(r.out, "--node-rank") &&
+	              strstr(r.out, "--nproc-per-node") && strstr(r.out, "--root") &&
+	              strstr(r.out, "--node-addr") && strstr(r.out, "--connect-timeout-ms") &&
+	              strstr(r.out, "SHMCOLL_NET_FD") && strstr(r.out, "SHMCOLL_NODES") &&
+	              strstr(r.out, "SHMCOLL_TOKEN") && strstr(r.out, "job token"),
+	          "--help does not explain the multi-node options, variables and token:\n%s",
+	          r.out);
 	cleanup(&r);
 }
 
@@ -961,4 +975,854 @@ Test(launcher, cleanup)
 	shmcoll__arena_release(&live, 1);
 	cr_assert_not(shm_exists(live.name));
 	cleanup(&r);
+}
+
+/* Multi-node jobs: one launcher per "node", every one a process of this test,
+ * node i at 127.0.0.<i+1> (all of 127/8 is loopback), node 0's rendezvous at
+ * 127.0.0.1:<a free port>. The ranks run rankprog's netenv and netfail modes,
+ * which do not use the library, so these tests hold whatever the transport does. */
+
+#define TOKEN    "shmcoll-test-Token_1"
+#define MAX_NODE 3
+
+/* An argv under construction, its strings kept with it. */
+struct args {
+	char *v[40];
+	char s[16][64];
+	int n;
+	int ns;
+};
+
+static void arg(struct args *a, const char *s)
+{
+	a->v[a->n++] = (char *)s;
+	a->v[a->n] = NULL;
+}
+
+__attribute__((format(printf, 2, 3))) static void argf(struct args *a, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(a->s[a->ns], sizeof(a->s[0]), fmt, ap);
+	va_end(ap);
+	arg(a, a->s[a->ns++]);
+}
+
+/* A port nobody listened on a moment ago (node 0 may still lose it: see
+ * start_root). */
+static int free_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	cr_assert(fd >= 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "bind: %s", strerror(errno));
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* Whether something listens on 127.0.0.1:port (/proc/net/tcp, state 0A). */
+static int listening(int port)
+{
+	char line[512], want[32];
+	FILE *f = fopen("/proc/net/tcp", "r");
+	int found = 0;
+
+	cr_assert_not_null(f, "cannot read /proc/net/tcp");
+	snprintf(want, sizeof(want), "0100007F:%04X 00000000:0000 0A", port);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, want) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* Starts node `node`'s launcher of an nnodes x ppn job with token (NULL:
+ * SHMCOLL_TOKEN unset), extra options (NULL-terminated, may be NULL), and
+ * rankprog with prog's arguments. */
+static void start_node(struct run *r, int nnodes, int node, int ppn, int port, const char *token,
+                       const char *const *extra, const char *const *prog)
+{
+	struct args a = {.n = 0};
+
+	arg(&a, launcher());
+	arg(&a, "--nnodes");
+	argf(&a, "%d", nnodes);
+	arg(&a, "--node-rank");
+	argf(&a, "%d", node);
+	arg(&a, "--nproc-per-node");
+	argf(&a, "%d", ppn);
+	arg(&a, "--root");
+	argf(&a, "127.0.0.1:%d", port);
+	arg(&a, "--node-addr");
+	argf(&a, "127.0.0.%d", node + 1);
+	for (; extra && *extra; extra++)
+		arg(&a, *extra);
+	arg(&a, "--");
+	arg(&a, rankprog());
+	for (; *prog; prog++)
+		arg(&a, *prog);
+	if (token)
+		setenv("SHMCOLL_TOKEN", token, 1);
+	else
+		unsetenv("SHMCOLL_TOKEN");
+	spawn(r, a.v);
+	unsetenv("SHMCOLL_TOKEN");
+}
+
+/* Starts node 0 and waits until it listens; picks another port if the one
+ * it was given was taken meanwhile. Returns the port. */
+static int start_root(struct run *r, int nnodes, int ppn, const char *token,
+                      const char *const *extra, const char *const *prog)
+{
+	int attempt, port;
+
+	for (attempt = 0; attempt < 5; attempt++) {
+		port = free_port();
+		start_node(r, nnodes, 0, ppn, port, token, extra, prog);
+		while (!listening(port) && waitpid(r->pid, &r->status, WNOHANG) == 0) {
+			if (now_s() - r->start > RUN_CAP_S) {
+				kill(r->pid, SIGKILL);
+				waitpid(r->pid, &r->status, 0);
+				cr_assert_fail("node 0 did not listen within %.0f s", RUN_CAP_S);
+			}
+			sleep_ms(2);
+		}
+		if (listening(port))
+			return port;
+		slurp(r, "stderr", r->err);
+		cr_assert(strstr(r->err, "Address already in use"),
+		          "node 0 exited before it listened; stderr:\n%s", r->err);
+		cleanup(r);
+	}
+	cr_assert_fail("no free port for node 0 in %d attempts", attempt);
+	return -1;
+}
+
+/* Waits (bounded) until ranks first..first+n-1 of r have written pidfiles;
+ * returns the job they share. */
+static void wait_ranks(struct run *r, int first, int n, char *job, size_t joblen)
+{
+	pid_t pid, pgid;
+	int i;
+
+	for (i = first; i < first + n;) {
+		if (read_pidfile(r, i, &pid, &pgid, job, joblen)) {
+			i++;
+			continue;
+		}
+		cr_assert(now_s() - r->start < RUN_CAP_S, "rank %d did not start within %.0f s", i,
+		          RUN_CAP_S);
+		sleep_ms(5);
+	}
+}
+
+/* An arena for job, made here the way rank 0 would, so that removing it is
+ * the launcher's job. */
+static void make_arena(const char *job)
+{
+	char name[SHMCOLL_NAME_MAX];
+	int fd;
+
+	cr_assert_eq(shmcoll__arena_name(name, sizeof(name), job), 0);
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	cr_assert(fd >= 0, "shm_open %s: %s", name, strerror(errno));
+	close(fd);
+}
+
+/* Ranks first..first+n-1 of r recorded themselves and no longer run (waits a
+ * bounded time: ranks of a SIGKILLed launcher die asynchronously), their
+ * group is empty, and, if arena, their job's arena is gone. */
+static void check_node_gone(const struct run *r, int first, int n, int arena)
+{
+	char job[128];
+	pid_t pid, pgid;
+	double t0 = now_s();
+	int i;
+
+	for (i = first; i < first + n; i++) {
+		cr_assert(read_pidfile(r, i, &pid, &pgid, job, sizeof(job)),
+		          "rank %d left no pidfile; stderr:\n%s", i, r->err);
+		while ((proc_alive(pid) || group_members(pgid)) && now_s() - t0 < STOP_CAP_S)
+			sleep_ms(10);
+		cr_assert(!proc_alive(pid), "rank %d (pid %ld) outlived its launcher", i,
+		          (long)pid);
+		cr_assert_eq(group_members(pgid), 0, "rank %d's group %ld has live members", i,
+		             (long)pgid);
+	}
+	if (arena)
+		cr_assert_eq(arenas_of(job), 0, "an arena of job %s is left in /dev/shm", job);
+}
+
+/* The value of NAME= in a netenv line, into buf. */
+static const char *field(const char *line, const char *name, char *buf, size_t len)
+{
+	char key[64];
+	const char *p;
+	size_t n;
+
+	snprintf(key, sizeof(key), " %s=", name);
+	p = strstr(line, key);
+	if (!p && !strncmp(line, key + 1, strlen(key) - 1))
+		p = line - 1;
+	cr_assert_not_null(p, "no %s in '%s'", name, line);
+	p += strlen(key);
+	n = strcspn(p, " \n");
+	cr_assert_lt(n, len);
+	memcpy(buf, p, n);
+	buf[n] = '\0';
+	return buf;
+}
+
+static int ifield(const char *line, const char *name)
+{
+	char buf[64];
+
+	return atoi(field(line, name, buf, sizeof(buf)));
+}
+
+/* Checks node `node`'s netenv lines: one per rank, each what an nnodes x ppn
+ * job gives it, with the same SHMCOLL_NODES as every node (nodes_seen, "" at
+ * first) and a job unlike the other nodes'. */
+static void check_netenv(struct run *r, int nnodes, int node, int ppn, char *nodes_seen,
+                         char jobs[][128])
+{
+	char *line, *save = NULL, buf[4096], host[64];
+	int seen[8] = {0}, n = 0, j;
+
+	cr_assert_eq(exit_code(r), 0, "node %d: exit %d; stderr:\n%s", node, exit_code(r), r->err);
+	cr_assert_eq(count_lines(r->out), ppn, "node %d: want %d lines:\n%s", node, ppn, r->out);
+	for (line = strtok_r(r->out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		int rank = ifield(line, "SHMCOLL_RANK"), local = ifield(line, "SHMCOLL_LOCAL_RANK");
+
+		cr_assert(local >= 0 && local < ppn && !seen[local], "node %d: '%s'", node, line);
+		seen[local] = 1;
+		cr_assert_eq(rank, node * ppn + local, "node %d: '%s'", node, line);
+		cr_assert_eq(ifield(line, "SHMCOLL_SIZE"), nnodes * ppn, "'%s'", line);
+		cr_assert_eq(ifield(line, "SHMCOLL_LOCAL_SIZE"), ppn, "'%s'", line);
+		cr_assert_eq(ifield(line, "SHMCOLL_NNODES"), nnodes, "'%s'", line);
+		cr_assert_eq(ifield(line, "SHMCOLL_NODE_RANK"), node, "'%s'", line);
+		cr_assert_str_eq(field(line, "SHMCOLL_TOKEN", buf, sizeof(buf)), TOKEN);
+		field(line, "SHMCOLL_NET_FD", buf, sizeof(buf));
+		cr_assert(local == 0 ? strcmp(buf, "-") != 0 : strcmp(buf, "-") == 0,
+		          "SHMCOLL_NET_FD for local rank %d: '%s'", local, line);
+		field(line, "SHMCOLL_JOB", buf, sizeof(buf));
+		cr_assert(is_job_id(buf), "job '%s'", buf);
+		if (n++ == 0)
+			strcpy(jobs[node], buf);
+		cr_assert_str_eq(buf, jobs[node], "node %d's ranks saw different jobs", node);
+		field(line, "SHMCOLL_NODES", buf, sizeof(buf));
+		if (!*nodes_seen)
+			strcpy(nodes_seen, buf);
+		cr_assert_str_eq(buf, nodes_seen, "node %d saw other nodes", node);
+	}
+	for (j = 0; j < node; j++)
+		cr_assert_str_neq(jobs[j], jobs[node], "nodes %d and %d share job %s", j, node,
+		                  jobs[j]);
+	/* Entry j is node j's leader: an address of 127.0.0.<j+1>, some port. */
+	for (j = 0, line = nodes_seen; j < nnodes; j++) {
+		snprintf(host, sizeof(host), "127.0.0.%d:", j + 1);
+		cr_assert(!strncmp(line, host, strlen(host)), "entry %d of %s is not at %s", j,
+		          nodes_seen, host);
+		line = strchr(line, ',');
+		cr_assert(j == nnodes - 1 ? line == NULL : line != NULL, "SHMCOLL_NODES=%s",
+		          nodes_seen);
+		line = line ? line + 1 : NULL;
+	}
+}
+
+static struct run nodes[MAX_NODE];
+
+/* An nnodes x ppn job of netenv ranks; node `first` is started before node 0,
+ * so it has to retry its connect (-1: none). */
+static void run_netenv(int nnodes, int ppn, int first)
+{
+	static const char *const prog[] = {"netenv", NULL};
+	char nodes_seen[4096] = "", jobs[MAX_NODE][128];
+	int i, port;
+
+	if (first > 0) {
+		port = free_port();
+		start_node(&nodes[first], nnodes, first, ppn, port, TOKEN, NULL, prog);
+		sleep_ms(50);
+		start_node(&nodes[0], nnodes, 0, ppn, port, TOKEN, NULL, prog);
+	} else {
+		port = start_root(&nodes[0], nnodes, ppn, TOKEN, NULL, prog);
+	}
+	for (i = 1; i < nnodes; i++)
+		if (i != first)
+			start_node(&nodes[i], nnodes, i, ppn, port, TOKEN, NULL, prog);
+	for (i = 0; i < nnodes; i++)
+		finish(&nodes[i]);
+	for (i = 0; i < nnodes; i++) {
+		measured("node %d of %dx%d: exited after %.3f s", i, nnodes, ppn, nodes[i].secs);
+		check_netenv(&nodes[i], nnodes, i, ppn, nodes_seen, jobs);
+		check_node_gone(&nodes[i], i * ppn, ppn, 1);
+	}
+	for (i = 0; i < nnodes; i++)
+		cleanup(&nodes[i]);
+}
+
+Test(launcher, nodes_2x2_env)
+{
+	run_netenv(2, 2, -1);
+}
+
+Test(launcher, nodes_3x1_env)
+{
+	run_netenv(3, 1, 2);
+}
+
+/* Without SHMCOLL_TOKEN node 0 makes one and prints it; node 1 joins with it. */
+Test(launcher, nodes_token_generated)
+{
+	static const char *const prog[] = {"netenv", NULL};
+	char token[128] = "", buf[256], *p;
+	double t0 = now_s();
+	int port, i;
+
+	port = start_root(&nodes[0], 2, 1, NULL, NULL, prog);
+	while (!*token) {
+		slurp(&nodes[0], "stderr", nodes[0].err);
+		p = strstr(nodes[0].err, "shmcoll-run: job token ");
+		if (p && strchr(p, '\n'))
+			cr_assert_eq(sscanf(p,
+			                    "shmcoll-run: job token %127[^;]; start the other "
+			                    "nodes with SHMCOLL_TOKEN=%255s",
+			                    token, buf),
+			             2, "token line: %s", p);
+		cr_assert(now_s() - t0 < RUN_CAP_S, "no token line; stderr:\n%s", nodes[0].err);
+		sleep_ms(5);
+	}
+	cr_assert_str_eq(token, buf, "the line names two tokens: %s", p);
+	cr_assert_eq(strlen(token), 32, "token '%s' is not 32 hex digits", token);
+	cr_assert_eq(strspn(token, "0123456789abcdef"), 32, "token '%s' is not 32 hex digits",
+	             token);
+	start_node(&nodes[1], 2, 1, 1, port, token, NULL, prog);
+	for (i = 0; i < 2; i++) {
+		finish(&nodes[i]);
+		cr_assert_eq(exit_code(&nodes[i]), 0, "node %d: exit %d; stderr:\n%s", i,
+		             exit_code(&nodes[i]), nodes[i].err);
+		snprintf(buf, sizeof(buf), "SHMCOLL_TOKEN=%s ", token);
+		cr_assert(strstr(nodes[i].out, buf), "node %d's rank did not get the token:\n%s", i,
+		          nodes[i].out);
+		cleanup(&nodes[i]);
+	}
+}
+
+/* A raw client of node 0's rendezvous: connects, sends len bytes of what. */
+static int raw_client(int port, const void *what, size_t len)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+	                         .sin_port = htons((uint16_t)port),
+	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert(fd >= 0);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "connect: %s",
+	             strerror(errno));
+	if (len)
+		cr_assert_eq(send(fd, what, len, MSG_NOSIGNAL), (ssize_t)len);
+	return fd;
+}
+
+/* Whether node 0 closed fd without sending a byte (waits at most ms). */
+static int closed_silently(int fd, int ms)
+{
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	char c;
+	ssize_t n;
+
+	if (poll(&pf, 1, ms) != 1)
+		return 0;
+	n = recv(fd, &c, 1, 0);
+	return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+static void launcher_hello(uint8_t *out, const char *token, int version, int node)
+{
+	struct shmcoll_hello h = {
+	    .version = (uint16_t)version,
+	    .role = ROLE_LAUNCHER,
+	    .nnodes = 2,
+	    .node = (uint32_t)node,
+	    .nproc = 1,
+	    .rank = (uint32_t)node,
+	};
+
+	snprintf(h.token, sizeof(h.token), "%s", token);
+	snprintf(h.addr, sizeof(h.addr), "127.0.0.9:4242");
+	cr_assert_eq(shmcoll__hello_encode(out, &h), 0);
+}
+
+/* Node 0 refuses, logs and survives a wrong token (from a raw client and from
+ * a launcher), another wire version, garbage, a second node 0, and a client
+ * that sends part of a hello and stays connected; then the right node 1 joins
+ * and the job succeeds. */
+Test(launcher, nodes_refused_clients, .timeout = 90)
+{
+	static const char *const prog[] = {"netenv", NULL};
+	static const char *const wrong_node[] = {"--connect-timeout-ms", "10000", NULL};
+	uint8_t hello[SHMCOLL_HELLO_BYTES], junk[SHMCOLL_HELLO_BYTES];
+	static struct run wrong;
+	int port, fd, silent, i;
+
+	port = start_root(&nodes[0], 2, 1, TOKEN, NULL, prog);
+	/* Part of a hello, then nothing: node 0 must never wait on it alone. */
+	silent = raw_client(port, "HLLO", 4);
+
+	launcher_hello(hello, "not-the-token", SHMCOLL_WIRE_VERSION, 1);
+	fd = raw_client(port, hello, sizeof(hello));
+	cr_assert(closed_silently(fd, 10000), "a hello with a wrong token was not refused");
+	close(fd);
+
+	launcher_hello(hello, TOKEN, SHMCOLL_WIRE_VERSION + 1, 1);
+	fd = raw_client(port, hello, sizeof(hello));
+	cr_assert(closed_silently(fd, 10000), "a hello of another wire version was not refused");
+	close(fd);
+
+	for (i = 0; i < (int)sizeof(junk); i++)
+		junk[i] = (uint8_t)(i * 37 + 11);
+	fd = raw_client(port, junk, sizeof(junk));
+	cr_assert(closed_silently(fd, 10000), "garbage was not refused");
+	close(fd);
+
+	launcher_hello(hello, TOKEN, SHMCOLL_WIRE_VERSION, 0);
+	fd = raw_client(port, hello, sizeof(hello));
+	cr_assert(closed_silently(fd, 10000), "a second node 0 was not refused");
+	close(fd);
+
+	start_node(&wrong, 2, 1, 1, port, "wrong-token", wrong_node, prog);
+	finish(&wrong);
+	cr_assert_eq(exit_code(&wrong), 1, "a node with a wrong token: exit %d; stderr:\n%s",
+	             exit_code(&wrong), wrong.err);
+	cr_assert(strstr(wrong.err, "refused this node"), "stderr:\n%s", wrong.err);
+	cr_assert_eq(count_lines(wrong.out), 0, "a refused node ran ranks:\n%s", wrong.out);
+	cleanup(&wrong);
+
+	/* The silent client is still connected: it must not hold anyone up. */
+	start_node(&nodes[1], 2, 1, 1, port, TOKEN, NULL, prog);
+	for (i = 0; i < 2; i++)
+		finish(&nodes[i]);
+	close(silent);
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(exit_code(&nodes[i]), 0, "node %d: exit %d; stderr:\n%s", i,
+		             exit_code(&nodes[i]), nodes[i].err);
+	cr_assert_eq(count_lines(nodes[1].out), 1, "node 1:\n%s", nodes[1].out);
+	{
+		static const char *const want[] = {
+		    "wrong token\n",
+		    "wire version 2, this side speaks 1\n",
+		    "not a shmcoll hello",
+		    "it claims to be node 0\n",
+		};
+		const char *p = nodes[0].err;
+		size_t w;
+		int refused = 0;
+
+		while ((p = strstr(p, "shmcoll-run: refused a connection from 127.0.0.")) != NULL) {
+			refused++;
+			p++;
+		}
+		cr_assert_eq(refused, 5,
+		             "want 5 refusals (2 tokens, version, garbage, node 0):\n%s",
+		             nodes[0].err);
+		for (w = 0; w < sizeof(want) / sizeof(want[0]); w++)
+			cr_assert(strstr(nodes[0].err, want[w]), "no '%s' in node 0's log:\n%s",
+			          want[w], nodes[0].err);
+	}
+	for (i = 0; i < 2; i++)
+		cleanup(&nodes[i]);
+}
+
+/* A client that connects and says nothing is dropped after the silence limit
+ * (with a log line), and node 0 goes on serving. */
+Test(launcher, nodes_silent_client_dropped, .timeout = 90)
+{
+	static const char *const prog[] = {"netenv", NULL};
+	int port, fd, i;
+	double t0;
+
+	port = start_root(&nodes[0], 2, 1, TOKEN, NULL, prog);
+	fd = raw_client(port, "abc", 3);
+	t0 = now_s();
+	cr_assert(closed_silently(fd, 30000), "a silent client was not dropped within 30 s");
+	measured("node 0 dropped a silent client after %.3f s", now_s() - t0);
+	close(fd);
+	slurp(&nodes[0], "stderr", nodes[0].err);
+	cr_assert(strstr(nodes[0].err, "refused a connection from 127.0.0.1:") &&
+	              strstr(nodes[0].err, "no hello within"),
+	          "node 0's log:\n%s", nodes[0].err);
+	start_node(&nodes[1], 2, 1, 1, port, TOKEN, NULL, prog);
+	for (i = 0; i < 2; i++) {
+		finish(&nodes[i]);
+		cr_assert_eq(exit_code(&nodes[i]), 0, "node %d: exit %d; stderr:\n%s", i,
+		             exit_code(&nodes[i]), nodes[i].err);
+		cleanup(&nodes[i]);
+	}
+}
+
+/* Starts an nnodes x ppn job of netfail ranks (rank victim fails with code
+ * once its node's go file exists), waits until every rank runs and gives each
+ * node's job an arena. */
+static int start_failing(int nnodes, int ppn, int victim, const char *code)
+{
+	char v[16], job[128];
+	const char *prog[] = {"netfail", v, code, NULL};
+	int port, i;
+
+	snprintf(v, sizeof(v), "%d", victim);
+	port = start_root(&nodes[0], nnodes, ppn, TOKEN, NULL, prog);
+	for (i = 1; i < nnodes; i++)
+		start_node(&nodes[i], nnodes, i, ppn, port, TOKEN, NULL, prog);
+	for (i = 0; i < nnodes; i++) {
+		wait_ranks(&nodes[i], i * ppn, ppn, job, sizeof(job));
+		make_arena(job);
+	}
+	return port;
+}
+
+static void go(const struct run *r)
+{
+	char path[128];
+	int fd;
+
+	path_in(path, sizeof(path), r, "go");
+	fd = open(path, O_WRONLY | O_CREAT, 0600);
+	cr_assert(fd >= 0);
+	close(fd);
+}
+
+/* A rank of node 1 fails with code: every launcher exits with want, the others
+ * say that node 1 failed, and no rank and no arena is left anywhere. */
+static void node_rank_fails(int nnodes, int ppn, const char *code, int want)
+{
+	char msg[128];
+	double t0;
+	int i;
+
+	start_failing(nnodes, ppn, ppn + 1 < 2 * ppn ? ppn + 1 : ppn, code);
+	t0 = now_s();
+	go(&nodes[1]);
+	for (i = 0; i < nnodes; i++)
+		finish(&nodes[i]);
+	measured("%dx%d, a rank of node 1 failed (%s): the last launcher exited %.3f s later",
+	         nnodes, ppn, code, now_s() - t0);
+	snprintf(msg, sizeof(msg), "node 1 failed (status %d); stopping this node's ranks", want);
+	for (i = 0; i < nnodes; i++) {
+		cr_assert_eq(exit_code(&nodes[i]), want, "node %d: exit %d, want %d; stderr:\n%s",
+		             i, exit_code(&nodes[i]), want, nodes[i].err);
+		cr_assert(i == 1 || strstr(nodes[i].err, msg), "node %d: no '%s' in:\n%s", i, msg,
+		          nodes[i].err);
+		cr_assert_lt(nodes[i].secs, RUN_CAP_S);
+		check_node_gone(&nodes[i], i * ppn, ppn, 1);
+		cleanup(&nodes[i]);
+	}
+}
+
+Test(launcher, nodes_rank_exits)
+{
+	node_rank_fails(3, 1, "3", 3);
+}
+
+Test(launcher, nodes_rank_sigkilled)
+{
+	node_rank_fails(2, 2, "kill", 137);
+}
+
+/* Node 1's launcher is SIGKILLed: its ranks die with it (PDEATHSIG), node 0
+ * loses it and stops the job, every other launcher exits 1. */
+Test(launcher, nodes_launcher_killed)
+{
+	char job[128], name[SHMCOLL_NAME_MAX];
+	pid_t pid, pgid;
+	int i;
+
+	start_failing(3, 2, -1, "0");
+	cr_assert(read_pidfile(&nodes[1], 2, &pid, &pgid, job, sizeof(job)));
+	cr_assert_eq(kill(nodes[1].pid, SIGKILL), 0);
+	for (i = 0; i < 3; i++)
+		finish(&nodes[i]);
+	cr_assert(WIFSIGNALED(nodes[1].status) && WTERMSIG(nodes[1].status) == SIGKILL);
+	check_node_gone(&nodes[1], 2, 2, 0);
+	/* Its arena is the one thing no launcher can remove. */
+	cr_assert_eq(shmcoll__arena_name(name, sizeof(name), job), 0);
+	shm_unlink(name);
+	cr_assert(strstr(nodes[0].err, "lost the connection to node 1's launcher"), "node 0:\n%s",
+	          nodes[0].err);
+	cr_assert(strstr(nodes[2].err, "node 1 failed (status 1); stopping this node's ranks"),
+	          "node 2:\n%s", nodes[2].err);
+	for (i = 0; i < 3; i += 2) {
+		cr_assert_eq(exit_code(&nodes[i]), 1, "node %d: exit %d; stderr:\n%s", i,
+		             exit_code(&nodes[i]), nodes[i].err);
+		check_node_gone(&nodes[i], 2 * i, 2, 1);
+	}
+	for (i = 0; i < 3; i++)
+		cleanup(&nodes[i]);
+}
+
+/* Node 0's launcher is SIGKILLed: the others lose it, stop their ranks, exit 1. */
+Test(launcher, nodes_root_killed)
+{
+	char job[128], name[SHMCOLL_NAME_MAX];
+	pid_t pid, pgid;
+	int i;
+
+	start_failing(2, 1, -1, "0");
+	cr_assert(read_pidfile(&nodes[0], 0, &pid, &pgid, job, sizeof(job)));
+	cr_assert_eq(kill(nodes[0].pid, SIGKILL), 0);
+	for (i = 0; i < 2; i++)
+		finish(&nodes[i]);
+	check_node_gone(&nodes[0], 0, 1, 0);
+	cr_assert_eq(shmcoll__arena_name(name, sizeof(name), job), 0);
+	shm_unlink(name);
+	cr_assert_eq(exit_code(&nodes[1]), 1, "node 1: exit %d; stderr:\n%s", exit_code(&nodes[1]),
+	             nodes[1].err);
+	cr_assert(strstr(nodes[1].err, "lost the connection to node 0's launcher") &&
+	              strstr(nodes[1].err, "stopping this node's ranks"),
+	          "node 1:\n%s", nodes[1].err);
+	check_node_gone(&nodes[1], 1, 1, 1);
+	for (i = 0; i < 2; i++)
+		cleanup(&nodes[i]);
+}
+
+/* SIGTERM to node 1's launcher stops its ranks as on one node; the status,
+ * 143, becomes the job's on every node. */
+Test(launcher, nodes_sigterm_propagates)
+{
+	int i;
+
+	start_failing(2, 2, -1, "0");
+	cr_assert_eq(kill(nodes[1].pid, SIGTERM), 0);
+	for (i = 0; i < 2; i++)
+		finish(&nodes[i]);
+	cr_assert(strstr(nodes[0].err, "node 1 failed (status 143); stopping this node's ranks"),
+	          "node 0:\n%s", nodes[0].err);
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(exit_code(&nodes[i]), 143, "node %d: exit %d; stderr:\n%s", i,
+		             exit_code(&nodes[i]), nodes[i].err);
+		check_node_gone(&nodes[i], 2 * i, 2, 1);
+		cleanup(&nodes[i]);
+	}
+}
+
+/* A node whose root never appears gives up at its connect deadline, and a root
+ * whose nodes never come at its own, each naming what is missing. */
+Test(launcher, nodes_deadline)
+{
+	static const char *const prog[] = {"netenv", NULL};
+	static const char *const quick[] = {"--connect-timeout-ms", "300", NULL};
+	int port = free_port();
+
+	start_node(&nodes[1], 2, 1, 1, port, TOKEN, quick, prog);
+	finish(&nodes[1]);
+	measured("a node without a root gave up after %.3f s", nodes[1].secs);
+	cr_assert_eq(exit_code(&nodes[1]), 1, "exit %d; stderr:\n%s", exit_code(&nodes[1]),
+	             nodes[1].err);
+	cr_assert(strstr(nodes[1].err, "cannot reach node 0 at 127.0.0.1:") &&
+	              strstr(nodes[1].err, "within 300 ms"),
+	          "stderr:\n%s", nodes[1].err);
+	cr_assert_str_empty(nodes[1].out);
+	cleanup(&nodes[1]);
+
+	start_root(&nodes[0], 3, 1, TOKEN, quick, prog);
+	finish(&nodes[0]);
+	cr_assert_eq(exit_code(&nodes[0]), 1, "exit %d; stderr:\n%s", exit_code(&nodes[0]),
+	             nodes[0].err);
+	cr_assert(strstr(nodes[0].err, "nodes 1, 2 of 3 did not join within 300 ms"), "stderr:\n%s",
+	          nodes[0].err);
+	cr_assert_str_empty(nodes[0].out);
+	cleanup(&nodes[0]);
+}
+
+/* --nproc-per-node alone, or with --nnodes 1, is -n: no multi-node variable,
+ * even one the launcher inherited. */
+Test(launcher, nodes_single_node_forms)
+{
+	static const char *const forms[][4] = {
+	    {"--nproc-per-node", "2", NULL},
+	    {"--nnodes", "1", "--nproc-per-node", "2"},
+	    {"-n", "2", "--nproc-per-node", "2"},
+	};
+	static struct run r;
+	size_t f, i;
+
+	setenv("SHMCOLL_NNODES", "4", 1);
+	setenv("SHMCOLL_NET_FD", "3", 1);
+	for (f = 0; f < sizeof(forms) / sizeof(forms[0]); f++) {
+		struct args a = {.n = 0};
+
+		arg(&a, launcher());
+		for (i = 0; i < 4 && forms[f][i]; i++)
+			arg(&a, forms[f][i]);
+		arg(&a, "/bin/sh");
+		arg(&a, "-c");
+		arg(&a, "echo \"$SHMCOLL_RANK $SHMCOLL_SIZE $SHMCOLL_LOCAL_SIZE "
+		        "${SHMCOLL_NNODES-x} ${SHMCOLL_NODE_RANK-x} ${SHMCOLL_NODES-x} "
+		        "${SHMCOLL_NET_FD-x}\"");
+		run_argv(&r, a.v);
+		cr_assert_eq(exit_code(&r), 0, "form %zu: stderr:\n%s", f, r.err);
+		cr_assert(!strcmp(r.out, "0 2 2 x x x x\n1 2 2 x x x x\n") ||
+		              !strcmp(r.out, "1 2 2 x x x x\n0 2 2 x x x x\n"),
+		          "form %zu:\n%s", f, r.out);
+		cleanup(&r);
+	}
+}
+
+Test(launcher, nodes_bad_usage)
+{
+	static const char *cases[][12] = {
+	    {"--nnodes", "2", "-n", "1", "true", NULL},
+	    {"--nnodes", "2", "--node-rank", "0", "-n", "1", "true", NULL},
+	    {"--nnodes", "2", "--root", "127.0.0.1:5", "-n", "1", "true", NULL},
+	    {"--nnodes", "2", "--node-rank", "2", "--root", "127.0.0.1:5", "-n", "1", "true"},
+	    {"--nnodes", "0", "--node-rank", "0", "--root", "127.0.0.1:5", "-n", "1", "true"},
+	    {"--nnodes", "1025", "--node-rank", "0", "--root", "127.0.0.1:5", "-n", "1", "true"},
+	    {"--nnodes", "2", "--node-rank", "-1", "--root", "127.0.0.1:5", "-n", "1", "true"},
+	    {"--nnodes", "2", "--node-rank", "0", "--root", "127.0.0.1", "-n", "1", "true"},
+	    {"--nnodes", "2", "--node-rank", "0", "--root", "127.0.0.1:0", "-n", "1", "true"},
+	    {"--nnodes", "2", "--node-rank", "0", "--root", "host:port", "-n", "1", "true"},
+	    {"--nnodes", "2", "--node-rank", "0", "--root", "127.0.0.1:5", "true", NULL},
+	    {"-n", "2", "--nproc-per-node", "3", "true", NULL},
+	    {"--nproc-per-node", "0", "true", NULL},
+	    {"--node-rank", "0", "-n", "1", "true", NULL},
+	    {"--root", "127.0.0.1:5", "-n", "1", "true", NULL},
+	    {"--node-addr", "127.0.0.1", "-n", "1", "true", NULL},
+	    {"--connect-timeout-ms", "5", "-n", "1", "true", NULL},
+	    {"--nnodes", "2", "--node-rank", "0", "--root", "127.0.0.1:5", "-n", "1",
+	     "--connect-timeout-ms", "0", "true"},
+	    {"--nnodes", "2", "--node-rank", "0", "--root", "127.0.0.1:5", "-n", "1025", "true"},
+	    /* Node 1 without the token (the suite runs with SHMCOLL_TOKEN unset). */
+	    {"--nnodes", "2", "--node-rank", "1", "--root", "127.0.0.1:5", "-n", "1", "true"},
+	    {"--cleanup", "--nnodes", "2", NULL},
+	};
+	static struct run r;
+	size_t c, i;
+
+	unsetenv("SHMCOLL_TOKEN");
+	for (c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		char *argv[16] = {(char *)launcher()};
+
+		for (i = 0; i < 12 && cases[c][i]; i++)
+			argv[i + 1] = (char *)cases[c][i];
+		run_argv(&r, argv);
+		cr_assert_eq(exit_code(&r), 2, "case %zu: exit %d, want 2; stderr:\n%s", c,
+		             exit_code(&r), r.err);
+		cr_assert(strstr(r.err, "shmcoll-run: "), "case %zu: no message on stderr", c);
+		cr_assert_str_empty(r.out, "case %zu: usage error printed to stdout", c);
+		cleanup(&r);
+	}
+	/* A token outside the alphabet. */
+	{
+		char *argv[] = {(char *)launcher(), "--nnodes", "2", "--node-rank", "0", "--root",
+		                "127.0.0.1:5",      "-n",       "1", "true",        NULL};
+
+		setenv("SHMCOLL_TOKEN", "not a token!", 1);
+		run_argv(&r, argv);
+		unsetenv("SHMCOLL_TOKEN");
+		cr_assert_eq(exit_code(&r), 2, "a bad token: exit %d; stderr:\n%s", exit_code(&r),
+		             r.err);
+		cr_assert(strstr(r.err, "SHMCOLL_TOKEN"), "stderr:\n%s", r.err);
+		cleanup(&r);
+	}
+}
+
+/* A listener of this test, standing in for node 0 at 127.0.0.1:<port>. */
+static int fake_root(int *port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert(fd >= 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(fd, 8), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+/* Accepts node 1's launcher, reads its hello and checks what it says. */
+static int accept_node1(int lfd, struct shmcoll_hello *h)
+{
+	struct pollfd pf = {.fd = lfd, .events = POLLIN};
+	uint8_t buf[SHMCOLL_HELLO_BYTES];
+	char why[192], host[64];
+	size_t got = 0;
+	uint16_t port;
+	int fd;
+
+	cr_assert_eq(poll(&pf, 1, (int)(RUN_CAP_S * 1000)), 1, "node 1 did not connect");
+	fd = accept(lfd, NULL, NULL);
+	cr_assert(fd >= 0);
+	while (got < sizeof(buf)) {
+		ssize_t n = recv(fd, buf + got, sizeof(buf) - got, 0);
+
+		cr_assert_gt(n, 0, "node 1 sent %zu bytes of its hello", got);
+		got += (size_t)n;
+	}
+	cr_assert_eq(shmcoll__hello_decode(buf, h, why, sizeof(why)), 0, "%s", why);
+	cr_assert(h->role == ROLE_LAUNCHER && h->nnodes == 2 && h->node == 1 && h->nproc == 2 &&
+	              h->rank == 2 && !strcmp(h->token, TOKEN),
+	          "node 1's hello: role %u, %u nodes, node %u, %u ranks, rank %u, token %s",
+	          h->role, h->nnodes, h->node, h->nproc, h->rank, h->token);
+	cr_assert_eq(shmcoll__addr_split(h->addr, host, sizeof(host), &port), 0, "addr %s",
+	             h->addr);
+	cr_assert(!strcmp(host, "127.0.0.2") && port != 0, "node 1's leader address: %s", h->addr);
+	return fd;
+}
+
+/* Node 1 checks node 0 as node 0 checks it: an answer with another token, a
+ * garbage answer, and a node table of the wrong size each make it exit 1,
+ * saying why, without starting a rank. */
+Test(launcher, nodes_bad_root)
+{
+	static const char *const prog[] = {"netenv", NULL};
+	static const char *const want[] = {
+	    "answered with a bad hello: wrong token",
+	    "answered with a bad hello: not a shmcoll hello",
+	    "sent a bad node table",
+	};
+	struct shmcoll_hello h, mine = {
+	                            .version = SHMCOLL_WIRE_VERSION,
+	                            .role = ROLE_LAUNCHER,
+	                            .nnodes = 2,
+	                            .nproc = 2,
+	                            .addr = "127.0.0.1:4242",
+	                        };
+	uint8_t answer[SHMCOLL_HELLO_BYTES], hdr[SHMCOLL_FRAME_BYTES], table[2 * SHMCOLL_ADDR_MAX];
+	struct shmcoll_frame f = {.type = FRAME_TABLE, .seq = 1, .len = sizeof(table) - 1};
+	int c, lfd, fd, port;
+
+	for (c = 0; c < 3; c++) {
+		lfd = fake_root(&port);
+		start_node(&nodes[1], 2, 1, 2, port, TOKEN, NULL, prog);
+		fd = accept_node1(lfd, &h);
+		snprintf(mine.token, sizeof(mine.token), "%s", c == 0 ? "other-token" : TOKEN);
+		cr_assert_eq(shmcoll__hello_encode(answer, &mine), 0);
+		if (c == 1)
+			memset(answer, 0x5a, sizeof(answer));
+		cr_assert_eq(send(fd, answer, sizeof(answer), MSG_NOSIGNAL),
+		             (ssize_t)sizeof(answer));
+		if (c == 2) {
+			memset(table, 0, sizeof(table));
+			strcpy((char *)table, mine.addr);
+			strcpy((char *)table + SHMCOLL_ADDR_MAX, h.addr);
+			shmcoll__frame_encode(hdr, &f);
+			cr_assert_eq(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL),
+			             (ssize_t)sizeof(hdr));
+			cr_assert_eq(send(fd, table, (size_t)f.len, MSG_NOSIGNAL), (ssize_t)f.len);
+		}
+		finish(&nodes[1]);
+		close(fd);
+		close(lfd);
+		cr_assert_eq(exit_code(&nodes[1]), 1, "case %d: exit %d; stderr:\n%s", c,
+		             exit_code(&nodes[1]), nodes[1].err);
+		cr_assert(strstr(nodes[1].err, want[c]), "case %d: no '%s' in:\n%s", c, want[c],
+		          nodes[1].err);
+		cr_assert_str_empty(nodes[1].out, "case %d: ranks ran", c);
+		cleanup(&nodes[1]);
+	}
 }

@@ -2,9 +2,12 @@
  * per behaviour the launcher must handle (success, a rank that exits non-zero,
  * a rank killed by a signal, signal forwarding, the environment it sets, ranks
  * that ignore SIGTERM, a rank that dies before attaching, processes a rank
- * leaves behind). */
+ * leaves behind), and for multi-node jobs, without the library: the
+ * environment and the leader's socket (netenv), and a rank that fails on cue
+ * (netfail). */
 #include <shmcoll.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +26,7 @@
 #define EXIT_WRONG   3 /* allreduce gave a wrong result */
 #define EXIT_CALL    4 /* a shmcoll call failed */
 #define EXIT_BARRIER 5 /* a barrier completed although a rank never arrived */
+#define EXIT_NETENV  6 /* netenv: the environment or the inherited sockets are wrong */
 #define COUNT        16
 
 static int env_int(const char *name, int dflt)
@@ -276,6 +282,143 @@ static int mode_env(void)
 	return 0;
 }
 
+/* The "ip:port" a TCP socket is bound to; 0 if fd is no IPv4/IPv6 socket. */
+static int sock_addr(int fd, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN];
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return 0;
+	if (ss.ss_family == AF_INET) {
+		struct sockaddr_in *s = (struct sockaddr_in *)&ss;
+
+		inet_ntop(AF_INET, &s->sin_addr, ip, sizeof(ip));
+		snprintf(buf, len, "%s:%u", ip, ntohs(s->sin_port));
+		return 1;
+	}
+	if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)&ss;
+
+		inet_ntop(AF_INET6, &s->sin6_addr, ip, sizeof(ip));
+		snprintf(buf, len, "[%s]:%u", ip, ntohs(s->sin6_port));
+		return 1;
+	}
+	return 0;
+}
+
+/* Entry i (0-based) of the comma-separated list s, into buf. */
+static int list_item(const char *s, int i, char *buf, size_t len)
+{
+	size_t n;
+
+	for (; i > 0 && s; i--) {
+		s = strchr(s, ',');
+		s = s ? s + 1 : NULL;
+	}
+	if (!s)
+		return 0;
+	n = strcspn(s, ",");
+	if (n >= len)
+		return 0;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	return 1;
+}
+
+/* Prints one line of the multi-node environment and checks the sockets this
+ * rank inherited: the leader (local rank 0) exactly one TCP socket, listening,
+ * at its entry of SHMCOLL_NODES and numbered SHMCOLL_NET_FD; the others none. */
+static int mode_netenv(void)
+{
+	static const char *names[] = {"SHMCOLL_RANK",       "SHMCOLL_SIZE",   "SHMCOLL_LOCAL_RANK",
+	                              "SHMCOLL_LOCAL_SIZE", "SHMCOLL_NNODES", "SHMCOLL_NODE_RANK",
+	                              "SHMCOLL_JOB",        "SHMCOLL_TOKEN",  "SHMCOLL_NODES",
+	                              "SHMCOLL_NET_FD"};
+	const char *netfd = getenv("SHMCOLL_NET_FD"), *nodes = getenv("SHMCOLL_NODES");
+	char line[8192], want[64], got[64];
+	int i, n = 0, tcp = 0, fd = -1, local = env_int("SHMCOLL_LOCAL_RANK", -1);
+	struct dirent *e;
+	DIR *d;
+
+	for (i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++) {
+		const char *v = getenv(names[i]);
+
+		n += snprintf(line + n, sizeof(line) - (size_t)n, "%s%s=%s", i ? " " : "", names[i],
+		              v ? v : "-");
+	}
+	printf("%s\n", line);
+	fflush(stdout);
+	if ((local == 0) != (netfd != NULL)) {
+		fprintf(stderr, "rankprog: local rank %d, SHMCOLL_NET_FD %s\n", local,
+		        netfd ? netfd : "unset");
+		return EXIT_NETENV;
+	}
+	d = opendir("/proc/self/fd");
+	while (d && (e = readdir(d)) != NULL) {
+		int f = atoi(e->d_name);
+
+		if (f > 2 && f != dirfd(d) && sock_addr(f, got, sizeof(got))) {
+			tcp++;
+			fd = f;
+		}
+	}
+	if (d)
+		closedir(d);
+	if (!netfd) {
+		if (tcp) {
+			fprintf(stderr, "rankprog: rank %s inherited %d TCP sockets\n",
+			        getenv("SHMCOLL_RANK"), tcp);
+			return EXIT_NETENV;
+		}
+		return 0;
+	}
+	if (tcp != 1 || fd != atoi(netfd)) {
+		fprintf(stderr, "rankprog: the leader has %d TCP sockets, SHMCOLL_NET_FD=%s\n", tcp,
+		        netfd);
+		return EXIT_NETENV;
+	}
+	{
+		int on = 0;
+		socklen_t sl = sizeof(on);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &sl) < 0 || !on) {
+			fprintf(stderr, "rankprog: SHMCOLL_NET_FD %d is not listening\n", fd);
+			return EXIT_NETENV;
+		}
+	}
+	sock_addr(fd, got, sizeof(got));
+	if (!nodes || !list_item(nodes, env_int("SHMCOLL_NODE_RANK", -1), want, sizeof(want)) ||
+	    strcmp(want, got)) {
+		fprintf(stderr, "rankprog: the leader listens on %s, SHMCOLL_NODES says %s\n", got,
+		        nodes ? nodes : "-");
+		return EXIT_NETENV;
+	}
+	return 0;
+}
+
+/* Every rank records itself (pidfile) and sleeps; rank victim waits until the
+ * file $SHMCOLL_TEST_PIDDIR/go exists (at most 60 s), then exits with code,
+ * or kills itself with SIGKILL if code is "kill". */
+static int mode_netfail(int victim, const char *code)
+{
+	const char *dir = getenv("SHMCOLL_TEST_PIDDIR");
+	struct timespec ms = {.tv_nsec = 1000000};
+	char go[4096];
+	struct stat st;
+	int i;
+
+	if (env_int("SHMCOLL_RANK", -1) != victim)
+		return mode_sleep();
+	snprintf(go, sizeof(go), "%s/go", dir ? dir : ".");
+	for (i = 0; i < 60000 && stat(go, &st) < 0; i++)
+		nanosleep(&ms, NULL);
+	if (!strcmp(code, "kill"))
+		raise(SIGKILL);
+	return atoi(code);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -297,7 +440,11 @@ int main(int argc, char **argv)
 		return mode_early(atoi(argv[2]), atoi(argv[3]));
 	if (!strcmp(mode, "orphan") && argc == 3)
 		return mode_orphan(atoi(argv[2]));
+	if (!strcmp(mode, "netenv") && argc == 2)
+		return mode_netenv();
+	if (!strcmp(mode, "netfail") && argc == 4)
+		return mode_netfail(atoi(argv[2]), argv[3]);
 	fprintf(stderr, "usage: rankprog ok | fail RANK CODE | kill RANK | sleep | env | stubborn "
-	                "| early RANK CODE | orphan CODE\n");
+	                "| early RANK CODE | orphan CODE | netenv | netfail RANK CODE|kill\n");
 	return EXIT_USAGE;
 }
