@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "lib/hier.h"
 #include "lib/internal.h"
 
 /* Inline (blocks of at most SHMCOLL_INLINE_MAX bytes): every rank puts its
@@ -60,6 +61,8 @@ int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmc
 		rc = shmcoll__enter(c, fn);
 	if (rc || !sendcount)
 		return rc;
+	if (c->hier)
+		return shmcoll__hier_allgather(c, send, recv, sendcount, dtype);
 
 	if (shmcoll__inline(c, ALGO_FLAT, bytes))
 		return allgather_inline(c, fn, dtype, send, recv, sendcount, bytes);

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "lib/hier.h"
 #include "lib/internal.h"
 
 /* Vectors from this size on run the direct protocol (measured crossover,
@@ -95,6 +96,8 @@ int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_
 		rc = shmcoll__enter(c, fn);
 	if (rc || !count)
 		return rc;
+	if (c->hier)
+		return shmcoll__hier_allreduce(c, send, recv, count, dtype, op);
 
 	es = shmcoll_dtype_size(dtype);
 	algo = shmcoll__algo_reduction(c, KIND_ALLREDUCE, bytes, es, DIRECT_MIN_BYTES);

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "lib/hier.h"
 #include "lib/internal.h"
 
 /* Inline (a whole sendbuf of at most SHMCOLL_INLINE_MAX bytes): every rank
@@ -77,6 +78,8 @@ int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_d
 		rc = shmcoll__enter(c, fn);
 	if (rc || !count)
 		return rc;
+	if (c->hier)
+		return shmcoll__hier_alltoall(c, send, recv, count, dtype);
 
 	if (shmcoll__inline(c, ALGO_FLAT, total))
 		return alltoall_inline(c, fn, dtype, send, recv, count, bytes);

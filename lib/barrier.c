@@ -21,6 +21,7 @@
  *   its parent instead of all P - 1 peers. */
 #include <errno.h>
 
+#include "lib/hier.h"
 #include "lib/internal.h"
 
 /* From this many ranks on the tree is the default: below it the flat step's
@@ -84,6 +85,8 @@ int shmcoll_barrier(shmcoll_comm *c)
 	rc = shmcoll__enter(c, fn);
 	if (rc < 0)
 		return rc;
+	if (c->hier)
+		return shmcoll__hier_barrier(c);
 	algo = c->algo[KIND_BARRIER];
 	if (algo == ALGO_AUTO)
 		algo = c->size >= TREE_MIN_RANKS ? ALGO_TREE : ALGO_FLAT;

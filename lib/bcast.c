@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "lib/hier.h"
 #include "lib/internal.h"
 
 /* From this many ranks on the tree is the default (docs/BENCHMARKS.md). */
@@ -166,6 +167,8 @@ int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root, shmcol
 		rc = shmcoll__enter(c, fn);
 	if (rc || !count)
 		return rc;
+	if (c->hier)
+		return shmcoll__hier_bcast(c, buf, count, dtype, root);
 
 	algo = c->algo[KIND_BCAST];
 	if (algo == ALGO_AUTO)

@@ -9,6 +9,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "lib/frame.h"
+#include "lib/hier.h"
 #include "lib/internal.h"
 
 #define DEFAULT_TIMEOUT_MS 300000
@@ -198,13 +200,55 @@ err_free:
 	return rc;
 }
 
+/* shmcoll_init of a rank of a multi-node job (SHMCOLL_NNODES > 1): the
+ * launcher's variables must agree with each other. */
+static int init_nodes(long long rank, long long size, long long nnodes, const char *job,
+		      shmcoll_comm **out)
+{
+	struct shmcoll_hier_cfg hc = {0};
+	shmcoll_config cfg = {0};
+	char err[SHMCOLL_ERR_LEN - 64];
+	long long node, lrank, lsize, fd = -1;
+	const char *debug = getenv("SHMCOLL_DEBUG");
+	int rc;
+
+	if (env_long("SHMCOLL_NODE_RANK", 0, nnodes - 1, &node) != 1 ||
+	    env_long("SHMCOLL_LOCAL_SIZE", 1, SHMCOLL_MAX_RANKS, &lsize) != 1 ||
+	    env_long("SHMCOLL_LOCAL_RANK", 0, lsize - 1, &lrank) != 1 || size != nnodes * lsize ||
+	    rank != node * lsize + lrank)
+		return create_fail(-EINVAL, "shmcoll_init: SHMCOLL_NODE_RANK, SHMCOLL_LOCAL_RANK "
+					    "and SHMCOLL_LOCAL_SIZE are missing or disagree with "
+					    "SHMCOLL_RANK=%lld, SHMCOLL_SIZE=%lld and "
+					    "SHMCOLL_NNODES=%lld",
+				   rank, size, nnodes);
+	hc.token = getenv("SHMCOLL_TOKEN");
+	hc.nodes = getenv("SHMCOLL_NODES");
+	if (!hc.token || !hc.nodes)
+		return create_fail(-EINVAL, "shmcoll_init: a multi-node job needs SHMCOLL_TOKEN "
+					    "and SHMCOLL_NODES (shmcoll-run --nnodes sets them)");
+	if (lrank == 0 && env_long("SHMCOLL_NET_FD", 0, INT_MAX, &fd) < 0)
+		return create_fail(-EINVAL, "shmcoll_init: SHMCOLL_NET_FD is not a descriptor");
+	hc.nnodes = (int)nnodes;
+	hc.node = (int)node;
+	hc.nproc = (int)lsize;
+	hc.lrank = (int)lrank;
+	hc.job = job;
+	hc.listen_fd = lrank == 0 ? (int)fd : -1;
+	hc.timeout_ns = timeout_ns(&cfg);
+	hc.log = debug && *debug && strcmp(debug, "0") != 0;
+	rc = shmcoll__hier_create(&hc, out, err, sizeof(err));
+	if (rc < 0)
+		return create_fail(rc, "shmcoll_init: %s", err);
+	return 0;
+}
+
 int shmcoll_init(shmcoll_comm **out)
 {
-	long long rank, size;
+	long long rank, size, nnodes;
 	char solo[64];
 	uint64_t nonce = 0;
 	shmcoll_config cfg = {0};
-	int r, s;
+	int r, s, n;
 
 	create_err[0] = '\0';
 	if (!out)
@@ -229,6 +273,12 @@ int shmcoll_init(shmcoll_comm **out)
 		return create_fail(-EINVAL, "shmcoll_init: SHMCOLL_RANK, SHMCOLL_SIZE and "
 					    "SHMCOLL_JOB must be set together");
 	}
+	n = env_long("SHMCOLL_NNODES", 1, SHMCOLL_NODES_MAX, &nnodes);
+	if (n < 0)
+		return create_fail(-EINVAL, "shmcoll_init: SHMCOLL_NNODES is not a number of "
+					    "nodes from 1 to %d", SHMCOLL_NODES_MAX);
+	if (n > 0 && nnodes > 1)
+		return init_nodes(rank, size, nnodes, cfg.job, out);
 	cfg.rank = (int)rank;
 	cfg.size = (int)size;
 	return shmcoll_comm_create(&cfg, out);
@@ -238,7 +288,10 @@ int shmcoll_comm_abort(shmcoll_comm *c)
 {
 	if (!c)
 		return -EINVAL;
-	shmcoll__break(c, ECANCELED);
+	if (c->hier)
+		shmcoll__hier_abort(c);
+	else
+		shmcoll__break(c, ECANCELED);
 	return 0;
 }
 
@@ -246,6 +299,11 @@ int shmcoll_comm_destroy(shmcoll_comm *c)
 {
 	if (!c)
 		return -EINVAL;
+	if (c->hier) {
+		shmcoll__hier_destroy(c);
+		free(c);
+		return 0;
+	}
 	/* Local: the segment's name is gone since every rank attached, and
 	 * unmapping our view leaves the peers' views intact, so no step is
 	 * needed. Every collective already waited for readers of our data. */

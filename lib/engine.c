@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/hier.h"
 #include "lib/internal.h"
 
 int shmcoll__fail(shmcoll_comm *c, int rc, const char *fn_fmt, ...)
@@ -127,6 +128,8 @@ int shmcoll__check_overlap(shmcoll_comm *c, const char *fn, const void *a, size_
 
 int shmcoll__enter(shmcoll_comm *c, const char *fn)
 {
+	if (c->hier)
+		return shmcoll__hier_enter(c, fn);
 	if (!load_relaxed(&c->broken) && !load_relaxed(&c->arena.hdr->aborted)) {
 		c->err[0] = '\0';
 		return 0;

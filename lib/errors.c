@@ -15,7 +15,8 @@
 	X(ECANCELED, "the communicator was aborted")                                      \
 	X(EEXIST, "an arena for this job already exists")                                 \
 	X(EACCES, "permission denied on the shared-memory filesystem")                    \
-	X(EMFILE, "too many open files")
+	X(EMFILE, "too many open files")                                                  \
+	X(ENOTSUP, "not supported by this build of shmcoll")
 
 const char *shmcoll_strerror(int err)
 {

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "lib/hier.h"
 #include "lib/internal.h"
 
 /* Below this total the non-roots do not wait for the root (docs/BENCHMARKS.md:
@@ -73,6 +74,8 @@ int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll
 		rc = shmcoll__enter(c, fn);
 	if (rc || !sendcount)
 		return rc;
+	if (c->hier)
+		return shmcoll__hier_gather(c, send, recv, sendcount, dtype, root);
 
 	if (shmcoll__inline(c, ALGO_FLAT, bytes))
 		return gather_inline(c, fn, dtype, send, recv, sendcount, bytes, root);

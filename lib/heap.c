@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/hier.h"
 #include "lib/internal.h"
 
 /* Buffers start on their own cache lines so two never share one. */
@@ -119,6 +120,8 @@ void *shmcoll_malloc(shmcoll_comm *c, size_t bytes)
 		return NULL;
 	if (shmcoll__enter(c, fn) < 0)
 		return NULL;
+	if (c->hier)
+		return shmcoll__hier_malloc(c, bytes);
 	if (bytes == 0) {
 		shmcoll__fail(c, -EINVAL, "%s: bytes is 0", fn);
 		return NULL;
@@ -158,6 +161,8 @@ int shmcoll_free(shmcoll_comm *c, void *ptr)
 		return rc;
 	if (!ptr)
 		return 0;
+	if (c->hier)
+		return shmcoll__hier_free(c, ptr);
 	off = (uint64_t)((uintptr_t)ptr - (uintptr_t)c->heap);
 	i = (uintptr_t)ptr < (uintptr_t)c->heap ? -1 : heap_find(c, off);
 	if (i < 0)

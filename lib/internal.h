@@ -59,8 +59,13 @@ struct heap_block {
 	int used;
 };
 
+struct shmcoll_hier;
+
 struct shmcoll_comm {
 	int rank, size;
+	struct shmcoll_hier *hier; /* set: a communicator over several nodes (hier.c);
+				    * then only rank, size, broken, err and cause
+				    * below mean anything */
 	struct shmcoll_arena arena;
 	struct shmcoll_waiter waiter;
 	struct shmcoll_ctrl *me; /* this rank's control block */

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "lib/hier.h"
 #include "lib/internal.h"
 
 /* The direct protocol is the default from this size on. Measured at P = 2-4
@@ -121,6 +122,8 @@ int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dty
 		rc = shmcoll__enter(c, fn);
 	if (rc || !count)
 		return rc;
+	if (c->hier)
+		return shmcoll__hier_reduce(c, send, recv, count, dtype, op, root);
 
 	es = shmcoll_dtype_size(dtype);
 	algo = shmcoll__algo_reduction(c, KIND_REDUCE, bytes, es, DIRECT_MIN_BYTES);

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "lib/hier.h"
 #include "lib/internal.h"
 
 /* Inline only up to this total: every rank publishes its whole sendbuf and
@@ -84,6 +85,8 @@ int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 		rc = shmcoll__enter(c, fn);
 	if (rc || !recvcount)
 		return rc;
+	if (c->hier)
+		return shmcoll__hier_reduce_scatter(c, send, recv, recvcount, dtype, op);
 
 	reduce = shmcoll__reduce_lookup(dtype, op);
 	if (total <= INLINE_MAX_BYTES && shmcoll__inline(c, ALGO_FLAT, total))

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "lib/hier.h"
 #include "lib/internal.h"
 
 int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcoll_dtype dtype,
@@ -46,6 +47,8 @@ int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcol
 		rc = shmcoll__enter(c, fn);
 	if (rc || !recvcount)
 		return rc;
+	if (c->hier)
+		return shmcoll__hier_scatter(c, send, recv, recvcount, dtype, root);
 
 	es = shmcoll_dtype_size(dtype);
 	cap = shmcoll__chunk_elems(c, es, (size_t)c->size);

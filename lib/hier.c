@@ -1,0 +1,1053 @@
+/* hier.c - one communicator over the ranks of several nodes: shared memory
+ * inside each node (a node communicator of its own), and one leader per node
+ * (its local rank 0) that talks to the other nodes' leaders over net.c.
+ *
+ * Global ranks are node-major: rank = node * P + local, P ranks per node.
+ * Every collective is three stages, run by every rank in the same order, so
+ * the node communicator's own checks (call words, liveness, timeouts) cover
+ * the first and the last:
+ *   1. shared memory gathers what the node has to the leader (a reduce, a
+ *      gather, or nothing);
+ *   2. the leaders exchange it (every frame carries the call's word, so a
+ *      mismatch between nodes is -EPROTO, never misread data);
+ *   3. shared memory hands the result out (a bcast or a scatter).
+ * The stages per collective:
+ *   allreduce       reduce to the leader; leaders allreduce (recursive
+ *                   doubling up to LEAD_RING_MIN bytes, ring beyond); bcast
+ *   reduce          reduce to each leader; the other leaders send theirs to
+ *                   the root's node, whose leader folds them into its own
+ *                   contribution to a node reduce to the root
+ *   bcast           bcast on the root's node; its leader sends to the others,
+ *                   whose leaders bcast it on their node
+ *   allgather       gather each node's block to its leader (in place in
+ *                   recvbuf); leaders ring-allgather the blocks; bcast
+ *   reduce_scatter  reduce the whole vector to the leader; leaders ring
+ *                   reduce-scatter node blocks; scatter the node's block
+ *   gather, scatter gather/scatter on every node through the leader, which
+ *                   sends/receives node blocks to/from the root's node;
+ *                   there, a root that is not the leader trades the other
+ *                   nodes' blocks with it through a node bcast (local_move)
+ *   alltoall        gather every rank's sendbuf to the leader; leaders swap
+ *                   per-node blocks; the leader reorders; scatter
+ *   barrier         node barrier; leaders' dissemination barrier; node barrier
+ * Reductions whose partial results would round or overflow differently than
+ * one fold over every rank are carried wide: float16/bfloat16 sums, products
+ * and averages as float32, rounded once at the end; integer averages as
+ * (quotient, remainder) pairs of the division by the job's size, exact for
+ * any values. Large vectors go in chunks of CHUNK_BYTES.
+ *
+ * A failure anywhere breaks the whole communicator: the leader shuts its
+ * connections (the other nodes' leaders fail at once and break their nodes)
+ * and breaks its node communicator (its node's ranks wake and fail). */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/hier.h"
+#include "lib/internal.h"
+#include "lib/net.h"
+
+/* Wide elements per chunk of a reduction, and bytes per chunk of a bcast. */
+#define CHUNK_BYTES   (4u << 20)
+/* Leaders' allreduce: recursive doubling below, ring from here on. */
+#define LEAD_RING_MIN (64u << 10)
+/* local_move's chunks: the bystanders' scratch. */
+#define MOVE_BYTES (1u << 20)
+
+enum { SCR_IN, SCR_RES, SCR_TMP, SCR_NET, SCR_MOVE, SCR_COUNT };
+
+struct shmcoll_hier {
+	shmcoll_comm *local;     /* this node's ranks */
+	struct shmcoll_net *net; /* the leader's connections, else NULL */
+	int nnodes, node, nproc, lrank;
+	void *scr[SCR_COUNT];    /* working memory, grown on demand, kept */
+	size_t cap[SCR_COUNT];
+};
+
+/* How a reduction travels between its stages. */
+enum { W_NATIVE, W_F32, W_QR };
+struct wide {
+	int mode;
+	shmcoll_dtype dt; /* the type stages 1 and 2 reduce */
+	shmcoll_op op;
+	size_t es;        /* its element size */
+	size_t mult;      /* wide elements per element */
+	shmcoll__reduce_fn fold;
+};
+
+static struct wide widen(shmcoll_dtype dt, shmcoll_op op)
+{
+	struct wide w = {W_NATIVE, dt, op == SHMCOLL_AVG ? SHMCOLL_SUM : op, 0, 1, NULL};
+
+	if ((dt == SHMCOLL_FLOAT16 || dt == SHMCOLL_BFLOAT16) &&
+	    (op == SHMCOLL_SUM || op == SHMCOLL_PROD || op == SHMCOLL_AVG)) {
+		w.mode = W_F32;
+		w.dt = SHMCOLL_FLOAT32;
+	} else if (op == SHMCOLL_AVG && dt != SHMCOLL_FLOAT32 && dt != SHMCOLL_FLOAT64) {
+		w.mode = W_QR;
+		w.dt = dt == SHMCOLL_UINT64 ? SHMCOLL_UINT64 : SHMCOLL_INT64;
+		w.mult = 2;
+	}
+	w.es = shmcoll_dtype_size(w.dt);
+	w.fold = shmcoll__reduce_lookup(w.dt, w.op);
+	return w;
+}
+
+/* Loads element i of a vector of integer type dt as int64 (uint64 as is). */
+static int64_t int_at(const void *v, shmcoll_dtype dt, size_t i)
+{
+	switch (dt) {
+	case SHMCOLL_INT8:
+		return ((const int8_t *)v)[i];
+	case SHMCOLL_UINT8:
+		return ((const uint8_t *)v)[i];
+	case SHMCOLL_INT32:
+		return ((const int32_t *)v)[i];
+	case SHMCOLL_UINT32:
+		return ((const uint32_t *)v)[i];
+	default:
+		return ((const int64_t *)v)[i];
+	}
+}
+
+static void int_put(void *v, shmcoll_dtype dt, size_t i, int64_t x)
+{
+	switch (dt) {
+	case SHMCOLL_INT8:
+		((int8_t *)v)[i] = (int8_t)x;
+		break;
+	case SHMCOLL_UINT8:
+		((uint8_t *)v)[i] = (uint8_t)x;
+		break;
+	case SHMCOLL_INT32:
+		((int32_t *)v)[i] = (int32_t)x;
+		break;
+	case SHMCOLL_UINT32:
+		((uint32_t *)v)[i] = (uint32_t)x;
+		break;
+	default:
+		((int64_t *)v)[i] = x;
+		break;
+	}
+}
+
+/* The wide form of n elements of src (dtype dt) into dst. W_QR: each x as
+ * the pair (q, r) with x = q * S + r and 0 <= r < S, interleaved, so a sum
+ * of pairs holds the exact sum of the xs as (sum q) * S + (sum r). */
+static void wide_in(const struct wide *w, void *dst, const void *src, size_t n, shmcoll_dtype dt,
+		    uint64_t S)
+{
+	size_t i;
+
+	if (w->mode == W_F32) {
+		float (*cvt)(uint16_t) =
+		    dt == SHMCOLL_FLOAT16 ? shmcoll__f16_to_f32 : shmcoll__bf16_to_f32;
+
+		for (i = 0; i < n; i++)
+			((float *)dst)[i] = cvt(((const uint16_t *)src)[i]);
+		return;
+	}
+	if (dt == SHMCOLL_UINT64) {
+		for (i = 0; i < n; i++) {
+			uint64_t x = ((const uint64_t *)src)[i];
+
+			((uint64_t *)dst)[2 * i] = x / S;
+			((uint64_t *)dst)[2 * i + 1] = x % S;
+		}
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		int64_t x = int_at(src, dt, i), q = x / (int64_t)S, r = x % (int64_t)S;
+
+		if (r < 0) {
+			r += (int64_t)S;
+			q--;
+		}
+		((int64_t *)dst)[2 * i] = q;
+		((int64_t *)dst)[2 * i + 1] = r;
+	}
+}
+
+/* The final n elements (dtype dt, op) from the wide result src: AVG divided
+ * by S (integers truncated toward zero), 16-bit floats rounded once. dst may
+ * be src for W_NATIVE. */
+static void wide_out(const struct wide *w, void *dst, const void *src, size_t n, shmcoll_dtype dt,
+		     shmcoll_op op, uint64_t S)
+{
+	size_t i;
+
+	if (w->mode == W_F32) {
+		uint16_t (*cvt)(float) =
+		    dt == SHMCOLL_FLOAT16 ? shmcoll__f32_to_f16 : shmcoll__f32_to_bf16;
+
+		for (i = 0; i < n; i++) {
+			float x = ((const float *)src)[i];
+
+			((uint16_t *)dst)[i] = cvt(op == SHMCOLL_AVG ? x / (float)S : x);
+		}
+		return;
+	}
+	if (w->mode == W_NATIVE) {
+		if (dst != src)
+			memcpy(dst, src, n * w->es);
+		if (op != SHMCOLL_AVG)
+			return;
+		for (i = 0; i < n; i++) {
+			if (dt == SHMCOLL_FLOAT32)
+				((float *)dst)[i] /= (float)S;
+			else
+				((double *)dst)[i] /= (double)S;
+		}
+		return;
+	}
+	if (dt == SHMCOLL_UINT64) {
+		for (i = 0; i < n; i++) {
+			const uint64_t *p = (const uint64_t *)src + 2 * i;
+
+			((uint64_t *)dst)[i] = p[0] + p[1] / S;
+		}
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		const int64_t *p = (const int64_t *)src + 2 * i;
+		/* sum = S * q + r with 0 <= r: floor(sum / S) = q + r / S, and
+		 * truncation toward zero is one more when that is negative and
+		 * inexact. */
+		int64_t f = p[0] + p[1] / (int64_t)S, rem = p[1] % (int64_t)S;
+
+		int_put(dst, dt, i, f + (f < 0 && rem != 0));
+	}
+}
+
+/* bytes rounded up so that what follows them in one scratch is aligned. */
+static size_t align16(size_t bytes)
+{
+	return (bytes + 15) & ~(size_t)15;
+}
+
+/* Working memory i of at least bytes, or NULL. */
+static void *scratch(struct shmcoll_hier *h, int i, size_t bytes)
+{
+	void *p;
+
+	if (bytes <= h->cap[i])
+		return h->scr[i];
+	p = realloc(h->scr[i], bytes);
+	if (!p)
+		return NULL;
+	h->scr[i] = p;
+	h->cap[i] = bytes;
+	return p;
+}
+
+/* The word every frame of a call carries: both leaders must agree on it. */
+static uint64_t call_word(uint32_t kind, shmcoll_dtype dt, shmcoll_op op, int root, size_t count)
+{
+	return (uint64_t)kind | (uint64_t)dt << 8 | (uint64_t)op << 16 |
+	       (uint64_t)((uint32_t)(root + 1) & 0xffffff) << 24 | (uint64_t)(count & 0xffff)
+	       << 48;
+}
+
+/* Records a failure and breaks everything: the node communicator (its ranks
+ * wake), the leader's connections (the other nodes learn), this one. */
+static int fail(shmcoll_comm *c, int rc)
+{
+	struct shmcoll_hier *h = c->hier;
+	int why = rc == -ENOMEM ? ECANCELED : -rc;
+
+	atomic_store(&c->broken, why);
+	if (h->net)
+		shmcoll__net_shutdown(h->net);
+	shmcoll__break(h->local, why);
+	if (!c->cause[0])
+		snprintf(c->cause, sizeof(c->cause), "%s", c->err);
+	return rc;
+}
+
+/* A node-stage result: rc, with the node communicator's message as ours. */
+static int local_rc(shmcoll_comm *c, int rc)
+{
+	if (rc >= 0)
+		return rc;
+	shmcoll__fail(c, rc, "node %d: %s", c->hier->node, shmcoll_last_error(c->hier->local));
+	return fail(c, rc);
+}
+
+static int oom(shmcoll_comm *c, const char *fn, size_t bytes)
+{
+	shmcoll__fail(c, -ENOMEM, "%s: out of memory for %zu bytes of working memory", fn, bytes);
+	return fail(c, -ENOMEM);
+}
+
+/* Runs nx transfers among the leaders. */
+static int net_run(shmcoll_comm *c, const char *fn, struct shmcoll_xfer *x, int nx)
+{
+	char err[SHMCOLL_ERR_LEN - 64];
+	int rc = shmcoll__net_run(c->hier->net, x, nx, err, sizeof(err));
+
+	if (rc >= 0)
+		return 0;
+	shmcoll__fail(c, rc, "%s: node %d's leader: %s", fn, c->hier->node, err);
+	return fail(c, rc);
+}
+
+/* Sends slen bytes to node `to` and receives rlen from node `from` (either
+ * -1: none), at once. */
+static int sendrecv(shmcoll_comm *c, const char *fn, uint64_t call, int to, const void *sbuf,
+		    size_t slen, int from, void *rbuf, size_t rlen)
+{
+	struct shmcoll_xfer x[2];
+	int nx = 0;
+
+	if (to >= 0)
+		x[nx++] = (struct shmcoll_xfer){to, XFER_SEND, (void *)sbuf, slen, call, 0};
+	if (from >= 0)
+		x[nx++] = (struct shmcoll_xfer){from, XFER_RECV, rbuf, rlen, call, 0};
+	return net_run(c, fn, x, nx);
+}
+
+/* buf = fold(a, b) over m wide elements, a first; tmp holds m of them. */
+static void fold2(const struct wide *w, void *buf, const void *a, const void *b, void *tmp,
+		  size_t m)
+{
+	const void *srcs[2] = {a, b};
+
+	w->fold(tmp, srcs, 2, m);
+	memcpy(buf, tmp, m * w->es);
+}
+
+/* Leaders: buf (m wide elements) becomes the fold over every node's buf;
+ * every node ends with the same bits. */
+static int lead_allreduce_rd(shmcoll_comm *c, const char *fn, const struct wide *w,
+			     uint64_t call, uint8_t *buf, size_t m)
+{
+	struct shmcoll_hier *h = c->hier;
+	int N = h->nnodes, n = h->node, p2 = 1, mask, rc;
+	size_t bytes = m * w->es;
+	uint8_t *in = scratch(h, SCR_NET, 2 * bytes), *tmp;
+
+	if (!in)
+		return oom(c, fn, 2 * bytes);
+	tmp = in + bytes;
+	while (p2 * 2 <= N)
+		p2 *= 2;
+	/* The nodes past the largest power of two fold into a partner first
+	 * and get the result from it last. */
+	if (n >= p2) {
+		rc = sendrecv(c, fn, call, n - p2, buf, bytes, -1, NULL, 0);
+		return rc < 0 ? rc : sendrecv(c, fn, call, -1, NULL, 0, n - p2, buf, bytes);
+	}
+	if (n + p2 < N) {
+		rc = sendrecv(c, fn, call, -1, NULL, 0, n + p2, in, bytes);
+		if (rc < 0)
+			return rc;
+		fold2(w, buf, buf, in, tmp, m);
+	}
+	for (mask = 1; mask < p2; mask <<= 1) {
+		int peer = n ^ mask;
+
+		rc = sendrecv(c, fn, call, peer, buf, bytes, peer, in, bytes);
+		if (rc < 0)
+			return rc;
+		/* The lower node's partial first, on both sides: the same bits. */
+		if (n < peer)
+			fold2(w, buf, buf, in, tmp, m);
+		else
+			fold2(w, buf, in, buf, tmp, m);
+	}
+	if (n + p2 < N)
+		return sendrecv(c, fn, call, n + p2, buf, bytes, -1, NULL, 0);
+	return 0;
+}
+
+/* Segment k of N over m elements: [*lo, *lo + *len). */
+static void segment(size_t m, int N, int k, size_t *lo, size_t *len)
+{
+	*lo = m * (size_t)k / (size_t)N;
+	*len = m * (size_t)(k + 1) / (size_t)N - *lo;
+}
+
+/* Ring reduce-scatter: node n ends holding the fold of segment n of every
+ * node's buf (segments of `seg` elements each if seg, else split evenly). */
+static int lead_ring_rs(shmcoll_comm *c, const char *fn, const struct wide *w, uint64_t call,
+			uint8_t *buf, size_t m, size_t seg)
+{
+	struct shmcoll_hier *h = c->hier;
+	int N = h->nnodes, n = h->node, s, rc;
+	int next = (n + 1) % N, prev = (n + N - 1) % N;
+	size_t most = seg ? seg : m / (size_t)N + 1;
+	uint8_t *in = scratch(h, SCR_NET, 2 * most * w->es), *tmp;
+
+	if (!in)
+		return oom(c, fn, 2 * most * w->es);
+	tmp = in + most * w->es;
+	for (s = 0; s < N - 1; s++) {
+		int ks = (n - s - 1 + 2 * N) % N, kr = (n - s - 2 + 2 * N) % N;
+		size_t slo, slen, rlo, rlen;
+
+		if (seg) {
+			slo = (size_t)ks * seg, slen = seg;
+			rlo = (size_t)kr * seg, rlen = seg;
+		} else {
+			segment(m, N, ks, &slo, &slen);
+			segment(m, N, kr, &rlo, &rlen);
+		}
+		rc = sendrecv(c, fn, call, next, buf + slo * w->es, slen * w->es, prev, in,
+			      rlen * w->es);
+		if (rc < 0)
+			return rc;
+		fold2(w, buf + rlo * w->es, in, buf + rlo * w->es, tmp, rlen);
+	}
+	return 0;
+}
+
+/* Ring allgather of byte blocks: node n has block n (at blk(n)) and ends with
+ * all of them. */
+static int lead_ring_ag(shmcoll_comm *c, const char *fn, uint64_t call, uint8_t *buf, size_t m,
+			size_t es, size_t seg)
+{
+	struct shmcoll_hier *h = c->hier;
+	int N = h->nnodes, n = h->node, s, rc;
+	int next = (n + 1) % N, prev = (n + N - 1) % N;
+
+	for (s = 0; s < N - 1; s++) {
+		int ks = (n - s + N) % N, kr = (n - s - 1 + N) % N;
+		size_t slo, slen, rlo, rlen;
+
+		if (seg) {
+			slo = (size_t)ks * seg, slen = seg;
+			rlo = (size_t)kr * seg, rlen = seg;
+		} else {
+			segment(m, N, ks, &slo, &slen);
+			segment(m, N, kr, &rlo, &rlen);
+		}
+		rc = sendrecv(c, fn, call, next, buf + slo * es, slen * es, prev, buf + rlo * es,
+			      rlen * es);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int lead_allreduce(shmcoll_comm *c, const char *fn, const struct wide *w, uint64_t call,
+			  uint8_t *buf, size_t m)
+{
+	int rc;
+
+	if (m * w->es < LEAD_RING_MIN || m < (size_t)c->hier->nnodes)
+		return lead_allreduce_rd(c, fn, w, call, buf, m);
+	rc = lead_ring_rs(c, fn, w, call, buf, m, 0);
+	return rc < 0 ? rc : lead_ring_ag(c, fn, call, buf, m, w->es, 0);
+}
+
+/* Moves bytes from local rank `from` (src) to local rank `to` (dst) through
+ * node bcasts: every rank of the node takes part, the others into scratch. */
+static int local_move(shmcoll_comm *c, const char *fn, int from, int to, const uint8_t *src,
+		      uint8_t *dst, size_t bytes)
+{
+	struct shmcoll_hier *h = c->hier;
+	uint8_t *bin = NULL;
+	size_t off, n;
+	int rc;
+
+	if (from == to || bytes == 0)
+		return 0;
+	if (h->lrank != from && h->lrank != to) {
+		bin = scratch(h, SCR_MOVE, min_size(bytes, MOVE_BYTES));
+		if (!bin)
+			return oom(c, fn, min_size(bytes, MOVE_BYTES));
+	}
+	for (off = 0; off < bytes; off += n) {
+		uint8_t *p = bin;
+
+		n = min_size(bytes - off, MOVE_BYTES);
+		if (h->lrank == from) {
+			/* bcast reads the root's buffer only. */
+			p = (uint8_t *)src + off;
+		} else if (h->lrank == to) {
+			p = dst + off;
+		}
+		rc = local_rc(c, shmcoll_bcast(p, n, SHMCOLL_UINT8, from, h->local));
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int shmcoll__hier_barrier(shmcoll_comm *c)
+{
+	const char *fn = "shmcoll_barrier";
+	struct shmcoll_hier *h = c->hier;
+	uint64_t call = call_word(KIND_BARRIER, 0, 0, -1, 0);
+	int rc, k;
+
+	rc = local_rc(c, shmcoll_barrier(h->local));
+	if (rc < 0)
+		return rc;
+	if (h->lrank == 0) {
+		/* Dissemination: after round k every node has heard, directly or
+		 * not, from the 2^(k+1) - 1 nodes before it. */
+		for (k = 1; k < h->nnodes; k <<= 1) {
+			rc = sendrecv(c, fn, call, (h->node + k) % h->nnodes, NULL, 0,
+				      (h->node - k + h->nnodes) % h->nnodes, NULL, 0);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return local_rc(c, shmcoll_barrier(h->local));
+}
+
+/* Elements per chunk of a reduction of w. */
+static size_t reduce_chunk(const struct wide *w)
+{
+	return CHUNK_BYTES / (w->es * w->mult);
+}
+
+int shmcoll__hier_allreduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t count,
+			    shmcoll_dtype dt, shmcoll_op op)
+{
+	const char *fn = "shmcoll_allreduce";
+	struct shmcoll_hier *h = c->hier;
+	struct wide w = widen(dt, op);
+	size_t es = shmcoll_dtype_size(dt), cap = reduce_chunk(&w), done, n;
+	uint64_t call = call_word(KIND_ALLREDUCE, dt, op, -1, count), S = (uint64_t)c->size;
+	int rc, lead = h->lrank == 0;
+
+	for (done = 0; done < count; done += n) {
+		const uint8_t *in = send + done * es;
+		uint8_t *out = recv + done * es, *win = (uint8_t *)in, *wres = out;
+		size_t m;
+
+		n = min_size(cap, count - done);
+		m = n * w.mult;
+		if (w.mode != W_NATIVE) {
+			win = scratch(h, SCR_IN, m * w.es);
+			wres = lead ? scratch(h, SCR_RES, m * w.es) : NULL;
+			if (!win || (lead && !wres))
+				return oom(c, fn, m * w.es);
+			wide_in(&w, win, in, n, dt, S);
+		}
+		rc = local_rc(c, shmcoll_reduce(win, wres, m, w.dt, w.op, 0, h->local));
+		if (rc == 0 && lead) {
+			rc = lead_allreduce(c, fn, &w, call, wres, m);
+			if (rc == 0)
+				wide_out(&w, out, wres, n, dt, op, S);
+		}
+		if (rc == 0)
+			rc = local_rc(c, shmcoll_bcast(out, n, dt, 0, h->local));
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int shmcoll__hier_reduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t count,
+			 shmcoll_dtype dt, shmcoll_op op, int root)
+{
+	const char *fn = "shmcoll_reduce";
+	struct shmcoll_hier *h = c->hier;
+	struct wide w = widen(dt, op);
+	size_t es = shmcoll_dtype_size(dt), cap = reduce_chunk(&w), done, n;
+	uint64_t call = call_word(KIND_REDUCE, dt, op, root, count), S = (uint64_t)c->size;
+	int rc, lead = h->lrank == 0, nr = root / h->nproc, lr = root % h->nproc;
+	int N = h->nnodes, q, k;
+
+	for (done = 0; done < count; done += n) {
+		const uint8_t *in = send + done * es;
+		uint8_t *out = c->rank == root ? recv + done * es : NULL, *win = (uint8_t *)in;
+		uint8_t *wres = NULL;
+		size_t m, wb;
+
+		n = min_size(cap, count - done);
+		m = n * w.mult;
+		wb = m * w.es;
+		if (w.mode != W_NATIVE) {
+			win = scratch(h, SCR_IN, wb);
+			if (!win)
+				return oom(c, fn, wb);
+			wide_in(&w, win, in, n, dt, S);
+		}
+		if (h->node != nr) {
+			wres = lead ? scratch(h, SCR_RES, wb) : NULL;
+			if (lead && !wres)
+				return oom(c, fn, wb);
+			rc = local_rc(c, shmcoll_reduce(win, wres, m, w.dt, w.op, 0, h->local));
+			if (rc == 0 && lead)
+				rc = sendrecv(c, fn, call, nr, wres, wb, -1, NULL, 0);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		/* The root's node: the leader's contribution is its own folded
+		 * with every other node's partial, in node order. */
+		if (lead) {
+			struct shmcoll_xfer *x;
+			size_t wa = align16(wb);
+			uint8_t *parts = scratch(h, SCR_NET, (size_t)N * wa + sizeof(*x) * (size_t)N);
+			const void **srcs;
+
+			if (!parts || !scratch(h, SCR_TMP, wa + sizeof(void *) * (size_t)N))
+				return oom(c, fn, (size_t)N * wa);
+			x = (struct shmcoll_xfer *)(parts + (size_t)N * wa);
+			srcs = (const void **)((uint8_t *)h->scr[SCR_TMP] + wa);
+			for (q = 0, k = 0; q < N; q++)
+				if (q != nr)
+					x[k++] = (struct shmcoll_xfer){q, XFER_RECV,
+								       parts + (size_t)q * wa, wb,
+								       call, 0};
+			rc = net_run(c, fn, x, k);
+			if (rc < 0)
+				return rc;
+			for (q = 0; q < N; q++)
+				srcs[q] = q == nr ? (const void *)win : parts + (size_t)q * wa;
+			w.fold(h->scr[SCR_TMP], srcs, N, m);
+			win = h->scr[SCR_TMP];
+		}
+		if (h->lrank == lr) {
+			wres = w.mode == W_NATIVE ? out : scratch(h, SCR_RES, wb);
+			if (!wres)
+				return oom(c, fn, wb);
+		}
+		rc = local_rc(c, shmcoll_reduce(win, wres, m, w.dt, w.op, lr, h->local));
+		if (rc < 0)
+			return rc;
+		if (h->lrank == lr)
+			wide_out(&w, out, wres, n, dt, op, S);
+	}
+	return 0;
+}
+
+int shmcoll__hier_bcast(shmcoll_comm *c, uint8_t *buf, size_t count, shmcoll_dtype dt, int root)
+{
+	const char *fn = "shmcoll_bcast";
+	struct shmcoll_hier *h = c->hier;
+	size_t es = shmcoll_dtype_size(dt), cap = CHUNK_BYTES / es, done, n;
+	uint64_t call = call_word(KIND_BCAST, dt, 0, root, count);
+	int rc, nr = root / h->nproc, q, k;
+	struct shmcoll_xfer *x = NULL;
+
+	if (h->lrank == 0 && h->node == nr) {
+		x = scratch(h, SCR_TMP, sizeof(*x) * (size_t)h->nnodes);
+		if (!x)
+			return oom(c, fn, sizeof(*x) * (size_t)h->nnodes);
+	}
+	for (done = 0; done < count; done += n) {
+		uint8_t *p = buf + done * es;
+
+		n = min_size(cap, count - done);
+		if (h->node == nr) {
+			rc = local_rc(c, shmcoll_bcast(p, n, dt, root % h->nproc, h->local));
+			if (rc == 0 && h->lrank == 0) {
+				for (q = 0, k = 0; q < h->nnodes; q++)
+					if (q != nr)
+						x[k++] = (struct shmcoll_xfer){q, XFER_SEND, p,
+									       n * es, call, 0};
+				rc = net_run(c, fn, x, k);
+			}
+		} else {
+			rc = 0;
+			if (h->lrank == 0)
+				rc = sendrecv(c, fn, call, -1, NULL, 0, nr, p, n * es);
+			if (rc == 0)
+				rc = local_rc(c, shmcoll_bcast(p, n, dt, 0, h->local));
+		}
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int shmcoll__hier_allgather(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t sc,
+			    shmcoll_dtype dt)
+{
+	const char *fn = "shmcoll_allgather";
+	struct shmcoll_hier *h = c->hier;
+	size_t es = shmcoll_dtype_size(dt), block = (size_t)h->nproc * sc * es;
+	uint64_t call = call_word(KIND_ALLGATHER, dt, 0, -1, sc);
+	int rc, lead = h->lrank == 0;
+
+	/* The node's block lands in place in the leader's recvbuf. */
+	rc = local_rc(c, shmcoll_gather(send, lead ? recv + (size_t)h->node * block : NULL, sc,
+					dt, 0, h->local));
+	if (rc == 0 && lead)
+		rc = lead_ring_ag(c, fn, call, recv, (size_t)h->nnodes, block, 1);
+	if (rc == 0)
+		rc = local_rc(c, shmcoll_bcast(recv, (size_t)c->size * sc, dt, 0, h->local));
+	return rc;
+}
+
+int shmcoll__hier_reduce_scatter(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t rc_,
+				 shmcoll_dtype dt, shmcoll_op op)
+{
+	const char *fn = "shmcoll_reduce_scatter";
+	struct shmcoll_hier *h = c->hier;
+	struct wide w = widen(dt, op);
+	size_t es = shmcoll_dtype_size(dt), total = (size_t)c->size * rc_;
+	size_t m = total * w.mult, seg = (size_t)h->nproc * rc_ * w.mult;
+	uint64_t call = call_word(KIND_REDUCE_SCATTER, dt, op, -1, rc_), S = (uint64_t)c->size;
+	uint8_t *win = (uint8_t *)send, *wres = NULL, *part = NULL;
+	int rc, lead = h->lrank == 0;
+
+	if (w.mode != W_NATIVE) {
+		win = scratch(h, SCR_IN, m * w.es);
+		if (!win)
+			return oom(c, fn, m * w.es);
+		wide_in(&w, win, send, total, dt, S);
+	}
+	if (lead) {
+		wres = scratch(h, SCR_RES, m * w.es);
+		part = scratch(h, SCR_TMP, (size_t)h->nproc * rc_ * es);
+		if (!wres || !part)
+			return oom(c, fn, m * w.es);
+	}
+	rc = local_rc(c, shmcoll_reduce(win, wres, m, w.dt, w.op, 0, h->local));
+	if (rc == 0 && lead) {
+		rc = lead_ring_rs(c, fn, &w, call, wres, m, seg);
+		if (rc == 0)
+			wide_out(&w, part, wres + (size_t)h->node * seg * w.es,
+				 (size_t)h->nproc * rc_, dt, op, S);
+	}
+	if (rc == 0)
+		rc = local_rc(c, shmcoll_scatter(part, recv, rc_, dt, 0, h->local));
+	return rc;
+}
+
+int shmcoll__hier_gather(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t sc,
+			 shmcoll_dtype dt, int root)
+{
+	const char *fn = "shmcoll_gather";
+	struct shmcoll_hier *h = c->hier;
+	size_t es = shmcoll_dtype_size(dt), block = (size_t)h->nproc * sc * es;
+	uint64_t call = call_word(KIND_GATHER, dt, 0, root, sc);
+	int rc, N = h->nnodes, nr = root / h->nproc, lr = root % h->nproc, q, k;
+	int lead = h->lrank == 0;
+	uint8_t *far;
+
+	if (h->node != nr) {
+		uint8_t *tmp = lead ? scratch(h, SCR_RES, block) : NULL;
+
+		if (lead && !tmp)
+			return oom(c, fn, block);
+		rc = local_rc(c, shmcoll_gather(send, tmp, sc, dt, 0, h->local));
+		if (rc == 0 && lead)
+			rc = sendrecv(c, fn, call, nr, tmp, block, -1, NULL, 0);
+		return rc;
+	}
+	/* The root's node: its block goes straight to the root. */
+	rc = local_rc(c, shmcoll_gather(send, h->lrank == lr ? recv + (size_t)nr * block : NULL,
+					sc, dt, lr, h->local));
+	if (rc < 0)
+		return rc;
+	/* The other nodes' blocks, in node order, into recvbuf if the leader is
+	 * the root, else into scratch to be moved to the root. */
+	far = NULL;
+	if (lead) {
+		struct shmcoll_xfer *x = scratch(h, SCR_TMP, sizeof(*x) * (size_t)N);
+
+		far = lr == 0 ? recv : scratch(h, SCR_RES, (size_t)(N - 1) * block);
+		if (!x || !far)
+			return oom(c, fn, (size_t)N * block);
+		for (q = 0, k = 0; q < N; q++) {
+			uint8_t *dst = lr == 0 ? recv + (size_t)q * block
+					       : far + (size_t)(q - (q > nr)) * block;
+
+			if (q != nr)
+				x[k++] = (struct shmcoll_xfer){q, XFER_RECV, dst, block, call, 0};
+		}
+		rc = net_run(c, fn, x, k);
+		if (rc < 0)
+			return rc;
+	}
+	if (lr == 0)
+		return 0;
+	rc = local_move(c, fn, 0, lr, far, recv, (size_t)nr * block);
+	if (rc == 0)
+		rc = local_move(c, fn, 0, lr, far ? far + (size_t)nr * block : NULL,
+				recv ? recv + (size_t)(nr + 1) * block : NULL,
+				(size_t)(N - 1 - nr) * block);
+	return rc;
+}
+
+int shmcoll__hier_scatter(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t rcount,
+			  shmcoll_dtype dt, int root)
+{
+	const char *fn = "shmcoll_scatter";
+	struct shmcoll_hier *h = c->hier;
+	size_t es = shmcoll_dtype_size(dt), block = (size_t)h->nproc * rcount * es;
+	uint64_t call = call_word(KIND_SCATTER, dt, 0, root, rcount);
+	int rc, N = h->nnodes, nr = root / h->nproc, lr = root % h->nproc, q, k;
+	int lead = h->lrank == 0;
+
+	if (h->node != nr) {
+		uint8_t *tmp = lead ? scratch(h, SCR_RES, block) : NULL;
+
+		if (lead && !tmp)
+			return oom(c, fn, block);
+		rc = lead ? sendrecv(c, fn, call, -1, NULL, 0, nr, tmp, block) : 0;
+		if (rc == 0)
+			rc = local_rc(c, shmcoll_scatter(tmp, recv, rcount, dt, 0, h->local));
+		return rc;
+	}
+	/* The root's node: the leader sends the other nodes' blocks, taken
+	 * from the root's sendbuf through the node first if it is not root. */
+	rc = 0;
+	if (lead) {
+		struct shmcoll_xfer *x = scratch(h, SCR_TMP, sizeof(*x) * (size_t)N);
+		const uint8_t *far = lr == 0 ? send : scratch(h, SCR_RES, (size_t)(N - 1) * block);
+
+		if (!x || !far)
+			return oom(c, fn, (size_t)N * block);
+		if (lr != 0) {
+			rc = local_move(c, fn, lr, 0, NULL, (uint8_t *)far, (size_t)nr * block);
+			if (rc == 0)
+				rc = local_move(c, fn, lr, 0, NULL,
+						(uint8_t *)far + (size_t)nr * block,
+						(size_t)(N - 1 - nr) * block);
+			if (rc < 0)
+				return rc;
+		}
+		for (q = 0, k = 0; q < N; q++) {
+			const uint8_t *src = lr == 0 ? send + (size_t)q * block
+						     : far + (size_t)(q - (q > nr)) * block;
+
+			if (q != nr)
+				x[k++] = (struct shmcoll_xfer){q, XFER_SEND, (void *)src, block,
+							       call, 0};
+		}
+		rc = net_run(c, fn, x, k);
+	} else if (lr != 0) {
+		rc = local_move(c, fn, lr, 0, send, NULL, (size_t)nr * block);
+		if (rc == 0)
+			rc = local_move(c, fn, lr, 0, send ? send + (size_t)(nr + 1) * block : NULL,
+					NULL, (size_t)(N - 1 - nr) * block);
+	}
+	if (rc < 0)
+		return rc;
+	return local_rc(c, shmcoll_scatter(h->lrank == lr ? send + (size_t)nr * block : NULL, recv,
+					   rcount, dt, lr, h->local));
+}
+
+int shmcoll__hier_alltoall(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t count,
+			   shmcoll_dtype dt)
+{
+	const char *fn = "shmcoll_alltoall";
+	struct shmcoll_hier *h = c->hier;
+	size_t b = count * shmcoll_dtype_size(dt), P = (size_t)h->nproc, S = (size_t)c->size;
+	size_t row = S * b, nblk = P * P * b;
+	uint64_t call = call_word(KIND_ALLTOALL, dt, 0, -1, count);
+	int rc, N = h->nnodes, lead = h->lrank == 0, m, k;
+	uint8_t *G = NULL, *O = NULL, *I = NULL, *T = NULL;
+	size_t i, j;
+
+	if (lead) {
+		/* G: every local rank's sendbuf; O, I: per node, [j][i] the
+		 * block local i sends to (or receives from) local j; T: per
+		 * local rank, its recvbuf. */
+		G = scratch(h, SCR_IN, P * row);
+		O = scratch(h, SCR_RES, (size_t)N * nblk);
+		I = scratch(h, SCR_NET, align16((size_t)N * nblk) + sizeof(struct shmcoll_xfer) * 2 * N);
+		T = scratch(h, SCR_TMP, P * row);
+		if (!G || !O || !I || !T)
+			return oom(c, fn, 2 * P * row + 2 * (size_t)N * nblk);
+	}
+	rc = local_rc(c, shmcoll_gather(send, G, S * count, dt, 0, h->local));
+	if (rc < 0 || !lead)
+		goto out;
+	for (m = 0; m < N; m++)
+		for (j = 0; j < P; j++)
+			for (i = 0; i < P; i++)
+				memcpy(O + (size_t)m * nblk + (j * P + i) * b,
+				       G + i * row + ((size_t)m * P + j) * b, b);
+	{
+		struct shmcoll_xfer *x = (struct shmcoll_xfer *)(I + align16((size_t)N * nblk));
+
+		for (m = 0, k = 0; m < N; m++) {
+			if (m == h->node)
+				continue;
+			x[k++] = (struct shmcoll_xfer){m, XFER_SEND, O + (size_t)m * nblk, nblk,
+						       call, 0};
+			x[k++] = (struct shmcoll_xfer){m, XFER_RECV, I + (size_t)m * nblk, nblk,
+						       call, 0};
+		}
+		memcpy(I + (size_t)h->node * nblk, O + (size_t)h->node * nblk, nblk);
+		rc = net_run(c, fn, x, k);
+		if (rc < 0)
+			return rc;
+	}
+	for (j = 0; j < P; j++)
+		for (m = 0; m < N; m++)
+			memcpy(T + j * row + (size_t)m * P * b, I + (size_t)m * nblk + j * P * b,
+			       P * b);
+out:
+	if (rc == 0)
+		rc = local_rc(c, shmcoll_scatter(T, recv, S * count, dt, 0, h->local));
+	return rc;
+}
+
+void *shmcoll__hier_malloc(shmcoll_comm *c, size_t bytes)
+{
+	void *p = shmcoll_malloc(c->hier->local, bytes);
+
+	if (!p)
+		local_rc(c, -ENOMEM);
+	return p;
+}
+
+int shmcoll__hier_free(shmcoll_comm *c, void *ptr)
+{
+	return local_rc(c, shmcoll_free(c->hier->local, ptr));
+}
+
+int shmcoll__hier_enter(shmcoll_comm *c, const char *fn)
+{
+	int rc;
+
+	if (load_relaxed(&c->broken))
+		return shmcoll__fail(c, -ECANCELED, "%s: the communicator was aborted earlier%s%s",
+				     fn, c->cause[0] ? ": " : " (by a peer or shmcoll_comm_abort)",
+				     c->cause);
+	/* A rank of this node failed between calls. */
+	rc = shmcoll__enter(c->hier->local, fn);
+	if (rc < 0)
+		return local_rc(c, rc);
+	c->err[0] = '\0';
+	return 0;
+}
+
+void shmcoll__hier_abort(shmcoll_comm *c)
+{
+	atomic_store(&c->broken, ECANCELED);
+	if (c->hier->net)
+		shmcoll__net_shutdown(c->hier->net);
+	shmcoll__break(c->hier->local, ECANCELED);
+}
+
+void shmcoll__hier_destroy(shmcoll_comm *c)
+{
+	struct shmcoll_hier *h = c->hier;
+	int i;
+
+	shmcoll__net_close(h->net);
+	shmcoll_comm_destroy(h->local);
+	for (i = 0; i < SCR_COUNT; i++)
+		free(h->scr[i]);
+	free(h);
+}
+
+/* Parses the leaders' addresses "h:p,h:p,..." into n entries. */
+static int parse_nodes(const char *s, int n, char (*addrs)[SHMCOLL_ADDR_MAX])
+{
+	char host[SHMCOLL_ADDR_MAX];
+	uint16_t port;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		const char *end = strchr(s, ',');
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+
+		if (len == 0 || len >= SHMCOLL_ADDR_MAX || (i == n - 1) != !end)
+			return -EINVAL;
+		memcpy(addrs[i], s, len);
+		addrs[i][len] = '\0';
+		if (shmcoll__addr_split(addrs[i], host, sizeof(host), &port) < 0 || port == 0)
+			return -EINVAL;
+		s = end ? end + 1 : s + len;
+	}
+	return 0;
+}
+
+int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, shmcoll_comm **out, char *err,
+			 size_t errlen)
+{
+	char nerr[SHMCOLL_ERR_LEN - 64];
+	char (*addrs)[SHMCOLL_ADDR_MAX] = NULL;
+	shmcoll_config lc = {0};
+	struct shmcoll_hier *h;
+	shmcoll_comm *c;
+	int rc, status;
+
+	*out = NULL;
+	c = calloc(1, sizeof(*c));
+	h = calloc(1, sizeof(*h));
+	addrs = calloc((size_t)cfg->nnodes, sizeof(*addrs));
+	if (!c || !h || !addrs) {
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+		goto err_free;
+	}
+	if (parse_nodes(cfg->nodes, cfg->nnodes, addrs) < 0) {
+		snprintf(err, errlen, "SHMCOLL_NODES is not %d comma-separated host:port addresses",
+			 cfg->nnodes);
+		rc = -EINVAL;
+		goto err_free;
+	}
+	c->rank = cfg->node * cfg->nproc + cfg->lrank;
+	c->size = cfg->nnodes * cfg->nproc;
+	c->hier = h;
+	h->nnodes = cfg->nnodes;
+	h->node = cfg->node;
+	h->nproc = cfg->nproc;
+	h->lrank = cfg->lrank;
+
+	lc.rank = cfg->lrank;
+	lc.size = cfg->nproc;
+	lc.job = cfg->job;
+	lc.timeout_ms = cfg->timeout_ms;
+	rc = shmcoll_comm_create(&lc, &h->local);
+	if (rc < 0) {
+		snprintf(err, errlen, "node %d: %s", cfg->node, shmcoll_last_error(NULL));
+		goto err_free;
+	}
+	status = 0;
+	if (h->lrank == 0) {
+		struct shmcoll_net_cfg nc = {
+		    .nnodes = cfg->nnodes,
+		    .node = cfg->node,
+		    .nproc = cfg->nproc,
+		    .token = cfg->token,
+		    .addrs = (const char(*)[SHMCOLL_ADDR_MAX])addrs,
+		    .listen_fd = cfg->listen_fd,
+		    .timeout_ns = cfg->timeout_ns,
+		    .kind = NET_AUTO,
+		    .log = cfg->log,
+		};
+
+		status = shmcoll__net_open(&nc, &h->net, nerr, sizeof(nerr));
+		if (status < 0)
+			snprintf(err, errlen, "node %d's leader (rank %d): %s", cfg->node, c->rank,
+				 nerr);
+	}
+	/* Every rank of the node learns whether its leader got through. */
+	rc = shmcoll_bcast(&status, 1, SHMCOLL_INT32, 0, h->local);
+	if (rc < 0) {
+		snprintf(err, errlen, "node %d: %s", cfg->node, shmcoll_last_error(h->local));
+		goto err_local;
+	}
+	if (status < 0) {
+		if (h->lrank != 0)
+			snprintf(err, errlen, "node %d's leader could not reach the other nodes (%s)",
+				 cfg->node, shmcoll_strerror(status));
+		rc = status;
+		goto err_local;
+	}
+	free(addrs);
+	*out = c;
+	return 0;
+
+err_local:
+	shmcoll__net_close(h->net);
+	shmcoll_comm_destroy(h->local);
+err_free:
+	free(addrs);
+	free(h);
+	free(c);
+	return rc;
+}
+
+const char *shmcoll__hier_transport(const shmcoll_comm *c)
+{
+	return c->hier && c->hier->net ? shmcoll__net_kind_name(c->hier->net) : NULL;
+}

@@ -1,0 +1,523 @@
+/* test_multinode.c - communicators over several nodes, on one machine: every
+ * node its own set of processes, its own arena, its leader on its own
+ * 127.0.0.x address, the leaders connected over TCP.
+ *
+ * Two ways to start a job: mn_spawn() plays the launchers itself (it sets the
+ * environment shmcoll-run would and hands each leader its listening socket),
+ * so a test sees every rank's exit code and output even after a fault; the
+ * launcher tests run the real shmcoll-run, one per node. Jobs run through
+ * both transports (SHMCOLL_NET=uring and poll). Times are bounded only to
+ * catch a hang. */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm/name.h"
+#include "tests/harness.h"
+
+#define MN_MAX_RANKS 16
+#define MN_MAX_NODES 4
+#define RUN_CAP_S    600.0 /* a job taking longer than this hangs */
+#define OUT_MAX      16384
+
+struct mn_job {
+	int nnodes, nproc;
+	const char *net;     /* SHMCOLL_NET, or NULL */
+	int timeout_ms;      /* SHMCOLL_TIMEOUT_MS */
+	const char *const *argv; /* the program and its arguments */
+};
+
+struct mn_run {
+	int size;
+	char dir[64];
+	char token[40];
+	char job[MN_MAX_NODES][64];
+	pid_t pid[MN_MAX_RANKS];
+	int status[MN_MAX_RANKS]; /* raw wait status */
+	int done[MN_MAX_RANKS];   /* reaped */
+	int hung;                 /* the run hit RUN_CAP_S and was killed */
+	double secs;
+	char out[MN_MAX_RANKS][OUT_MAX];
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const char *env_path(const char *name)
+{
+	const char *p = getenv(name);
+
+	if (!p || !*p)
+		cr_skip_test("%s is not set: run this suite through meson test", name);
+	return p;
+}
+
+/* A listening socket on 127.0.0.(node + 1), port chosen by the kernel. */
+static int listener(int node, char *addr, size_t len)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert(fd >= 0, "socket: %s", strerror(errno));
+	sa.sin_addr.s_addr = htonl(0x7f000001u + (uint32_t)node);
+	cr_assert(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind 127.0.0.%d: %s",
+		  node + 1, strerror(errno));
+	cr_assert(listen(fd, 64) == 0);
+	cr_assert(getsockname(fd, (struct sockaddr *)&sa, &sl) == 0);
+	snprintf(addr, len, "127.0.0.%d:%u", node + 1, ntohs(sa.sin_port));
+	return fd;
+}
+
+static void setenv_int(const char *name, long v)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%ld", v);
+	setenv(name, buf, 1);
+}
+
+/* Runs in the child: rank `rank` of the job, its output to its file. */
+static void exec_rank(const struct mn_job *j, const struct mn_run *r, int rank, int lfd,
+		      const char *nodes)
+{
+	int node = rank / j->nproc, local = rank % j->nproc, fd;
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/rank%d.out", r->dir, rank);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+		_exit(120);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	setenv_int("SHMCOLL_RANK", rank);
+	setenv_int("SHMCOLL_SIZE", j->nnodes * j->nproc);
+	setenv_int("SHMCOLL_LOCAL_RANK", local);
+	setenv_int("SHMCOLL_LOCAL_SIZE", j->nproc);
+	setenv_int("SHMCOLL_NNODES", j->nnodes);
+	setenv_int("SHMCOLL_NODE_RANK", node);
+	setenv_int("SHMCOLL_TIMEOUT_MS", j->timeout_ms);
+	setenv("SHMCOLL_JOB", r->job[node], 1);
+	setenv("SHMCOLL_TOKEN", r->token, 1);
+	setenv("SHMCOLL_NODES", nodes, 1);
+	setenv("SHMCOLL_ARENA_BYTES", "65536", 1);
+	if (j->net)
+		setenv("SHMCOLL_NET", j->net, 1);
+	if (local == 0) {
+		/* dup() clears close-on-exec: only the leader inherits it. */
+		int keep = dup(lfd);
+
+		if (keep < 0)
+			_exit(121);
+		setenv_int("SHMCOLL_NET_FD", keep);
+	}
+	execv(j->argv[0], (char *const *)j->argv);
+	_exit(127);
+}
+
+static void slurp(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = 0;
+
+	if (f) {
+		n = fread(buf, 1, len - 1, f);
+		fclose(f);
+	}
+	buf[n] = '\0';
+}
+
+/* Whether pid is stopped (state T in /proc/pid/stat). */
+static int stopped(pid_t pid)
+{
+	char path[64], buf[256], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	slurp(path, buf, sizeof(buf));
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] == 'T';
+}
+
+/* How many /dev/shm entries the run's nodes left. */
+static int leftovers(const struct mn_run *r, int nnodes)
+{
+	char name[SHMCOLL_NAME_MAX], path[SHMCOLL_NAME_MAX + 16];
+	struct stat st;
+	int n, left = 0;
+
+	for (n = 0; n < nnodes; n++) {
+		if (shmcoll__arena_name(name, sizeof(name), r->job[n]) < 0)
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm%s", name);
+		left += stat(path, &st) == 0;
+	}
+	return left;
+}
+
+/* Starts every rank of the job, waits for all (killing them after
+ * RUN_CAP_S), and collects their statuses and output. */
+static void mn_spawn(const struct mn_job *j, struct mn_run *r)
+{
+	char nodes[MN_MAX_NODES * 32] = "", addr[32], path[128];
+	int lfd[MN_MAX_NODES], n, g, left;
+	uint64_t nonce = 0;
+	double t0;
+
+	memset(r, 0, sizeof(*r));
+	r->size = j->nnodes * j->nproc;
+	cr_assert(r->size <= MN_MAX_RANKS && j->nnodes <= MN_MAX_NODES);
+	snprintf(r->dir, sizeof(r->dir), "/tmp/shmcoll-mn-XXXXXX");
+	cr_assert(mkdtemp(r->dir), "mkdtemp: %s", strerror(errno));
+	cr_assert(getrandom(&nonce, sizeof(nonce), 0) == sizeof(nonce));
+	snprintf(r->token, sizeof(r->token), "t%016llx", (unsigned long long)nonce);
+	for (n = 0; n < j->nnodes; n++) {
+		snprintf(r->job[n], sizeof(r->job[n]), "mn%d-%d-%08llx", (int)getpid(), n,
+			 (unsigned long long)(nonce >> 32));
+		lfd[n] = listener(n, addr, sizeof(addr));
+		snprintf(nodes + strlen(nodes), sizeof(nodes) - strlen(nodes), "%s%s",
+			 n ? "," : "", addr);
+	}
+	fflush(NULL);
+	t0 = now_s();
+	for (g = 0; g < r->size; g++) {
+		r->pid[g] = fork();
+		cr_assert(r->pid[g] >= 0, "fork: %s", strerror(errno));
+		if (r->pid[g] == 0)
+			exec_rank(j, r, g, lfd[g / j->nproc], nodes);
+	}
+	for (n = 0; n < j->nnodes; n++)
+		close(lfd[n]);
+	for (left = r->size; left > 0;) {
+		int ws;
+		pid_t pid = waitpid(-1, &ws, WNOHANG);
+
+		if (pid > 0) {
+			for (g = 0; g < r->size; g++)
+				if (r->pid[g] == pid) {
+					r->status[g] = ws;
+					r->done[g] = 1;
+					left--;
+				}
+			continue;
+		}
+		if (left == 1) {
+			/* A rank stopped on purpose stays so: once it is all
+			 * that is left, the job is over. */
+			for (g = 0; g < r->size; g++)
+				if (!r->done[g] && stopped(r->pid[g]))
+					kill(r->pid[g], SIGKILL);
+		}
+		if (now_s() - t0 > RUN_CAP_S && !r->hung) {
+			r->hung = 1;
+			for (g = 0; g < r->size; g++)
+				kill(r->pid[g], SIGKILL);
+		}
+		usleep(20000);
+	}
+	r->secs = now_s() - t0;
+	for (g = 0; g < r->size; g++) {
+		snprintf(path, sizeof(path), "%s/rank%d.out", r->dir, g);
+		slurp(path, r->out[g], OUT_MAX);
+		unlink(path);
+	}
+	rmdir(r->dir);
+	cr_log_info("job of %d x %d (%s): %.2f s", j->nnodes, j->nproc, j->net ? j->net : "auto",
+		    r->secs);
+	cr_expect(!r->hung, "the job hung and was killed after %.0f s", RUN_CAP_S);
+	cr_expect_eq(leftovers(r, j->nnodes), 0, "the job left an arena in /dev/shm");
+}
+
+static int exit_code(int ws)
+{
+	return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+}
+
+/* How many /dev/shm entries hold a job id of one of the launchers (their
+ * job ids are "j<launcher pid>-..."). */
+static int launcher_leftovers(const pid_t *pids, int n)
+{
+	char pat[32];
+	struct dirent *e;
+	int i, left = 0;
+	DIR *d = opendir("/dev/shm");
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		for (i = 0; i < n; i++) {
+			snprintf(pat, sizeof(pat), ".j%d-", (int)pids[i]);
+			left += strstr(e->d_name, pat) != NULL;
+		}
+	closedir(d);
+	return left;
+}
+
+/* A port on 127.0.0.1 nobody listens on now (the kernel's pick). */
+static int free_port(void)
+{
+	char addr[32];
+	int fd = listener(0, addr, sizeof(addr));
+
+	close(fd);
+	return atoi(strchr(addr, ':') + 1);
+}
+
+struct mn_launch {
+	pid_t pid[MN_MAX_NODES];
+	int status[MN_MAX_NODES];
+	char out[MN_MAX_NODES][OUT_MAX];
+	int hung;
+	double secs;
+};
+
+/* Runs the job with one shmcoll-run per node, node i on 127.0.0.(i+1), the
+ * rendezvous at 127.0.0.1 on a free port; waits for every launcher. */
+static void mn_launch(const struct mn_job *j, struct mn_launch *l)
+{
+	char dir[] = "/tmp/shmcoll-mnl-XXXXXX", path[128], root[32], token[40];
+	char nn[8], np[8], ni[MN_MAX_NODES][8], addr[MN_MAX_NODES][16], tmo[16];
+	uint64_t nonce = 0;
+	int n, left, attempt;
+	double t0;
+
+	for (attempt = 0; attempt < 5; attempt++) {
+		memset(l, 0, sizeof(*l));
+		cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+		cr_assert(getrandom(&nonce, sizeof(nonce), 0) == sizeof(nonce));
+		snprintf(token, sizeof(token), "t%016llx", (unsigned long long)nonce);
+		snprintf(root, sizeof(root), "127.0.0.1:%d", free_port());
+		snprintf(nn, sizeof(nn), "%d", j->nnodes);
+		snprintf(np, sizeof(np), "%d", j->nproc);
+		snprintf(tmo, sizeof(tmo), "%d", j->timeout_ms);
+		fflush(NULL);
+		t0 = now_s();
+		for (n = 0; n < j->nnodes; n++) {
+			snprintf(ni[n], sizeof(ni[n]), "%d", n);
+			snprintf(addr[n], sizeof(addr[n]), "127.0.0.%d", n + 1);
+			l->pid[n] = fork();
+			cr_assert(l->pid[n] >= 0);
+			if (l->pid[n] == 0) {
+				const char *argv[32] = {env_path("SHMCOLL_RUN"), "--nnodes", nn,
+							"--node-rank", ni[n], "--nproc-per-node",
+							np, "--root", root, "--node-addr", addr[n],
+							"--timeout-ms", tmo, "--"};
+				int a = 14, k, fd;
+
+				for (k = 0; j->argv[k] && a < 31; k++)
+					argv[a++] = j->argv[k];
+				argv[a] = NULL;
+				snprintf(path, sizeof(path), "%s/node%d.out", dir, n);
+				fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+				if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+					_exit(120);
+				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				setenv("SHMCOLL_TOKEN", token, 1);
+				setenv("SHMCOLL_ARENA_BYTES", "65536", 1);
+				if (j->net)
+					setenv("SHMCOLL_NET", j->net, 1);
+				execv(argv[0], (char *const *)argv);
+				_exit(127);
+			}
+		}
+		for (left = j->nnodes; left > 0;) {
+			int ws;
+			pid_t pid = waitpid(-1, &ws, WNOHANG);
+
+			if (pid > 0) {
+				for (n = 0; n < j->nnodes; n++)
+					if (l->pid[n] == pid) {
+						l->status[n] = ws;
+						left--;
+					}
+				continue;
+			}
+			if (now_s() - t0 > RUN_CAP_S && !l->hung) {
+				l->hung = 1;
+				for (n = 0; n < j->nnodes; n++)
+					kill(l->pid[n], SIGKILL);
+			}
+			usleep(20000);
+		}
+		l->secs = now_s() - t0;
+		for (n = 0; n < j->nnodes; n++) {
+			snprintf(path, sizeof(path), "%s/node%d.out", dir, n);
+			slurp(path, l->out[n], OUT_MAX);
+			unlink(path);
+		}
+		rmdir(dir);
+		/* Another process took the port between free_port() and node 0's
+		 * bind: pick another. */
+		if (!strstr(l->out[0], "Address already in use"))
+			break;
+		strcpy(dir, "/tmp/shmcoll-mnl-XXXXXX");
+	}
+	cr_log_info("launched %d x %d (%s): %.2f s", j->nnodes, j->nproc, j->net ? j->net : "auto",
+		    l->secs);
+	cr_expect(!l->hung, "the job hung and was killed after %.0f s", RUN_CAP_S);
+	cr_expect_eq(launcher_leftovers(l->pid, j->nnodes), 0, "the job left an arena in /dev/shm");
+}
+
+/* ---- the correctness matrix across nodes ---- */
+
+struct shape {
+	int nnodes, nproc;
+	const char *net;
+};
+
+/* Every collective's matrix on a job of s's shape, each node started by its
+ * own shmcoll-run: every launcher exits 0, rank 0 saw every collective pass
+ * over the transport asked for. */
+static void run_matrix(const struct shape *s)
+{
+	const char *argv[] = {env_path("SHMCOLL_NODEMATRIX"), NULL};
+	struct mn_job j = {s->nnodes, s->nproc, s->net, 60000, argv};
+	static struct mn_launch l;
+	int n, c;
+
+	mn_launch(&j, &l);
+	for (n = 0; n < s->nnodes; n++)
+		cr_expect_eq(exit_code(l.status[n]), 0, "node %d's launcher exited %d:\n%s", n,
+			     exit_code(l.status[n]), l.out[n]);
+	for (c = 0; c < TH_COLL_COUNT; c++) {
+		char line[64];
+
+		snprintf(line, sizeof(line), "ok %s rank 0 of %d\n", th_coll_name(c),
+			 s->nnodes * s->nproc);
+		cr_expect(strstr(l.out[0], line), "rank 0 did not report '%s':\n%s", line,
+			  l.out[0]);
+	}
+	cr_expect(strstr(l.out[0], s->net[0] == 'u' ? "transport io_uring" : "transport poll"),
+		  "the leader did not use the %s transport:\n%s", s->net, l.out[0]);
+}
+
+/* One test per shape and transport (plain Test()s: the ThreadSanitizer
+ * build's stand-in runner has no parameterized tests). */
+#define MATRIX(N, P, NET)                                                           \
+	Test(multinode, matrix_##N##x##P##_##NET, .timeout = 900)                   \
+	{                                                                           \
+		const struct shape s = {N, P, #NET};                                \
+		run_matrix(&s);                                                     \
+	}
+MATRIX(2, 1, uring)
+MATRIX(2, 2, uring)
+MATRIX(2, 3, uring)
+MATRIX(3, 1, uring)
+MATRIX(3, 2, uring)
+MATRIX(3, 3, uring)
+MATRIX(2, 1, poll)
+MATRIX(2, 2, poll)
+MATRIX(2, 3, poll)
+MATRIX(3, 1, poll)
+MATRIX(3, 2, poll)
+MATRIX(3, 3, poll)
+
+/* ---- faults ---- */
+
+struct fault {
+	const char *mode; /* nodefault's: kill, stop, abort */
+	int nnodes, nproc;
+	int victim;
+	const char *net;
+};
+
+static void run_fault(const struct fault *f)
+{
+	char victim[16];
+	const char *argv[] = {env_path("SHMCOLL_NODEFAULT"), f->mode, victim, "57", NULL};
+	/* A short timeout for the stopped rank; the others fail long before. */
+	struct mn_job j = {f->nnodes, f->nproc, f->net, 3000, argv};
+	static struct mn_run r;
+	int g;
+
+	snprintf(victim, sizeof(victim), "%d", f->victim);
+	mn_spawn(&j, &r);
+	for (g = 0; g < r.size; g++) {
+		int code = exit_code(r.status[g]);
+
+		if (g == f->victim) {
+			if (!strcmp(f->mode, "abort"))
+				cr_expect_eq(code, 0, "the aborting rank exited %d:\n%s", code,
+					     r.out[g]);
+			continue;
+		}
+		cr_log_info("rank %d: %s", g, r.out[g]);
+		if (!strcmp(f->mode, "abort"))
+			cr_expect(code == 10 || code == 12,
+				  "rank %d exited %d, not -EOWNERDEAD/-ECANCELED:\n%s", g, code,
+				  r.out[g]);
+		else
+			cr_expect(code == 10 || code == 11,
+				  "rank %d exited %d, not -EOWNERDEAD/-ETIMEDOUT:\n%s", g, code,
+				  r.out[g]);
+	}
+	if (!strcmp(f->mode, "stop")) {
+		/* mn_spawn waits for every rank: the stopped one is still there. */
+		cr_expect(WIFSIGNALED(r.status[f->victim]), "the stopped rank ended by itself");
+	}
+}
+
+#define FAULT(NAME, MODE, N, P, VICTIM, NET)                                        \
+	Test(multinode, NAME, .timeout = 300)                                       \
+	{                                                                           \
+		const struct fault f = {MODE, N, P, VICTIM, NET};                   \
+		run_fault(&f);                                                      \
+	}
+
+FAULT(nonleader_killed_2x2, "kill", 2, 2, 3, "uring")  /* a non-leader on the last node */
+FAULT(leader_killed_3x1, "kill", 3, 1, 1, "uring")     /* a leader in the middle */
+FAULT(node0_leader_killed_2x2, "kill", 2, 2, 0, "poll")
+FAULT(nonleader_killed_3x2, "kill", 3, 2, 4, "poll")
+FAULT(nonleader_stopped_2x2, "stop", 2, 2, 3, "uring") /* stops answering */
+FAULT(leader_stopped_2x1, "stop", 2, 1, 0, "poll")
+FAULT(leader_aborts_2x2, "abort", 2, 2, 2, "uring")
+FAULT(nonleader_aborts_2x2, "abort", 2, 2, 1, "poll")
+
+/* The same faults under the launchers: whichever rank fails, every launcher
+ * exits non-zero, none hangs, and no arena is left. */
+static void run_launched_fault(const struct fault *f)
+{
+	char victim[16];
+	const char *argv[] = {env_path("SHMCOLL_NODEFAULT"), f->mode, victim, "57", NULL};
+	struct mn_job j = {f->nnodes, f->nproc, f->net, 3000, argv};
+	static struct mn_launch l;
+	int n;
+
+	snprintf(victim, sizeof(victim), "%d", f->victim);
+	mn_launch(&j, &l);
+	for (n = 0; n < f->nnodes; n++) {
+		cr_log_info("node %d exited %d:\n%s", n, exit_code(l.status[n]), l.out[n]);
+		cr_expect_neq(exit_code(l.status[n]), 0, "node %d's launcher exited 0:\n%s", n,
+			      l.out[n]);
+	}
+}
+
+#define LAUNCHED_FAULT(NAME, MODE, N, P, VICTIM, NET)                               \
+	Test(multinode, NAME, .timeout = 300)                                       \
+	{                                                                           \
+		const struct fault f = {MODE, N, P, VICTIM, NET};                   \
+		run_launched_fault(&f);                                             \
+	}
+
+LAUNCHED_FAULT(launched_nonleader_killed_3x2, "kill", 3, 2, 3, "uring")
+LAUNCHED_FAULT(launched_node0_leader_killed_2x2, "kill", 2, 2, 0, "poll")
+LAUNCHED_FAULT(launched_leader_stopped_2x2, "stop", 2, 2, 2, "uring")
