@@ -45,15 +45,18 @@
 #define BACKOFF_MAX_NS (200 * NS_PER_MS)
 
 /* Payloads of at least this many bytes are sent with IORING_OP_SENDMSG_ZC
- * (SHMCOLL_NET_ZC_MIN overrides). Measured with bench/net-bench over
- * loopback between two processes (2 CPUs, kernel 6.18), ring exchange,
- * median GB/s per direction, plain / zero-copy:
- *      64 KiB  1.21 / 0.87    1 MiB  2.39 / 1.73    4 MiB  2.61 / 1.92
- *     16 MiB  2.64 / 1.98
- * Zero-copy never wins on loopback: the kernel copies every zero-copy skb
- * delivered to a local socket anyway, and then pays for the notification
- * on top. It pays off only on a real NIC, for large messages; so it is off
- * by default and SHMCOLL_NET_ZC_MIN=<bytes> turns it on. */
+ * (SHMCOLL_NET_ZC_MIN overrides). Measured with bench/net-bench: 2 nodes on
+ * 127.0.0.1, one send and one receive each way per call, median of 7 runs;
+ * kernel 6.18, 2 CPUs shared with other work (absolute figures moved by up to
+ * 2x between sessions, the order never did). GB/s per direction, plain / ZC:
+ *              64 KiB        1 MiB         4 MiB         16 MiB
+ *   quiet    2.13 / 1.69   3.47 / 0.71   1.98 / 1.43   2.01 / 0.78
+ *   loaded   1.58 / 1.09   1.73 / 0.53   1.93 / 0.51   1.62 / 0.68
+ * (8 B: 24 / 42 us per call.) Zero-copy lost at every size in every run: a
+ * zero-copy skb delivered to a local socket is copied anyway, and the
+ * notification CQE comes on top. It can only pay off through a real NIC with
+ * large messages, so it is off by default and SHMCOLL_NET_ZC_MIN=<bytes>
+ * turns it on where that was measured to help. */
 #define ZC_MIN_DEFAULT SIZE_MAX
 
 __attribute__((format(printf, 3, 4))) static void say(char *err, size_t errlen, const char *fmt,
