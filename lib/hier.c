@@ -96,40 +96,57 @@ static struct wide widen(shmcoll_dtype dt, shmcoll_op op)
 	return w;
 }
 
+/* Callers' buffers may sit at any address (the contract asks no alignment),
+ * so their elements are read and written through memcpy. */
+static uint16_t u16_at(const void *v, size_t i)
+{
+	uint16_t x;
+
+	memcpy(&x, (const uint8_t *)v + 2 * i, 2);
+	return x;
+}
+
 /* Loads element i of a vector of integer type dt as int64 (uint64 as is). */
 static int64_t int_at(const void *v, shmcoll_dtype dt, size_t i)
 {
+	const uint8_t *p = (const uint8_t *)v + i * shmcoll_dtype_size(dt);
+	int32_t i32;
+	uint32_t u32;
+	int64_t i64;
+
 	switch (dt) {
 	case SHMCOLL_INT8:
-		return ((const int8_t *)v)[i];
+		return (int8_t)*p;
 	case SHMCOLL_UINT8:
-		return ((const uint8_t *)v)[i];
+		return *p;
 	case SHMCOLL_INT32:
-		return ((const int32_t *)v)[i];
+		memcpy(&i32, p, 4);
+		return i32;
 	case SHMCOLL_UINT32:
-		return ((const uint32_t *)v)[i];
+		memcpy(&u32, p, 4);
+		return u32;
 	default:
-		return ((const int64_t *)v)[i];
+		memcpy(&i64, p, 8);
+		return i64;
 	}
 }
 
 static void int_put(void *v, shmcoll_dtype dt, size_t i, int64_t x)
 {
+	uint8_t *p = (uint8_t *)v + i * shmcoll_dtype_size(dt);
+	int32_t i32 = (int32_t)x;
+
 	switch (dt) {
 	case SHMCOLL_INT8:
-		((int8_t *)v)[i] = (int8_t)x;
-		break;
 	case SHMCOLL_UINT8:
-		((uint8_t *)v)[i] = (uint8_t)x;
+		*p = (uint8_t)x;
 		break;
 	case SHMCOLL_INT32:
-		((int32_t *)v)[i] = (int32_t)x;
-		break;
 	case SHMCOLL_UINT32:
-		((uint32_t *)v)[i] = (uint32_t)x;
+		memcpy(p, &i32, 4);
 		break;
 	default:
-		((int64_t *)v)[i] = x;
+		memcpy(p, &x, 8);
 		break;
 	}
 }
@@ -147,12 +164,12 @@ static void wide_in(const struct wide *w, void *dst, const void *src, size_t n, 
 		    dt == SHMCOLL_FLOAT16 ? shmcoll__f16_to_f32 : shmcoll__bf16_to_f32;
 
 		for (i = 0; i < n; i++)
-			((float *)dst)[i] = cvt(((const uint16_t *)src)[i]);
+			((float *)dst)[i] = cvt(u16_at(src, i));
 		return;
 	}
 	if (dt == SHMCOLL_UINT64) {
 		for (i = 0; i < n; i++) {
-			uint64_t x = ((const uint64_t *)src)[i];
+			uint64_t x = (uint64_t)int_at(src, dt, i);
 
 			((uint64_t *)dst)[2 * i] = x / S;
 			((uint64_t *)dst)[2 * i + 1] = x % S;
@@ -185,8 +202,9 @@ static void wide_out(const struct wide *w, void *dst, const void *src, size_t n,
 
 		for (i = 0; i < n; i++) {
 			float x = ((const float *)src)[i];
+			uint16_t h = cvt(op == SHMCOLL_AVG ? x / (float)S : x);
 
-			((uint16_t *)dst)[i] = cvt(op == SHMCOLL_AVG ? x / (float)S : x);
+			memcpy((uint8_t *)dst + 2 * i, &h, 2);
 		}
 		return;
 	}
@@ -196,10 +214,21 @@ static void wide_out(const struct wide *w, void *dst, const void *src, size_t n,
 		if (op != SHMCOLL_AVG)
 			return;
 		for (i = 0; i < n; i++) {
-			if (dt == SHMCOLL_FLOAT32)
-				((float *)dst)[i] /= (float)S;
-			else
-				((double *)dst)[i] /= (double)S;
+			uint8_t *p = (uint8_t *)dst + i * w->es;
+
+			if (dt == SHMCOLL_FLOAT32) {
+				float f;
+
+				memcpy(&f, p, 4);
+				f /= (float)S;
+				memcpy(p, &f, 4);
+			} else {
+				double d;
+
+				memcpy(&d, p, 8);
+				d /= (double)S;
+				memcpy(p, &d, 8);
+			}
 		}
 		return;
 	}
@@ -207,7 +236,7 @@ static void wide_out(const struct wide *w, void *dst, const void *src, size_t n,
 		for (i = 0; i < n; i++) {
 			const uint64_t *p = (const uint64_t *)src + 2 * i;
 
-			((uint64_t *)dst)[i] = p[0] + p[1] / S;
+			int_put(dst, dt, i, (int64_t)(p[0] + p[1] / S));
 		}
 		return;
 	}
@@ -215,8 +244,11 @@ static void wide_out(const struct wide *w, void *dst, const void *src, size_t n,
 		const int64_t *p = (const int64_t *)src + 2 * i;
 		/* sum = S * q + r with 0 <= r: floor(sum / S) = q + r / S, and
 		 * truncation toward zero is one more when that is negative and
-		 * inexact. */
-		int64_t f = p[0] + p[1] / (int64_t)S, rem = p[1] % (int64_t)S;
+		 * inexact. The sum of the qs may have wrapped (each q rounds
+		 * down, so for values near the type's minimum it can fall below
+		 * it) but floor(sum / S) fits: added modulo 2^64, it is exact. */
+		int64_t f = (int64_t)((uint64_t)p[0] + (uint64_t)(p[1] / (int64_t)S));
+		int64_t rem = p[1] % (int64_t)S;
 
 		int_put(dst, dt, i, f + (f < 0 && rem != 0));
 	}

@@ -56,7 +56,7 @@ int main(int argc, char **argv)
 			if (!strcmp(argv[1], "abort")) {
 				shmcoll_comm_abort(comm);
 				printf("rank %d aborted\n", rank);
-				return 0;
+				return shmcoll_comm_destroy(comm) ? 16 : 0;
 			}
 		}
 		t0 = now_s();
