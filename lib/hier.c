@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "lib/hier.h"
@@ -299,12 +300,35 @@ static int fail(shmcoll_comm *c, int rc)
 	return rc;
 }
 
+/* Whether a node broken for a dead peer was broken by its leader, alive: then
+ * it was the other nodes that failed (the leader breaks its node when its
+ * connections do; a rank of the node that dies is named instead), and the
+ * node's own message ("rank 0 died") would mislead. */
+static int broken_by_live_leader(const struct shmcoll_hier *h)
+{
+	uint32_t word = load_relaxed(&h->local->arena.hdr->aborted);
+	pid_t pid;
+
+	if (h->lrank == 0 || (word >> 8) != 1)
+		return 0;
+	pid = shmcoll__peer_pid(h->local, 0);
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
 /* A node-stage result: rc, with the node communicator's message as ours. */
 static int local_rc(shmcoll_comm *c, int rc)
 {
+	struct shmcoll_hier *h = c->hier;
+
 	if (rc >= 0)
 		return rc;
-	shmcoll__fail(c, rc, "node %d: %s", c->hier->node, shmcoll_last_error(c->hier->local));
+	if (rc == -EOWNERDEAD && broken_by_live_leader(h))
+		shmcoll__fail(c, rc,
+			      "node %d: its leader (rank %d) lost its connection to another node: "
+			      "a rank or the leader there died or aborted",
+			      h->node, h->node * h->nproc);
+	else
+		shmcoll__fail(c, rc, "node %d: %s", h->node, shmcoll_last_error(h->local));
 	return fail(c, rc);
 }
 
