@@ -17,11 +17,13 @@ from collections import defaultdict
 OPS = ["allreduce", "reduce", "bcast", "allgather", "reduce_scatter", "alltoall",
        "gather", "scatter", "barrier"]
 NAMES = {"ompi": "Open MPI (tuned)", "ompi-collsm": "Open MPI coll/sm",
+         "ompi-tcp": "Open MPI over TCP",
          "mpich": "MPICH", "shmcoll": "shmcoll"}
 # Line styles: fixed colours, so a plot reads the same whichever impls ran;
 # shmcoll drawn thickest.
 STYLES = {"ompi": 'lc rgb "#7b3294" pt 1 lw 2', "ompi-collsm": 'lc rgb "#008837" pt 2 lw 2',
-          "mpich": 'lc rgb "#2c7bb6" pt 4 lw 2', "shmcoll": 'lc rgb "#d7191c" pt 7 lw 3'}
+          "mpich": 'lc rgb "#2c7bb6" pt 4 lw 2', "shmcoll": 'lc rgb "#d7191c" pt 7 lw 3',
+          "ompi-tcp": 'lc rgb "#e66101" pt 5 lw 2'}
 SHM = "shmcoll"
 FIELDS = ["impl", "op", "ranks", "bytes", "lat_us", "algbw_GBps", "busbw_GBps"]
 
