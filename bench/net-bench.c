@@ -4,8 +4,10 @@
  * RUNS runs of ITERS calls: microseconds per call and GB/s per direction
  * (payload bytes one node sent / time). Asserts nothing.
  *
- * usage: net-bench [uring|poll] [zc-min-bytes|off] [runs]
- *   zc-min: sets SHMCOLL_NET_ZC_MIN (io_uring only); "off" leaves the default. */
+ * usage: net-bench [uring|poll] [zc-min-bytes|off] [runs] [spin-us]
+ *   zc-min: sets SHMCOLL_NET_ZC_MIN (io_uring only); "off" leaves the default.
+ *   spin-us: how long a wait spins before it sleeps (shmcoll__net_set_spin);
+ *   0, the default, sleeps at once. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -32,7 +34,8 @@ static int cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static int node_main(int node, int kind, int lfd, char (*addrs)[SHMCOLL_ADDR_MAX], int runs)
+static int node_main(int node, int kind, int lfd, char (*addrs)[SHMCOLL_ADDR_MAX], int runs,
+		     long spin_us)
 {
 	struct shmcoll_net_cfg cfg = {.nnodes = 2,
 	                              .node = node,
@@ -57,12 +60,13 @@ static int node_main(int node, int kind, int lfd, char (*addrs)[SHMCOLL_ADDR_MAX
 		fprintf(stderr, "node %d: %s\n", node, err);
 		return 1;
 	}
+	shmcoll__net_set_spin(n, spin_us * 1000);
 	if (node == 0)
-		printf("# backend %s, SHMCOLL_NET_ZC_MIN=%s, median of %d runs\n"
+		printf("# backend %s, SHMCOLL_NET_ZC_MIN=%s, spin %ld us, median of %d runs\n"
 		       "# %10s %8s %12s %10s\n",
 		       shmcoll__net_kind_name(n),
 		       getenv("SHMCOLL_NET_ZC_MIN") ? getenv("SHMCOLL_NET_ZC_MIN") : "(default)",
-		       runs, "bytes", "calls", "us/call", "GB/s/dir");
+		       spin_us, runs, "bytes", "calls", "us/call", "GB/s/dir");
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		size_t len = sizes[s];
 		long iters = (long)((512ul << 20) / len);
@@ -105,6 +109,7 @@ int main(int argc, char **argv)
 	struct sockaddr_in sa = {.sin_family = AF_INET};
 	char addrs[2][SHMCOLL_ADDR_MAX];
 	int lfd[2], kind = NET_URING, runs = 7, st, bad = 0;
+	long spin_us = 0;
 	pid_t pid[2];
 
 	if (argc > 1)
@@ -115,6 +120,8 @@ int main(int argc, char **argv)
 		runs = atoi(argv[3]);
 	if (runs < 1 || runs > RUNS_MAX)
 		runs = 7;
+	if (argc > 4)
+		spin_us = atol(argv[4]);
 	for (int i = 0; i < 2; i++) {
 		socklen_t sl = sizeof(sa);
 
@@ -134,7 +141,7 @@ int main(int argc, char **argv)
 		if (pid[i] == 0) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			close(lfd[!i]);
-			_exit(node_main(i, kind, lfd[i], addrs, runs));
+			_exit(node_main(i, kind, lfd[i], addrs, runs, spin_us));
 		}
 	}
 	for (int i = 0; i < 2; i++)

@@ -27,6 +27,7 @@
 
 #include "lib/net_impl.h"
 #include "shm/arena.h"
+#include "shm/atomics.h"
 #include "shm/wait.h"
 
 #define NS_PER_MS 1000000ll
@@ -115,6 +116,7 @@ void shmcoll__net_op_start(struct shmcoll_net *n, struct net_op *op, struct shmc
 {
 	op->x = x;
 	op->complete = 0;
+	op->checked = 0;
 	op->done = 0;
 	op->busy = 0;
 	op->notifs = 0;
@@ -135,6 +137,11 @@ int shmcoll__net_op_iov(const struct net_op *op, struct iovec *iov)
 	size_t len = op->x->len, body;
 	int cnt = 0;
 
+	if (shmcoll__net_op_small(op)) {
+		iov[0].iov_base = (uint8_t *)op->hdr + op->done;
+		iov[0].iov_len = SHMCOLL_FRAME_BYTES + len - op->done;
+		return 1;
+	}
 	if (op->done < SHMCOLL_FRAME_BYTES) {
 		iov[cnt].iov_base = (uint8_t *)op->hdr + op->done;
 		iov[cnt++].iov_len = SHMCOLL_FRAME_BYTES - op->done;
@@ -200,12 +207,15 @@ int shmcoll__net_op_advance(struct shmcoll_net *n, struct net_op *op, size_t k, 
 	int rc;
 
 	op->done += k;
-	if (op->dir == XFER_RECV && op->done == SHMCOLL_FRAME_BYTES && k) {
+	if (op->dir == XFER_RECV && !op->checked && op->done >= SHMCOLL_FRAME_BYTES) {
 		rc = check_header(n, op, err, errlen);
 		if (rc < 0)
 			return rc;
+		op->checked = 1;
 	}
 	op->complete = op->done == SHMCOLL_FRAME_BYTES + op->x->len;
+	if (op->complete && shmcoll__net_op_small(op) && op->x->len)
+		memcpy(op->x->buf, op->hdr + SHMCOLL_FRAME_BYTES, op->x->len);
 	return 0;
 }
 
@@ -290,9 +300,13 @@ static int poll_step(struct shmcoll_net *n, struct net_op *op, char *err, size_t
  * fast send cannot starve the receive from the same peer. */
 #define POLL_ROUND_BYTES ((size_t)4 << 20)
 
-static int poll_run(struct shmcoll_net *n, int nops, int64_t deadline, char *err, size_t errlen)
+/* Moves n->live[0..nops): all the way (wait), or as far as the sockets take
+ * without blocking (a post). */
+static int poll_run(struct shmcoll_net *n, int nops, int64_t deadline, int wait, char *err,
+                    size_t errlen)
 {
 	struct pollfd pfd[2 * SHMCOLL_NODES_MAX];
+	int64_t spin_until = -1, now;
 	int i, rc, moved, left;
 
 	for (;;) {
@@ -312,15 +326,27 @@ static int poll_run(struct shmcoll_net *n, int nops, int64_t deadline, char *err
 			}
 			left += !op->complete;
 		}
-		if (!left)
+		if (!left || !wait)
 			return 0;
 		if (expired(deadline)) {
 			for (i = 0; n->live[i]->complete; i++)
 				;
 			return shmcoll__net_op_timeout(n, n->live[i], err, errlen);
 		}
-		if (moved)
+		if (moved) {
+			spin_until = -1;
 			continue;
+		}
+		/* Retry for a while before sleeping in poll() (see spin_ns). */
+		if (n->spin_ns > 0) {
+			now = shmcoll__now_ns();
+			if (spin_until < 0)
+				spin_until = now + n->spin_ns;
+			if (now < spin_until) {
+				cpu_relax();
+				continue;
+			}
+		}
 		for (i = 0; i < nops; i++) {
 			pfd[i].fd = n->live[i]->complete ? -1 : n->live[i]->fd;
 			pfd[i].events = n->live[i]->dir == XFER_SEND ? POLLOUT : POLLIN;
@@ -336,19 +362,37 @@ static int poll_run(struct shmcoll_net *n, int nops, int64_t deadline, char *err
 	}
 }
 
-/* ---- net_run ---- */
+/* ---- net_post, net_wait, net_run ---- */
 
 const char *shmcoll__net_kind_name(const struct shmcoll_net *n)
 {
 	return n->kind == NET_URING ? "io_uring" : "poll";
 }
 
-int shmcoll__net_run(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, char *err,
-                     size_t errlen)
+void shmcoll__net_set_spin(struct shmcoll_net *n, int64_t ns)
 {
-	int64_t deadline = -1;
+	n->spin_ns = ns > 0 ? ns : 0;
+}
+
+/* The end of a call: its ops are free again. */
+static void unpost(struct shmcoll_net *n)
+{
+	int i;
+
+	for (i = 0; i < n->posted; i++)
+		n->live[i]->x = NULL;
+	n->posted = -1;
+}
+
+int shmcoll__net_post(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, char *err,
+                      size_t errlen)
+{
 	int i, rc;
 
+	if (n->posted >= 0) {
+		say(err, errlen, "a call is posted already");
+		return -EBUSY;
+	}
 	if (n->broken) {
 		say(err, errlen, "the connection to the other nodes was broken earlier: %s",
 		    n->cause);
@@ -379,24 +423,54 @@ int shmcoll__net_run(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, char
 		n->live[i] = op;
 	}
 	/* Validated: only now does anything reach the wire. */
-	if (n->timeout_ns >= 0)
-		deadline = shmcoll__now_ns() + n->timeout_ns;
+	n->posted = nx;
+	n->deadline = n->timeout_ns >= 0 ? shmcoll__now_ns() + n->timeout_ns : -1;
 	for (i = 0; i < nx; i++)
 		shmcoll__net_op_start(n, n->live[i], n->live[i]->x);
 	if (n->kind == NET_URING)
-		rc = shmcoll__net_uring_run(n, nx, deadline, err, errlen);
+		rc = shmcoll__net_uring_post(n, nx, n->deadline, err, errlen);
 	else
-		rc = poll_run(n, nx, deadline, err, errlen);
-	for (i = 0; i < nx; i++)
-		n->live[i]->x = NULL;
-	if (rc < 0)
+		rc = poll_run(n, nx, n->deadline, 0, err, errlen);
+	if (rc < 0) {
+		unpost(n);
 		return shmcoll__net_fail(n, rc, err);
+	}
 	return 0;
 
 invalid:
 	for (i = 0; i < 2 * n->nnodes; i++)
 		n->ops[i].x = NULL;
 	return -EINVAL;
+}
+
+int shmcoll__net_wait(struct shmcoll_net *n, char *err, size_t errlen)
+{
+	int rc;
+
+	if (n->posted < 0)
+		return 0;
+	if (n->kind == NET_URING)
+		rc = shmcoll__net_uring_wait(n, n->posted, err, errlen);
+	else if (n->broken)
+		rc = -ECANCELED; /* the poll backend has nothing in the kernel's hands */
+	else
+		rc = poll_run(n, n->posted, n->deadline, 1, err, errlen);
+	unpost(n);
+	if (rc < 0) {
+		if (rc == -ECANCELED && n->broken)
+			say(err, errlen, "the connection to the other nodes was broken: %s",
+			    n->cause);
+		return shmcoll__net_fail(n, rc, err);
+	}
+	return 0;
+}
+
+int shmcoll__net_run(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, char *err,
+                     size_t errlen)
+{
+	int rc = shmcoll__net_post(n, x, nx, err, errlen);
+
+	return rc < 0 ? rc : shmcoll__net_wait(n, err, errlen);
 }
 
 /* ---- the handshake ---- */
@@ -1014,6 +1088,7 @@ int shmcoll__net_open(const struct shmcoll_net_cfg *cfg, struct shmcoll_net **ou
 	n->node = cfg->node;
 	n->nproc = cfg->nproc;
 	n->timeout_ns = cfg->timeout_ns;
+	n->posted = -1;
 	n->fd = malloc(sizeof(*n->fd) * (size_t)n->nnodes);
 	n->tx_seq = calloc((size_t)n->nnodes, sizeof(*n->tx_seq));
 	n->rx_seq = calloc((size_t)n->nnodes, sizeof(*n->rx_seq));
@@ -1048,8 +1123,15 @@ void shmcoll__net_close(struct shmcoll_net *n)
 {
 	int i;
 
+	char err[64];
+
 	if (!n)
 		return;
+	/* A posted call's buffers are its caller's: reap it before they may go. */
+	if (n->posted >= 0) {
+		shmcoll__net_shutdown(n);
+		shmcoll__net_wait(n, err, sizeof(err));
+	}
 	/* The ring first: it cancels whatever is left in flight before the
 	 * fds it refers to go. */
 	shmcoll__net_uring_exit(n);

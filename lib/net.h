@@ -81,4 +81,22 @@ struct shmcoll_xfer {
 int shmcoll__net_run(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, char *err,
 		     size_t errlen);
 
+/* shmcoll__net_run in two halves, so the transfers move while the caller does
+ * other work: post validates and starts them (io_uring: submitted to the
+ * kernel; poll: moved as far as the sockets take without blocking), wait
+ * moves them to completion. Between the two, x and every buffer it names
+ * belong to the net, and no other call may be made but shmcoll__net_shutdown;
+ * a posted call must be waited for, even after a failure elsewhere (wait then
+ * reaps it and returns the failure). Both return as net_run; post also
+ * -EBUSY when a call is posted already. Waiting with none posted returns 0. */
+int shmcoll__net_post(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, char *err,
+		      size_t errlen);
+int shmcoll__net_wait(struct shmcoll_net *n, char *err, size_t errlen);
+
+/* How long a wait spins (retrying, without sleeping) before it sleeps: 0
+ * (the default) where CPUs are shared with other ranks, a few tens of
+ * microseconds where the leader has a CPU to itself -- waking from a sleep
+ * costs about that much on an idle vCPU. */
+void shmcoll__net_set_spin(struct shmcoll_net *n, int64_t ns);
+
 #endif

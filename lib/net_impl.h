@@ -16,6 +16,13 @@
  * lengths are 32 bits, and the kernel caps one transfer below 2 GiB anyway. */
 #define NET_CHUNK ((size_t)1 << 30)
 
+/* A receive of at most this many payload bytes reads its header and payload
+ * in one piece into the op's own buffer, and copies the payload out once the
+ * header has passed and the rest is in: one system call or CQE per small
+ * message instead of two, and still no byte in the caller's buffer before
+ * its header is checked. */
+#define NET_SMALL ((size_t)4096 - SHMCOLL_FRAME_BYTES)
+
 /* One transfer of a net_run in progress. A net owns two per peer (one per
  * direction), set up once in net_open, so a call allocates nothing. */
 struct net_op {
@@ -24,8 +31,9 @@ struct net_op {
 	int dir; /* XFER_SEND or XFER_RECV */
 	int fd;
 	int complete;
+	int checked; /* a receive's header has passed */
 	size_t done; /* bytes of header + payload moved so far */
-	uint8_t hdr[SHMCOLL_FRAME_BYTES];
+	uint8_t hdr[SHMCOLL_FRAME_BYTES + NET_SMALL]; /* the header; a small receive's payload */
 	/* io_uring only: the msghdr of a send lives here while its SQE is in
 	 * flight, as does the linked timeout's timespec. */
 	int busy;   /* the op's SQE is in flight */
@@ -52,6 +60,9 @@ struct shmcoll_net {
 	int broken;           /* a failure happened; cause says which */
 	char cause[200];
 	size_t zc_min;        /* io_uring: payloads of this many bytes or more go zero-copy */
+	int64_t spin_ns;      /* how long a wait spins before it sleeps (0: not at all) */
+	int posted;           /* ops of a posted call (net_post), or -1: none */
+	int64_t deadline;     /* the posted call's */
 	struct net_uring *ur; /* io_uring: NULL for the poll backend */
 };
 
@@ -61,11 +72,19 @@ void shmcoll__net_op_start(struct shmcoll_net *n, struct net_op *op, struct shmc
 
 /* Fills iov (2 entries) with what op moves next; returns the count (1 or 2,
  * at most NET_CHUNK payload bytes). A receive never spans the header and the
- * payload: the header is checked first. Only for an op not complete. */
+ * caller's buffer: the header is checked first (a small one reads both into
+ * op->hdr). Only for an op not complete. */
 int shmcoll__net_op_iov(const struct net_op *op, struct iovec *iov);
 
+/* Whether op is a receive that goes through op->hdr whole (NET_SMALL). */
+static inline int shmcoll__net_op_small(const struct net_op *op)
+{
+	return op->dir == XFER_RECV && op->x->len <= NET_SMALL;
+}
+
 /* Accounts k bytes moved for op. When a receive's header is in, checks it
- * against what was posted. Returns 0 (op->complete says whether it is done),
+ * against what was posted; when a small receive is complete, copies its
+ * payload to the caller's buffer. Returns 0 (op->complete says whether it is done),
  * or -EPROTO with a message naming the peer. */
 int shmcoll__net_op_advance(struct shmcoll_net *n, struct net_op *op, size_t k, char *err,
                             size_t errlen);
@@ -86,11 +105,13 @@ int shmcoll__net_uring_init(struct shmcoll_net *n);
 /* Frees n->ur (NULL: nothing), cancelling whatever is still in flight. */
 void shmcoll__net_uring_exit(struct shmcoll_net *n);
 
-/* net_run's io_uring half: moves n->live[0..nops) by deadline (< 0: none).
- * On failure breaks n (shmcoll__net_fail) and has reaped every CQE that
- * could touch a caller's buffer before it returns. */
-int shmcoll__net_uring_run(struct shmcoll_net *n, int nops, int64_t deadline, char *err,
-                           size_t errlen);
+/* net_post's and net_wait's io_uring halves: post submits the first piece of
+ * each of n->live[0..nops) (deadline < 0: none); wait moves them to the end.
+ * On failure either breaks n (shmcoll__net_fail) and has reaped every CQE
+ * that could touch a caller's buffer before it returns. */
+int shmcoll__net_uring_post(struct shmcoll_net *n, int nops, int64_t deadline, char *err,
+                            size_t errlen);
+int shmcoll__net_uring_wait(struct shmcoll_net *n, int nops, char *err, size_t errlen);
 
 /* CQEs that reached n's ring after the call that caused them returned (the
  * tests' check that a failed call left nothing in flight); 0 without a ring. */

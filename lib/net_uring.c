@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "lib/net_impl.h"
+#include "shm/atomics.h"
 #include "shm/wait.h"
 
 #ifndef SHMCOLL_HAVE_URING
@@ -34,12 +35,20 @@ void shmcoll__net_uring_exit(struct shmcoll_net *n)
 	(void)n;
 }
 
-int shmcoll__net_uring_run(struct shmcoll_net *n, int nops, int64_t deadline, char *err,
-                           size_t errlen)
+int shmcoll__net_uring_post(struct shmcoll_net *n, int nops, int64_t deadline, char *err,
+                            size_t errlen)
 {
 	(void)n;
 	(void)nops;
 	(void)deadline;
+	snprintf(err, errlen, "built without liburing");
+	return -ENOTSUP;
+}
+
+int shmcoll__net_uring_wait(struct shmcoll_net *n, int nops, char *err, size_t errlen)
+{
+	(void)n;
+	(void)nops;
 	snprintf(err, errlen, "built without liburing");
 	return -ENOTSUP;
 }
@@ -52,9 +61,15 @@ unsigned shmcoll__net_uring_stray(struct shmcoll_net *n)
 #else
 #include <liburing.h>
 
+/* The ring, and the bookkeeping of the call in flight: a posted call's state
+ * lives here between shmcoll__net_uring_post and _wait. */
 struct net_uring {
 	struct io_uring ring;
-	int zc; /* IORING_OP_SEND_ZC and SENDMSG_ZC are supported */
+	int zc;           /* IORING_OP_SEND_ZC and SENDMSG_ZC are supported */
+	int64_t deadline; /* the call's, or < 0: none */
+	int left;         /* its ops not complete */
+	int inflight;     /* CQEs owed: ops, their timeouts, cancels */
+	int notifs;       /* zero-copy notifications owed */
 };
 
 enum { TAG_OP, TAG_TIMEOUT, TAG_CANCEL };
@@ -110,13 +125,6 @@ unsigned shmcoll__net_uring_stray(struct shmcoll_net *n)
 	return io_uring_cq_ready(&n->ur->ring);
 }
 
-struct urun {
-	struct shmcoll_net *n;
-	int64_t deadline;
-	int inflight; /* CQEs owed: ops, their timeouts, cancels */
-	int notifs;   /* zero-copy notifications owed */
-};
-
 /* Room for an op and its linked timeout in one submission: a link cut by
  * the end of a batch would leave the op without its deadline. */
 static int sq_room(struct shmcoll_net *n, unsigned want)
@@ -133,9 +141,9 @@ static int sq_room(struct shmcoll_net *n, unsigned want)
 
 /* Submits the next piece of live op idx, linked to a timeout at the
  * deadline. */
-static int submit_op(struct urun *u, int idx, char *err, size_t errlen)
+static int submit_op(struct shmcoll_net *n, int idx, char *err, size_t errlen)
 {
-	struct shmcoll_net *n = u->n;
+	struct net_uring *u = n->ur;
 	struct net_op *op = n->live[idx];
 	struct io_uring_sqe *sqe;
 	int64_t left = 0;
@@ -162,8 +170,10 @@ static int submit_op(struct urun *u, int idx, char *err, size_t errlen)
 		else
 			io_uring_prep_sendmsg(sqe, op->fd, &op->msg, MSG_NOSIGNAL | MSG_WAITALL);
 	} else {
+		/* Not MSG_WAITALL for a small one: a shorter frame than
+		 * posted must fail its check now, not at the deadline. */
 		io_uring_prep_recv(sqe, op->fd, op->iov[0].iov_base, op->iov[0].iov_len,
-		                   MSG_WAITALL);
+		                   shmcoll__net_op_small(op) ? 0 : MSG_WAITALL);
 	}
 	io_uring_sqe_set_data64(sqe, UD(idx, TAG_OP));
 	op->busy = 1;
@@ -181,10 +191,10 @@ static int submit_op(struct urun *u, int idx, char *err, size_t errlen)
 }
 
 /* Accounts one CQE. Returns 1 if an op completed, 0, or a negative code. */
-static int reap(struct urun *u, const struct io_uring_cqe *cqe, int failed, char *err,
+static int reap(struct shmcoll_net *n, const struct io_uring_cqe *cqe, int failed, char *err,
                 size_t errlen)
 {
-	struct shmcoll_net *n = u->n;
+	struct net_uring *u = n->ur;
 	int idx = (int)(cqe->user_data >> 2), tag = (int)(cqe->user_data & 3), res = cqe->res;
 	struct net_op *op = n->live[idx];
 	int rc;
@@ -213,10 +223,10 @@ static int reap(struct urun *u, const struct io_uring_cqe *cqe, int failed, char
 		/* Zero-copy refused on this socket: plain sends from now on. */
 		op->zc = 0;
 		n->ur->zc = 0;
-		return submit_op(u, idx, err, errlen);
+		return submit_op(n, idx, err, errlen);
 	}
 	if (res == -EINTR || res == -EAGAIN)
-		return submit_op(u, idx, err, errlen);
+		return submit_op(n, idx, err, errlen);
 	if (res < 0 || (res == 0 && op->dir == XFER_RECV))
 		return shmcoll__net_op_failed(op, res, err, errlen);
 	rc = shmcoll__net_op_advance(n, op, (size_t)res, err, errlen);
@@ -224,29 +234,52 @@ static int reap(struct urun *u, const struct io_uring_cqe *cqe, int failed, char
 		return rc;
 	if (op->complete)
 		return 1;
-	return submit_op(u, idx, err, errlen);
+	return submit_op(n, idx, err, errlen);
+}
+
+/* Spins on the completion queue for up to n->spin_ns: a sleeper on an idle
+ * vCPU takes 14-25 us to wake (LIMITS.md), longer than a small exchange over
+ * loopback. The kernel posts a socket's completion from task work it runs
+ * when it interrupts this task, so a spin in user space sees it. */
+static int spin_cqe(struct shmcoll_net *n, struct io_uring_cqe **cqe)
+{
+	int64_t until = shmcoll__now_ns() + n->spin_ns;
+	unsigned i;
+
+	if (io_uring_submit(&n->ur->ring) < 0)
+		return -1;
+	for (i = 1;; i++) {
+		if (io_uring_peek_cqe(&n->ur->ring, cqe) == 0)
+			return 0;
+		cpu_relax();
+		if (i % 64 == 0 && shmcoll__now_ns() >= until)
+			return -1;
+	}
 }
 
 /* Waits for the next CQE; with only notifications owed, until limit (< 0:
  * none), else until one comes (every op in flight has its own timeout). */
-static int next_cqe(struct urun *u, struct io_uring_cqe **cqe, int64_t limit)
+static int next_cqe(struct shmcoll_net *n, struct io_uring_cqe **cqe, int64_t limit)
 {
+	struct net_uring *u = n->ur;
 	struct __kernel_timespec ts;
 	int64_t left;
 	int rc;
 
+	if (n->spin_ns > 0 && u->inflight && spin_cqe(n, cqe) == 0)
+		return 0;
 	for (;;) {
-		if (io_uring_peek_cqe(&u->n->ur->ring, cqe) == 0)
+		if (io_uring_peek_cqe(&u->ring, cqe) == 0)
 			return 0;
 		if (u->inflight || limit < 0) {
-			rc = io_uring_submit_and_wait(&u->n->ur->ring, 1);
+			rc = io_uring_submit_and_wait(&u->ring, 1);
 		} else {
 			left = limit - shmcoll__now_ns();
 			if (left <= 0)
 				return -ETIME;
 			ts.tv_sec = left / 1000000000;
 			ts.tv_nsec = left % 1000000000;
-			rc = io_uring_wait_cqe_timeout(&u->n->ur->ring, cqe, &ts);
+			rc = io_uring_wait_cqe_timeout(&u->ring, cqe, &ts);
 			if (rc == 0)
 				return 0;
 		}
@@ -256,9 +289,9 @@ static int next_cqe(struct urun *u, struct io_uring_cqe **cqe, int64_t limit)
 }
 
 /* After a failure: cancel what is in flight and reap it all. */
-static void drain(struct urun *u, int nops)
+static void drain(struct shmcoll_net *n, int nops)
 {
-	struct shmcoll_net *n = u->n;
+	struct net_uring *u = n->ur;
 	struct io_uring_cqe *cqe;
 	int64_t limit;
 	int i;
@@ -270,62 +303,81 @@ static void drain(struct urun *u, int nops)
 
 		if (!n->live[i]->busy || sq_room(n, 1) < 0)
 			continue;
-		sqe = io_uring_get_sqe(&n->ur->ring);
+		sqe = io_uring_get_sqe(&u->ring);
 		io_uring_prep_cancel64(sqe, UD(i, TAG_OP), 0);
 		io_uring_sqe_set_data64(sqe, UD(i, TAG_CANCEL));
 		u->inflight++;
 	}
-	io_uring_submit(&n->ur->ring);
+	io_uring_submit(&u->ring);
 	limit = shmcoll__now_ns() + NOTIF_GRACE_NS;
 	while (u->inflight || u->notifs) {
-		if (next_cqe(u, &cqe, u->inflight ? -1 : limit) < 0)
+		if (next_cqe(n, &cqe, u->inflight ? -1 : limit) < 0)
 			break;
-		reap(u, cqe, 1, NULL, 0);
-		io_uring_cqe_seen(&n->ur->ring, cqe);
+		reap(n, cqe, 1, NULL, 0);
+		io_uring_cqe_seen(&u->ring, cqe);
 	}
 }
 
-int shmcoll__net_uring_run(struct shmcoll_net *n, int nops, int64_t deadline, char *err,
-                           size_t errlen)
+static int uring_fail(struct shmcoll_net *n, int nops, int rc, const char *err)
 {
-	struct urun u = {.n = n, .deadline = deadline};
-	struct io_uring_cqe *cqe;
-	int left = nops, i, rc = 0;
+	shmcoll__net_fail(n, rc, err);
+	drain(n, nops);
+	return rc;
+}
 
+int shmcoll__net_uring_post(struct shmcoll_net *n, int nops, int64_t deadline, char *err,
+                            size_t errlen)
+{
+	struct net_uring *u = n->ur;
+	int i, rc;
+
+	u->deadline = deadline;
+	u->left = nops;
+	u->inflight = 0;
+	u->notifs = 0;
 	for (i = 0; i < nops; i++) {
 		struct net_op *op = n->live[i];
 
-		op->zc = n->ur->zc && op->dir == XFER_SEND && op->x->len >= n->zc_min;
-		rc = submit_op(&u, i, err, errlen);
+		op->zc = u->zc && op->dir == XFER_SEND && op->x->len >= n->zc_min;
+		rc = submit_op(n, i, err, errlen);
 		if (rc < 0)
-			goto fail;
+			return uring_fail(n, nops, rc, err);
 	}
-	while (left || u.inflight || u.notifs) {
-		rc = next_cqe(&u, &cqe, left || u.inflight ? -1 : deadline);
+	/* Into the kernel now: a posted call moves while its caller works. */
+	rc = io_uring_submit(&u->ring);
+	if (rc < 0) {
+		snprintf(err, errlen, "io_uring_submit: %s", strerror(-rc));
+		return uring_fail(n, nops, rc, err);
+	}
+	return 0;
+}
+
+int shmcoll__net_uring_wait(struct shmcoll_net *n, int nops, char *err, size_t errlen)
+{
+	struct net_uring *u = n->ur;
+	struct io_uring_cqe *cqe;
+	int i, rc = 0;
+
+	while (u->left || u->inflight || u->notifs) {
+		rc = next_cqe(n, &cqe, u->left || u->inflight ? -1 : u->deadline);
 		if (rc == -ETIME) {
 			for (i = 0; !n->live[i]->notifs; i++)
 				;
 			snprintf(err, errlen,
 			         "node %d did not acknowledge a zero-copy send within %lld ms",
 			         n->live[i]->peer, (long long)(n->timeout_ns / 1000000));
-			rc = -ETIMEDOUT;
-			goto fail;
+			return uring_fail(n, nops, -ETIMEDOUT, err);
 		}
 		if (rc < 0) {
 			snprintf(err, errlen, "io_uring_wait_cqe: %s", strerror(-rc));
-			goto fail;
+			return uring_fail(n, nops, rc, err);
 		}
-		rc = reap(&u, cqe, 0, err, errlen);
-		io_uring_cqe_seen(&n->ur->ring, cqe);
+		rc = reap(n, cqe, 0, err, errlen);
+		io_uring_cqe_seen(&u->ring, cqe);
 		if (rc < 0)
-			goto fail;
-		left -= rc;
+			return uring_fail(n, nops, rc, err);
+		u->left -= rc;
 	}
 	return 0;
-
-fail:
-	shmcoll__net_fail(n, rc, err);
-	drain(&u, nops);
-	return rc;
 }
 #endif

@@ -1431,3 +1431,231 @@ BOTH(shutdown_is_idempotent_and_tells_the_peer, .timeout = 60)
 	mesh_init(2, kind, 30 * SEC);
 	run_all(shutdown_body, NULL);
 }
+
+/* ---- 8. posted calls: net_post, other work, net_wait ---- */
+
+/* Each node posts a ring step, works on something else, then waits: the
+ * bytes are exact at every size, small (through the op's own buffer) and
+ * large. A second post while one is posted is -EBUSY and harms neither; a
+ * wait with nothing posted is 0. 1 open, 2 alloc, 10 post, 11 not -EBUSY,
+ * 12 wait, 13 bytes, 14 call word, 15 idle wait. */
+static int posted_body(int node, void *arg)
+{
+	static const size_t lens[] = {0, 8, NET_SMALL, NET_SMALL + 1, (1 << 20) + 3};
+	int to = !node, from = !node, rc = 0;
+	size_t max = (1 << 20) + 3;
+	struct shmcoll_net *n;
+	uint8_t *sb, *rb, *busy;
+	char err[ERRLEN] = "";
+
+	(void)arg;
+	if (open_node(node, 0, &n) < 0)
+		return 1;
+	sb = malloc(max);
+	rb = malloc(max);
+	busy = malloc(max);
+	if (!sb || !rb || !busy)
+		return 2;
+	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]) && !rc; k++) {
+		size_t len = lens[k];
+		uint64_t call = 100 + k;
+		struct shmcoll_xfer x[2] = {
+		    {.peer = to, .dir = XFER_SEND, .buf = sb, .len = len, .call = call},
+		    {.peer = from, .dir = XFER_RECV, .buf = rb, .len = len, .call = call}};
+		struct shmcoll_xfer extra = {.peer = to, .dir = XFER_SEND, .buf = sb, .len = 1};
+
+		fill(sb, node, to, call, len);
+		memset(rb, 0xee, max);
+		if (shmcoll__net_post(n, x, 2, err, sizeof(err)) < 0) {
+			fprintf(stderr, "net_post: %s\n", err);
+			rc = 10;
+		} else if (shmcoll__net_post(n, &extra, 1, err, sizeof(err)) != -EBUSY) {
+			rc = 11;
+		}
+		memset(busy, (int)k, max); /* the other work */
+		if (!rc && shmcoll__net_wait(n, err, sizeof(err)) < 0) {
+			fprintf(stderr, "net_wait: %s\n", err);
+			rc = 12;
+		}
+		if (!rc && (verify(rb, from, node, call, len) < 0 ||
+		            (len < max && rb[len] != 0xee)))
+			rc = 13;
+		if (!rc && x[1].got != call)
+			rc = 14;
+	}
+	if (!rc && shmcoll__net_wait(n, err, sizeof(err)) != 0)
+		rc = 15;
+	shmcoll__net_close(n);
+	free(sb);
+	free(rb);
+	free(busy);
+	return rc;
+}
+
+BOTH(posted_calls_move_exact_bytes, .timeout = 120)
+{
+	mesh_init(2, kind, 30 * SEC);
+	run_all(posted_body, NULL);
+}
+
+/* A node posts a receive nobody answers, then shuts the net down (as a
+ * failure elsewhere does): the wait fails at once, nothing is left in
+ * flight, and a posted call the owner never waits for is reaped by
+ * net_close. Node 1 sees the connection go. 1 open, 10 post, 11 wait not
+ * failed, 12 slow, 13 stray CQE, 14 second post, 20 node 1 not -EOWNERDEAD. */
+static int abandoned_body(int node, void *arg)
+{
+	struct shmcoll_net *n;
+	uint8_t *b = malloc(1 << 20);
+	struct shmcoll_xfer x = {.peer = !node, .dir = XFER_RECV, .buf = b, .len = 1 << 20};
+	char err[ERRLEN];
+	int64_t t0;
+	int rc = 0;
+
+	(void)arg;
+	if (!b || open_node(node, 0, &n) < 0)
+		return 1;
+	if (node == 0) {
+		if (shmcoll__net_post(n, &x, 1, err, sizeof(err)) < 0)
+			return 10;
+		t0 = shmcoll__now_ns();
+		shmcoll__net_shutdown(n);
+		if (shmcoll__net_wait(n, err, sizeof(err)) >= 0)
+			rc = 11;
+		else if (shmcoll__now_ns() - t0 > 10 * SEC)
+			rc = 12; /* a hang bound, far beyond any scheduling delay */
+		else if (late_cqes(n))
+			rc = 13;
+		else if (shmcoll__net_post(n, &x, 1, err, sizeof(err)) != -ECANCELED)
+			rc = 14;
+	} else if (run(n, &x, 1, 1) != -EOWNERDEAD) {
+		rc = 20;
+	}
+	shmcoll__net_close(n);
+	free(b);
+	return rc;
+}
+
+BOTH(posted_call_fails_at_once_when_the_net_breaks, .timeout = 60)
+{
+	mesh_init(2, kind, 30 * SEC);
+	run_all(abandoned_body, NULL);
+}
+
+/* net_close with a call still posted: it is reaped before the buffers may go
+ * (AddressSanitizer would catch a late write into the freed buffer). Node 1
+ * sends late, after node 0 has closed. 1 open, 10 post, 20 node 1. */
+static int close_posted_body(int node, void *arg)
+{
+	struct shmcoll_net *n;
+	uint8_t *b = malloc(4096);
+	struct shmcoll_xfer x = {.peer = !node, .dir = XFER_RECV, .buf = b, .len = 4096};
+	struct shmcoll_xfer s = {.peer = !node, .dir = XFER_SEND, .buf = b, .len = 4096};
+	char err[ERRLEN];
+	int rc = 0;
+
+	(void)arg;
+	if (!b || open_node(node, 0, &n) < 0)
+		return 1;
+	if (node == 0) {
+		if (shmcoll__net_post(n, &x, 1, err, sizeof(err)) < 0)
+			rc = 10;
+		shmcoll__net_close(n);
+		free(b);
+		return rc;
+	}
+	usleep(100000);
+	memset(b, 1, 4096);
+	/* The send may or may not get through before node 0 is gone; either
+	 * way it must not hang. */
+	rc = run(n, &s, 1, 1);
+	shmcoll__net_close(n);
+	free(b);
+	return rc == 0 || rc == -EOWNERDEAD ? 0 : 20;
+}
+
+BOTH(close_reaps_a_posted_call, .timeout = 60)
+{
+	mesh_init(2, kind, 30 * SEC);
+	run_all(close_posted_body, NULL);
+}
+
+/* ---- 9. the small-receive arithmetic alone ---- */
+
+/* A small receive reads header and payload in one piece into the op's own
+ * buffer, checks the header as soon as it is in (even mid-piece), and only
+ * then, whole, copies the payload to the caller's buffer. */
+Test(net, small_receive_arithmetic)
+{
+	uint32_t tx[2] = {0}, rx[2] = {0};
+	struct shmcoll_net n = {.nnodes = 2, .node = 0, .tx_seq = tx, .rx_seq = rx};
+	struct net_op op = {.peer = 1};
+	uint8_t payload[100], dst[100], frame[SHMCOLL_FRAME_BYTES + 100];
+	struct shmcoll_xfer x = {.peer = 1, .len = sizeof(payload), .call = 7, .buf = payload};
+	struct iovec iov[2];
+	char err[ERRLEN];
+	int cnt;
+
+	for (size_t i = 0; i < sizeof(payload); i++)
+		payload[i] = (uint8_t)(i * 7 + 1);
+	/* Node 1 sends: its header, then the payload. */
+	n.node = 1;
+	op.peer = 0;
+	op.dir = x.dir = XFER_SEND;
+	x.peer = 0;
+	shmcoll__net_op_start(&n, &op, &x);
+	memcpy(frame, op.hdr, SHMCOLL_FRAME_BYTES);
+	memcpy(frame + SHMCOLL_FRAME_BYTES, payload, sizeof(payload));
+
+	/* Node 0 receives it in three pieces: 20 bytes, 40 (across the
+	 * header's end), the rest. */
+	n.node = 0;
+	op.peer = 1;
+	op.dir = x.dir = XFER_RECV;
+	x.peer = 1;
+	x.buf = dst;
+	memset(dst, 0xee, sizeof(dst));
+	shmcoll__net_op_start(&n, &op, &x);
+	cnt = shmcoll__net_op_iov(&op, iov);
+	cr_assert_eq(cnt, 1);
+	cr_assert_eq((uint8_t *)iov[0].iov_base, op.hdr, "into the op's own buffer");
+	cr_assert_eq(iov[0].iov_len, sizeof(frame), "header and payload in one piece");
+	memcpy(iov[0].iov_base, frame, 20);
+	cr_assert_eq(shmcoll__net_op_advance(&n, &op, 20, err, sizeof(err)), 0);
+	cr_assert_eq(rx[1], 0, "no check before the header is whole");
+	cnt = shmcoll__net_op_iov(&op, iov);
+	cr_assert_eq((uint8_t *)iov[0].iov_base, op.hdr + 20);
+	cr_assert_eq(iov[0].iov_len, sizeof(frame) - 20);
+	memcpy(iov[0].iov_base, frame + 20, 40);
+	cr_assert_eq(shmcoll__net_op_advance(&n, &op, 40, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(rx[1], 1, "checked as soon as it was whole");
+	cr_assert_not(op.complete);
+	cr_assert_eq(dst[0], 0xee, "the caller's buffer waits for the whole payload");
+	cnt = shmcoll__net_op_iov(&op, iov);
+	memcpy(iov[0].iov_base, frame + 60, sizeof(frame) - 60);
+	cr_assert_eq(shmcoll__net_op_advance(&n, &op, sizeof(frame) - 60, err, sizeof(err)), 0);
+	cr_assert(op.complete);
+	cr_assert_arr_eq(dst, payload, sizeof(payload));
+
+	/* A frame announcing another length fails its check, and the bytes
+	 * that came along with its header never reach the caller. */
+	x.len = 50;
+	memset(dst, 0xee, sizeof(dst));
+	n.node = 1;
+	op.peer = 0;
+	op.dir = XFER_SEND;
+	x.len = sizeof(payload);
+	shmcoll__net_op_start(&n, &op, &x);
+	memcpy(frame, op.hdr, SHMCOLL_FRAME_BYTES);
+	n.node = 0;
+	op.peer = 1;
+	op.dir = XFER_RECV;
+	x.len = 50;
+	shmcoll__net_op_start(&n, &op, &x);
+	memcpy(op.hdr, frame, SHMCOLL_FRAME_BYTES + 50);
+	cr_assert_eq(shmcoll__net_op_advance(&n, &op, SHMCOLL_FRAME_BYTES + 50, err, sizeof(err)),
+	             -EPROTO);
+	cr_assert(strstr(err, "announced 100 bytes where 50 were posted"), "%s", err);
+	for (size_t i = 0; i < sizeof(dst); i++)
+		cr_assert_eq(dst[i], 0xee, "byte %zu of the caller's buffer was written", i);
+}
