@@ -84,8 +84,9 @@ struct job {
 	int got_sig;      /* SIGINT or SIGTERM the launcher received, 0 if none */
 	int kill_pending; /* SIGKILL is due at kill_at */
 	struct timespec kill_at;
-	int bind;           /* pin rank i to cpus[i] */
+	int bind;           /* pin rank i to cpus[(cpu0 + i) % ncpus] */
 	int *cpus;          /* the launcher's allowed CPUs, in order */
+	int ncpus, cpu0;
 	int rank0;          /* global rank of this node's rank 0 (node * size) */
 	int leader_fd;      /* multi-node: the leader's listener until rank 0 is forked, else -1 */
 	int gone;           /* no child left: the local job has ended */
@@ -380,10 +381,12 @@ static void exec_rank(const struct job *job, int rank, const sigset_t *origmask)
 		cpu_set_t one;
 
 		CPU_ZERO(&one);
-		CPU_SET(job->cpus[rank], &one);
+		int cpu = job->cpus[(job->cpu0 + rank) % job->ncpus];
+
+		CPU_SET(cpu, &one);
 		if (sched_setaffinity(0, sizeof(one), &one) < 0) {
 			dprintf(STDERR_FILENO, PROG ": rank %d cannot bind to CPU %d: %s\n", rank,
-			        job->cpus[rank], strerror(errno));
+			        cpu, strerror(errno));
 			_exit(EXIT_EXEC);
 		}
 	}
@@ -1204,6 +1207,13 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	job.bind = o.bind != BIND_NONE && ncpus >= job.size;
+	job.ncpus = ncpus;
+	/* Node i starts at CPU i * P (modulo the CPUs): on machines of their
+	 * own that changes nothing, but nodes that share one (tests, a machine
+	 * carved in two) then spread over its CPUs instead of all piling onto
+	 * the first P. */
+	if (cfg.nnodes > 1 && ncpus > 0)
+		job.cpu0 = (int)(((long)cfg.node * job.size) % ncpus);
 
 	if (cfg.nnodes > 1 && job_token(token, sizeof(token)) < 0)
 		return EXIT_FAILURE_LAUNCHER;

@@ -1190,7 +1190,13 @@ static void check_netenv(struct run *r, int nnodes, int node, int ppn, char *nod
                          char jobs[][128])
 {
 	char *line, *save = NULL, buf[4096], host[64];
-	int seen[8] = {0}, n = 0, j;
+	int seen[8] = {0}, n = 0, j, cpus[CPU_SETSIZE], ncpus = 0;
+	cpu_set_t set;
+
+	cr_assert(sched_getaffinity(0, sizeof(set), &set) == 0);
+	for (j = 0; j < CPU_SETSIZE; j++)
+		if (CPU_ISSET(j, &set))
+			cpus[ncpus++] = j;
 
 	cr_assert_eq(exit_code(r), 0, "node %d: exit %d; stderr:\n%s", node, exit_code(r), r->err);
 	cr_assert_eq(count_lines(r->out), ppn, "node %d: want %d lines:\n%s", node, ppn, r->out);
@@ -1213,6 +1219,15 @@ static void check_netenv(struct run *r, int nnodes, int node, int ppn, char *nod
 		if (n++ == 0)
 			strcpy(jobs[node], buf);
 		cr_assert_str_eq(buf, jobs[node], "node %d's ranks saw different jobs", node);
+		/* The launchers bind node i's ranks from CPU i * P on, so
+		 * nodes that share this machine spread over its CPUs. */
+		if (ppn <= ncpus) {
+			char want[16];
+
+			snprintf(want, sizeof(want), "%d", cpus[rank % ncpus]);
+			cr_assert_str_eq(field(line, "CPUS", buf, sizeof(buf)), want,
+			                 "rank %d is not bound where it should be: '%s'", rank, line);
+		}
 		field(line, "SHMCOLL_NODES", buf, sizeof(buf));
 		if (!*nodes_seen)
 			strcpy(nodes_seen, buf);

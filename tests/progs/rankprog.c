@@ -330,6 +330,23 @@ static int list_item(const char *s, int i, char *buf, size_t len)
 /* Prints one line of the multi-node environment and checks the sockets this
  * rank inherited: the leader (local rank 0) exactly one TCP socket, listening,
  * at its entry of SHMCOLL_NODES and numbered SHMCOLL_NET_FD; the others none. */
+/* This process's Cpus_allowed_list from /proc/self/status, or "-". */
+static const char *cpus_allowed(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char l[256];
+
+	snprintf(buf, len, "-");
+	while (f && fgets(l, sizeof(l), f))
+		if (!strncmp(l, "Cpus_allowed_list:", 18)) {
+			snprintf(buf, len, "%s", l + 18 + strspn(l + 18, " \t"));
+			buf[strcspn(buf, "\n")] = '\0';
+		}
+	if (f)
+		fclose(f);
+	return buf;
+}
+
 static int mode_netenv(void)
 {
 	static const char *names[] = {"SHMCOLL_RANK",       "SHMCOLL_SIZE",   "SHMCOLL_LOCAL_RANK",
@@ -348,6 +365,7 @@ static int mode_netenv(void)
 		n += snprintf(line + n, sizeof(line) - (size_t)n, "%s%s=%s", i ? " " : "", names[i],
 		              v ? v : "-");
 	}
+	n += snprintf(line + n, sizeof(line) - (size_t)n, " CPUS=%s", cpus_allowed(got, sizeof(got)));
 	printf("%s\n", line);
 	fflush(stdout);
 	if ((local == 0) != (netfd != NULL)) {
