@@ -10,6 +10,11 @@
 
 #include "shmcoll.h"
 
+/* Wide bytes per chunk of a reduction, and bytes per chunk of a bcast: a
+ * chunk's exchange among the leaders overlaps the node's work on the next
+ * (and the tests size their multi-chunk cases by it). */
+#define SHMCOLL_HIER_CHUNK_BYTES ((size_t)1 << 20)
+
 struct shmcoll_hier_cfg {
 	int nnodes, node;   /* SHMCOLL_NNODES, SHMCOLL_NODE_RANK */
 	int nproc, lrank;   /* SHMCOLL_LOCAL_SIZE, SHMCOLL_LOCAL_RANK */

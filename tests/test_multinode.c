@@ -445,6 +445,35 @@ MATRIX(3, 1, poll)
 MATRIX(3, 2, poll)
 MATRIX(3, 3, poll)
 
+/* The cases that span several of the leaders' chunks (nodematrix chunks):
+ * the pipelined allreduce, the chunked reduce and bcast, every wide form. */
+static void run_chunks(const struct shape *s)
+{
+	const char *argv[] = {env_path("SHMCOLL_NODEMATRIX"), "chunks", NULL};
+	struct mn_job j = {.nnodes = s->nnodes, .nproc = s->nproc, .net = s->net, .timeout_ms = 60000,
+			   .argv = argv};
+	static struct mn_launch l;
+	char line[64];
+	int n;
+
+	mn_launch(&j, &l);
+	for (n = 0; n < s->nnodes; n++)
+		cr_expect_eq(exit_code(l.status[n]), 0, "node %d's launcher exited %d:\n%s", n,
+			     exit_code(l.status[n]), l.out[n]);
+	snprintf(line, sizeof(line), "ok chunks rank 0 of %d\n", s->nnodes * s->nproc);
+	cr_expect(strstr(l.out[0], line), "rank 0 did not report '%s':\n%s", line, l.out[0]);
+}
+
+#define CHUNKS(N, P, NET)                                                           \
+	Test(multinode, chunks_##N##x##P##_##NET, .timeout = 900)                   \
+	{                                                                           \
+		const struct shape s = {N, P, #NET};                                \
+		run_chunks(&s);                                                     \
+	}
+CHUNKS(2, 1, uring)
+CHUNKS(2, 2, poll)
+CHUNKS(3, 2, uring)
+
 /* ---- faults ---- */
 
 struct fault {

@@ -2,7 +2,8 @@
  * the small-arena phase: ordinary and symmetric buffers, counts from 0 to
  * larger than the arena, every dtype and op, every root) on the communicator
  * shmcoll_init() makes - in the multi-node tests, one over several nodes.
- * With arguments, only the named collectives ("allreduce bcast ..."). Rank 0
+ * With arguments, only the named collectives ("allreduce bcast ..."); with
+ * "chunks", the cases that span several of the leaders' chunks instead. Rank 0
  * prints a line per collective and the transport its node's leader uses;
  * the exit code is 0 only when every check of this rank passed. */
 #include <fcntl.h>
@@ -53,6 +54,65 @@ static int wanted(int argc, char **argv, th_coll coll)
 	return 0;
 }
 
+/* Counts of about 2.5 chunks (SHMCOLL_HIER_CHUNK_BYTES of the reduction's
+ * wide elements, or of bytes for a bcast): the pipelined stages, a short last
+ * chunk, every wide form. Each case in and out of place, aligned and not. */
+static int run_chunks(shmcoll_comm *comm)
+{
+	const size_t C = SHMCOLL_HIER_CHUNK_BYTES;
+	int P = shmcoll_comm_size(comm), rank = shmcoll_comm_rank(comm), err = 0, k, v;
+	const struct {
+		th_coll coll;
+		shmcoll_dtype dt;
+		shmcoll_op op;
+		size_t count;
+		int root;
+	} cases[] = {
+	    {TH_ALLREDUCE, SHMCOLL_FLOAT32, SHMCOLL_SUM, 5 * C / 8 + 13, 0},
+	    {TH_ALLREDUCE, SHMCOLL_INT32, SHMCOLL_AVG, 5 * C / 32 + 13, 0},   /* (q, r) pairs */
+	    {TH_ALLREDUCE, SHMCOLL_BFLOAT16, SHMCOLL_SUM, 5 * C / 8 + 13, 0}, /* as float32 */
+	    {TH_ALLREDUCE, SHMCOLL_FLOAT64, SHMCOLL_AVG, 5 * C / 16 + 13, 0},
+	    {TH_REDUCE, SHMCOLL_FLOAT32, SHMCOLL_MAX, 5 * C / 8 + 13, -1},
+	    {TH_REDUCE, SHMCOLL_INT8, SHMCOLL_AVG, 5 * C / 32 + 13, 1},
+	    {TH_BCAST, SHMCOLL_UINT8, SHMCOLL_SUM, 5 * C / 2 + 13, -1},
+	    {TH_BCAST, SHMCOLL_FLOAT64, SHMCOLL_SUM, 5 * C / 16 + 13, 0},
+	};
+	size_t max = 0;
+	th_checker *ck;
+
+	for (k = 0; k < (int)(sizeof(cases) / sizeof(cases[0])); k++) {
+		size_t b = th_coll_region_elems(cases[k].coll, cases[k].count, P) *
+		           th_dtype_size(cases[k].dt);
+
+		max = b > max ? b : max;
+	}
+	ck = th_check_new(comm, max, 0, &err);
+	if (!ck)
+		return err;
+	for (k = 0; k < (int)(sizeof(cases) / sizeof(cases[0])); k++) {
+		for (v = 0; v < 2; v++) {
+			th_case kc = {.coll = cases[k].coll,
+			              .dtype = cases[k].dt,
+			              .op = cases[k].op,
+			              .count = cases[k].count,
+			              .root = cases[k].root < 0 ? P - 1 : cases[k].root % P,
+			              .variant = v && cases[k].coll != TH_BCAST ? TH_IN_PLACE
+			                                                         : TH_OUT_OF_PLACE,
+			              .sym = TH_SYM_NONE,
+			              .misalign = (size_t)v};
+
+			if (cases[k].coll == TH_BCAST)
+				kc.variant = TH_IN_PLACE;
+			th_check_run(ck, &kc);
+		}
+	}
+	err = th_check_first_error(ck);
+	k = th_check_free(ck);
+	if (rank == 0 || err || k)
+		printf("%s chunks rank %d of %d\n", err || k ? "FAIL" : "ok", rank, P);
+	return err ? err : k;
+}
+
 int main(int argc, char **argv)
 {
 	shmcoll_comm *comm;
@@ -70,6 +130,11 @@ int main(int argc, char **argv)
 	net = shmcoll__hier_transport(comm);
 	if (net && rank == 0)
 		printf("transport %s\n", net);
+	if (argc == 2 && !strcmp(argv[1], "chunks")) {
+		failed = run_chunks(comm) != 0;
+		rc = shmcoll_comm_destroy(comm);
+		return failed || rc;
+	}
 	counters = shared_counters(comm);
 	for (coll = 0; coll < TH_COLL_COUNT; coll++) {
 		struct th_matrix m = {.coll = coll, .phase = PHASE_SMALL_ARENA, .counters = counters};
