@@ -711,39 +711,76 @@ int shmcoll__hier_allreduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv,
 	return 0;
 }
 
+/* Posts nx transfers among the leaders; lead_wait completes them. */
+static int lead_post(shmcoll_comm *c, const char *fn, struct shmcoll_xfer *x, int nx)
+{
+	int rc;
+
+	c->hier->xmode = X_POST;
+	rc = net_run(c, fn, x, nx);
+	return rc == POSTED ? 0 : rc;
+}
+
+/* Completes the posted transfers, if any. */
+static int lead_wait(shmcoll_comm *c, const char *fn)
+{
+	c->hier->xmode = X_RESUME;
+	return net_xchg(c, fn, 0);
+}
+
+/* Pipelined like allreduce: a node away from the root's sends chunk k while
+ * it reduces chunk k+1; the root's node's leader receives chunk k+1 while
+ * its node reduces chunk k. */
 int shmcoll__hier_reduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t count,
 			 shmcoll_dtype dt, shmcoll_op op, int root)
 {
 	const char *fn = "shmcoll_reduce";
 	struct shmcoll_hier *h = c->hier;
 	struct wide w = widen(dt, op);
-	size_t es = shmcoll_dtype_size(dt), cap = reduce_chunk(&w), done, n;
+	size_t es = shmcoll_dtype_size(dt), cap = reduce_chunk(&w), K, k;
+	size_t wa = align16(min_size(cap, count) * w.mult * w.es);
 	uint64_t call = call_word(KIND_REDUCE, dt, op, root, count), S = (uint64_t)c->size;
 	int rc, lead = h->lrank == 0, nr = root / h->nproc, lr = root % h->nproc;
-	int N = h->nnodes, q, k;
+	int N = h->nnodes, q, nx = 0, home = h->node == nr;
+	uint8_t *bufs = NULL;
+	struct shmcoll_xfer *x = NULL;
+	const void **srcs = NULL;
 
-	for (done = 0; done < count; done += n) {
-		const uint8_t *in = send + done * es;
-		uint8_t *out = c->rank == root ? recv + done * es : NULL, *win = (uint8_t *)in;
+	K = (count + cap - 1) / cap;
+	if (lead && K) {
+		/* Two chunks' worth: the partial in flight and the next one, or
+		 * (at home) every node's partials of two chunks; then the fold,
+		 * the transfers and the fold's sources. */
+		size_t parts = home ? (size_t)N : 1;
+		size_t bytes = 2 * parts * wa + wa + sizeof(*x) * (size_t)N + sizeof(*srcs) * (size_t)N;
+
+		bufs = scratch(h, SCR_RES, bytes);
+		if (!bufs)
+			return oom(c, fn, bytes);
+		x = (struct shmcoll_xfer *)(bufs + 2 * parts * wa + wa);
+		srcs = (const void **)(x + N);
+	}
+	for (k = 0; k < K; k++) {
+		size_t lo = k * cap, n = min_size(cap, count - lo), m = n * w.mult, wb = m * w.es;
+		uint8_t *out = c->rank == root ? recv + lo * es : NULL, *win = (uint8_t *)send + lo * es;
 		uint8_t *wres = NULL;
-		size_t m, wb;
+		int b = (int)(k & 1);
 
-		n = min_size(cap, count - done);
-		m = n * w.mult;
-		wb = m * w.es;
 		if (w.mode != W_NATIVE) {
 			win = scratch(h, SCR_IN, wb);
 			if (!win)
 				return oom(c, fn, wb);
-			wide_in(&w, win, in, n, dt, S);
+			wide_in(&w, win, send + lo * es, n, dt, S);
 		}
-		if (h->node != nr) {
-			wres = lead ? scratch(h, SCR_RES, wb) : NULL;
-			if (lead && !wres)
-				return oom(c, fn, wb);
+		if (!home) {
+			wres = lead ? bufs + (size_t)b * wa : NULL;
 			rc = local_rc(c, shmcoll_reduce(win, wres, m, w.dt, w.op, 0, h->local));
-			if (rc == 0 && lead)
-				rc = sendrecv(c, fn, call, nr, wres, wb, -1, NULL, 0);
+			if (rc == 0 && lead) {
+				rc = lead_wait(c, fn);
+				x[0] = (struct shmcoll_xfer){nr, XFER_SEND, wres, wb, call, 0};
+				if (rc == 0)
+					rc = lead_post(c, fn, x, 1);
+			}
 			if (rc < 0)
 				return rc;
 			continue;
@@ -751,30 +788,39 @@ int shmcoll__hier_reduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, si
 		/* The root's node: the leader's contribution is its own folded
 		 * with every other node's partial, in node order. */
 		if (lead) {
-			struct shmcoll_xfer *x;
-			size_t wa = align16(wb);
-			uint8_t *parts = scratch(h, SCR_NET, (size_t)N * wa + sizeof(*x) * (size_t)N);
-			const void **srcs;
+			uint8_t *part = bufs + (size_t)b * (size_t)N * wa;
+			uint8_t *fold = bufs + 2 * (size_t)N * wa;
 
-			if (!parts || !scratch(h, SCR_TMP, wa + sizeof(void *) * (size_t)N))
-				return oom(c, fn, (size_t)N * wa);
-			x = (struct shmcoll_xfer *)(parts + (size_t)N * wa);
-			srcs = (const void **)((uint8_t *)h->scr[SCR_TMP] + wa);
-			for (q = 0, k = 0; q < N; q++)
+			if (k == 0)
+				rc = 0;
+			else
+				rc = lead_wait(c, fn);
+			/* Chunk k's partials: posted last round, or now. */
+			for (q = 0, nx = 0; q < N && (rc == 0 && k == 0); q++)
 				if (q != nr)
-					x[k++] = (struct shmcoll_xfer){q, XFER_RECV,
-								       parts + (size_t)q * wa, wb,
-								       call, 0};
-			rc = net_run(c, fn, x, k);
+					x[nx++] = (struct shmcoll_xfer){q, XFER_RECV, part + (size_t)q * wa,
+								       wb, call, 0};
+			if (rc == 0 && k == 0)
+				rc = net_run(c, fn, x, nx);
+			if (rc == 0 && k + 1 < K) {
+				size_t n1 = min_size(cap, count - lo - cap) * w.mult * w.es;
+				uint8_t *next = bufs + (size_t)!b * (size_t)N * wa;
+
+				for (q = 0, nx = 0; q < N; q++)
+					if (q != nr)
+						x[nx++] = (struct shmcoll_xfer){
+						    q, XFER_RECV, next + (size_t)q * wa, n1, call, 0};
+				rc = lead_post(c, fn, x, nx);
+			}
 			if (rc < 0)
 				return rc;
 			for (q = 0; q < N; q++)
-				srcs[q] = q == nr ? (const void *)win : parts + (size_t)q * wa;
-			w.fold(h->scr[SCR_TMP], srcs, N, m);
-			win = h->scr[SCR_TMP];
+				srcs[q] = q == nr ? (const void *)win : part + (size_t)q * wa;
+			w.fold(fold, srcs, N, m);
+			win = fold;
 		}
 		if (h->lrank == lr) {
-			wres = w.mode == W_NATIVE ? out : scratch(h, SCR_RES, wb);
+			wres = w.mode == W_NATIVE ? out : scratch(h, SCR_TMP, wb);
 			if (!wres)
 				return oom(c, fn, wb);
 		}
@@ -784,47 +830,59 @@ int shmcoll__hier_reduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, si
 		if (h->lrank == lr)
 			wide_out(&w, out, wres, n, dt, op, S);
 	}
-	return 0;
+	return lead ? lead_wait(c, fn) : 0;
 }
 
+/* Pipelined: the root's node's leader sends chunk k while its node bcasts
+ * chunk k+1; another node's leader receives chunk k+1 while its node
+ * bcasts chunk k. */
 int shmcoll__hier_bcast(shmcoll_comm *c, uint8_t *buf, size_t count, shmcoll_dtype dt, int root)
 {
 	const char *fn = "shmcoll_bcast";
 	struct shmcoll_hier *h = c->hier;
-	size_t es = shmcoll_dtype_size(dt), cap = CHUNK_BYTES / es, done, n;
+	size_t es = shmcoll_dtype_size(dt), cap = CHUNK_BYTES / es, K, k;
 	uint64_t call = call_word(KIND_BCAST, dt, 0, root, count);
-	int rc, nr = root / h->nproc, q, k;
+	int rc = 0, nr = root / h->nproc, q, nx, lead = h->lrank == 0;
 	struct shmcoll_xfer *x = NULL;
 
-	if (h->lrank == 0 && h->node == nr) {
+	K = (count + cap - 1) / cap;
+	if (lead) {
 		x = scratch(h, SCR_TMP, sizeof(*x) * (size_t)h->nnodes);
 		if (!x)
 			return oom(c, fn, sizeof(*x) * (size_t)h->nnodes);
 	}
-	for (done = 0; done < count; done += n) {
-		uint8_t *p = buf + done * es;
+	if (lead && h->node != nr && K)
+		rc = sendrecv(c, fn, call, -1, NULL, 0, nr, buf, min_size(cap, count) * es);
+	for (k = 0; k < K && rc == 0; k++) {
+		size_t lo = k * cap, n = min_size(cap, count - lo);
+		uint8_t *p = buf + lo * es;
 
-		n = min_size(cap, count - done);
 		if (h->node == nr) {
 			rc = local_rc(c, shmcoll_bcast(p, n, dt, root % h->nproc, h->local));
-			if (rc == 0 && h->lrank == 0) {
-				for (q = 0, k = 0; q < h->nnodes; q++)
-					if (q != nr)
-						x[k++] = (struct shmcoll_xfer){q, XFER_SEND, p,
-									       n * es, call, 0};
-				rc = net_run(c, fn, x, k);
-			}
-		} else {
-			rc = 0;
-			if (h->lrank == 0)
-				rc = sendrecv(c, fn, call, -1, NULL, 0, nr, p, n * es);
-			if (rc == 0)
-				rc = local_rc(c, shmcoll_bcast(p, n, dt, 0, h->local));
+			if (rc == 0 && lead)
+				rc = lead_wait(c, fn);
+			for (q = 0, nx = 0; rc == 0 && lead && q < h->nnodes; q++)
+				if (q != nr)
+					x[nx++] = (struct shmcoll_xfer){q, XFER_SEND, p, n * es, call, 0};
+			if (rc == 0 && lead)
+				rc = lead_post(c, fn, x, nx);
+			continue;
 		}
-		if (rc < 0)
-			return rc;
+		/* Chunk k is in (received before the loop, or waited for
+		 * here); chunk k+1 comes while the node bcasts k. */
+		if (lead && k > 0)
+			rc = lead_wait(c, fn);
+		if (rc == 0 && lead && k + 1 < K) {
+			x[0] = (struct shmcoll_xfer){nr, XFER_RECV, p + cap * es,
+						     min_size(cap, count - lo - cap) * es, call, 0};
+			rc = lead_post(c, fn, x, 1);
+		}
+		if (rc == 0)
+			rc = local_rc(c, shmcoll_bcast(p, n, dt, 0, h->local));
 	}
-	return 0;
+	if (rc == 0 && lead)
+		rc = lead_wait(c, fn);
+	return rc;
 }
 
 int shmcoll__hier_allgather(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t sc,
