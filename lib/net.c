@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "lib/net_impl.h"
+#include "lib/sock.h"
 #include "shm/arena.h"
 #include "shm/atomics.h"
 #include "shm/wait.h"
@@ -224,7 +225,11 @@ int shmcoll__net_op_failed(const struct net_op *op, int res, char *err, size_t e
 	const char *what = op->dir == XFER_SEND ? "send to" : "receive from";
 
 	if (res == 0 || res == -ECONNRESET || res == -EPIPE || res == -ESHUTDOWN) {
-		say(err, errlen, "node %d closed its connection: its leader died or aborted",
+		/* A leader closes its connections when it dies, and shuts
+		 * them down when its node failed: a rank there died or
+		 * aborted, or timed out. */
+		say(err, errlen,
+		    "node %d closed its connection: its leader died, or a rank there failed",
 		    op->peer);
 		return -EOWNERDEAD;
 	}
@@ -557,54 +562,6 @@ static int check_hello(const struct shmcoll_net *n, const uint8_t *buf, const ch
 	return 0;
 }
 
-/* Sends all of buf on a non-blocking socket by deadline. */
-static int send_all(int fd, const uint8_t *buf, size_t len, int64_t deadline)
-{
-	struct pollfd p = {.fd = fd, .events = POLLOUT};
-	ssize_t r;
-
-	while (len) {
-		r = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (r > 0) {
-			buf += r;
-			len -= (size_t)r;
-			continue;
-		}
-		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			return -errno;
-		if (expired(deadline))
-			return -ETIMEDOUT;
-		if (poll(&p, 1, poll_ms(deadline)) < 0 && errno != EINTR)
-			return -errno;
-	}
-	return 0;
-}
-
-/* Receives exactly len bytes by deadline; 0 at EOF is -ECONNRESET. */
-static int recv_all(int fd, uint8_t *buf, size_t len, int64_t deadline)
-{
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	ssize_t r;
-
-	while (len) {
-		r = recv(fd, buf, len, MSG_DONTWAIT);
-		if (r > 0) {
-			buf += r;
-			len -= (size_t)r;
-			continue;
-		}
-		if (r == 0)
-			return -ECONNRESET;
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			return -errno;
-		if (expired(deadline))
-			return -ETIMEDOUT;
-		if (poll(&p, 1, poll_ms(deadline)) < 0 && errno != EINTR)
-			return -errno;
-	}
-	return 0;
-}
-
 static int tune(int fd)
 {
 	int one = 1;
@@ -745,9 +702,9 @@ static int dial(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, int j,
 	rc = shmcoll__hello_encode(buf, &h);
 	if (rc < 0)
 		goto err_sys;
-	rc = send_all(fd, buf, sizeof(buf), deadline);
+	rc = shmcoll__send_all(fd, buf, sizeof(buf), deadline);
 	if (rc == 0)
-		rc = recv_all(fd, buf, sizeof(buf), deadline);
+		rc = shmcoll__recv_all(fd, buf, sizeof(buf), deadline);
 	if (rc == -ECONNRESET || rc == -EPIPE) {
 		say(err, errlen,
 		    "node %d at %s closed the connection instead of answering node %d's hello: it "
@@ -835,7 +792,7 @@ static int serve(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, struc
 	rc = shmcoll__hello_encode(out, &h);
 	if (rc < 0)
 		return rc;
-	rc = send_all(p->fd, out, sizeof(out), deadline);
+	rc = shmcoll__send_all(p->fd, out, sizeof(out), deadline);
 	if (rc == 0)
 		rc = tune(p->fd);
 	if (rc == 0)

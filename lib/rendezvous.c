@@ -3,6 +3,7 @@
  * end it, and a node's join. Every byte on these connections is a hello or a
  * frame (frame.h). */
 #include "lib/rendezvous.h"
+#include "lib/sock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,6 +43,13 @@ static int64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A deadline in now_ms() terms as shmcoll__now_ns() counts it (the same
+ * clock). */
+static int64_t ms_to_ns(int64_t ms)
+{
+	return ms * 1000000;
 }
 
 static int left_ms(int64_t deadline)
@@ -202,57 +210,6 @@ static void ctl_options(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
-/* Sends len bytes on the non-blocking fd by deadline. Returns 0 or -errno. */
-static int send_all(int fd, const void *buf, size_t len, int64_t deadline)
-{
-	const uint8_t *p = buf;
-
-	while (len > 0) {
-		struct pollfd pf = {.fd = fd, .events = POLLOUT};
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
-			return -errno;
-		if (left_ms(deadline) == 0)
-			return -ETIMEDOUT;
-		if (poll(&pf, 1, left_ms(deadline)) < 0 && errno != EINTR)
-			return -errno;
-	}
-	return 0;
-}
-
-/* Receives exactly len bytes from the non-blocking fd by deadline. Returns 0,
- * -EPIPE if the peer closed first, or another negative errno. */
-static int recv_all(int fd, void *buf, size_t len, int64_t deadline)
-{
-	uint8_t *p = buf;
-
-	while (len > 0) {
-		struct pollfd pf = {.fd = fd, .events = POLLIN};
-		ssize_t n = recv(fd, p, len, 0);
-
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return -EPIPE;
-		if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
-			return -errno;
-		if (left_ms(deadline) == 0)
-			return -ETIMEDOUT;
-		if (poll(&pf, 1, left_ms(deadline)) < 0 && errno != EINTR)
-			return -errno;
-	}
-	return 0;
-}
-
 int shmcoll__rdv_send_frame(int fd, const struct shmcoll_frame *f, const void *payload,
                             int timeout_ms)
 {
@@ -261,9 +218,9 @@ int shmcoll__rdv_send_frame(int fd, const struct shmcoll_frame *f, const void *p
 	int rc;
 
 	shmcoll__frame_encode(hdr, f);
-	rc = send_all(fd, hdr, sizeof(hdr), deadline);
+	rc = shmcoll__send_all(fd, hdr, sizeof(hdr), ms_to_ns(deadline));
 	if (rc == 0 && f->len > 0)
-		rc = send_all(fd, payload, (size_t)f->len, deadline);
+		rc = shmcoll__send_all(fd, payload, (size_t)f->len, ms_to_ns(deadline));
 	return rc;
 }
 
@@ -715,7 +672,7 @@ static int recv_table(const struct shmcoll_rdv_cfg *cfg, struct shmcoll_rdv *r, 
 	int rc, j;
 
 	strcpy(mine, r->addrs[cfg->node]);
-	rc = recv_all(fd, hdr, sizeof(hdr), deadline);
+	rc = shmcoll__recv_all(fd, hdr, sizeof(hdr), ms_to_ns(deadline));
 	if (rc == -EPIPE) {
 		say(err, errlen,
 		    "node 0 at %s closed the connection before sending the node table "
@@ -735,7 +692,7 @@ static int recv_table(const struct shmcoll_rdv_cfg *cfg, struct shmcoll_rdv *r, 
 		    f.node, f.seq, (unsigned long long)f.len);
 		goto bad;
 	}
-	rc = recv_all(fd, r->addrs, (size_t)f.len, deadline);
+	rc = shmcoll__recv_all(fd, r->addrs, (size_t)f.len, ms_to_ns(deadline));
 	if (rc < 0) {
 		say(err, errlen, "node 0 at %s: the node table: %s", cfg->root,
 		    rc == -EPIPE ? "connection closed" : strerror(-rc));
@@ -810,9 +767,9 @@ static int join(const struct shmcoll_rdv_cfg *cfg, struct shmcoll_rdv *r, int64_
 	answer_by = now_ms() + ANSWER_GRACE_MS;
 	if (answer_by < deadline)
 		answer_by = deadline;
-	rc = send_all(fd, buf, sizeof(buf), answer_by);
+	rc = shmcoll__send_all(fd, buf, sizeof(buf), ms_to_ns(answer_by));
 	if (rc == 0)
-		rc = recv_all(fd, buf, sizeof(buf), answer_by);
+		rc = shmcoll__recv_all(fd, buf, sizeof(buf), ms_to_ns(answer_by));
 	if (rc == -EPIPE || rc == -ECONNRESET) {
 		say(err, errlen,
 		    "node 0 at %s refused this node (see its log; are SHMCOLL_TOKEN, --nnodes, "

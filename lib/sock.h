@@ -1,0 +1,18 @@
+/* sock.h - whole messages over a stream socket by a deadline: what the
+ * launchers' rendezvous and the leaders' handshake both need before a
+ * connection carries frames through the transport proper. */
+#ifndef SHMCOLL_SOCK_H
+#define SHMCOLL_SOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Sends / receives exactly len bytes on fd (blocking or not), by deadline
+ * (CLOCK_MONOTONIC ns, shmcoll__now_ns; < 0: none). Return 0, -ETIMEDOUT,
+ * -EPIPE when the peer closed first (a receive's EOF, or a send's EPIPE), or
+ * another negative errno (-ECONNRESET for a reset). Sends never raise
+ * SIGPIPE. */
+int shmcoll__send_all(int fd, const void *buf, size_t len, int64_t deadline);
+int shmcoll__recv_all(int fd, void *buf, size_t len, int64_t deadline);
+
+#endif
