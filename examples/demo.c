@@ -407,9 +407,18 @@ int main(void)
 		d.lines = calloc((size_t)d.size, LINE_LEN);
 		if (!d.lines)
 			die(&d, "malloc", -ENOMEM);
-		printf(
-		    "shmcoll demo: %d rank%s on this node, meeting in one shared-memory arena.\n",
-		    d.size, d.size == 1 ? "" : "s");
+		/* shmcoll-run --nnodes sets SHMCOLL_NNODES for a job over nodes. */
+		const char *nn = getenv("SHMCOLL_NNODES");
+		int nodes = nn ? atoi(nn) : 1;
+
+		if (nodes > 1)
+			printf("shmcoll demo: %d ranks on %d nodes, shared memory inside each node "
+			       "and one leader per node talking to the others over TCP.\n",
+			       d.size, nodes);
+		else
+			printf("shmcoll demo: %d rank%s on this node, meeting in one shared-memory "
+			       "arena.\n",
+			       d.size, d.size == 1 ? "" : "s");
 		printf(
 		    "Each rank reports what it gave and what it got; every result is checked.\n"
 		    "The lines reach rank 0 through shmcoll_gather, so they come in rank order.\n");
