@@ -101,6 +101,45 @@ SHMCOLL_API int shmcoll_barrier(shmcoll_comm *comm);
 /* Size in bytes of one element of dtype; 0 for an unknown dtype. */
 SHMCOLL_API size_t shmcoll_dtype_size(shmcoll_dtype dtype);
 
+/* Embedding: communicators made by a host library over any group of its
+ * ranks on this machine (processes or threads), several alive at once.
+ *
+ * The host's out-of-band allgather: every rank of the group calls it with len
+ * bytes at in; it fills out with size * len bytes, rank r's at out + r * len,
+ * and returns 0, or non-zero if it failed. */
+typedef int (*shmcoll_oob_allgather_fn)(const void *in, void *out, size_t len, void *ctx);
+
+typedef struct shmcoll_oob {
+	shmcoll_oob_allgather_fn allgather;
+	void *ctx;          /* passed to allgather as is */
+	int rank;           /* the caller's rank in the group, 0 .. size-1 */
+	int size;           /* ranks in the group, >= 1 */
+	size_t arena_bytes; /* as in shmcoll_config (0: the default) */
+	int timeout_ms;     /* as in shmcoll_config (0: the default; < 0: forever) */
+} shmcoll_oob;
+
+/* Collective over the group: the ranks agree, through one call of the host's
+ * allgather, on a job name of their own, then meet as shmcoll_comm_create's
+ * ranks do. Fails with -EINVAL (bad arguments, or ranks that disagree on the
+ * group or sit on different machines), -EIO (the allgather failed), or what
+ * shmcoll_comm_create returns. */
+SHMCOLL_API int shmcoll_comm_create_oob(const shmcoll_oob *oob, shmcoll_comm **comm);
+
+/* The color of a rank that wants no communicator from shmcoll_comm_split. */
+#define SHMCOLL_UNDEFINED (-1)
+
+/* Collective over comm: the ranks that pass the same color (>= 0) get a new
+ * communicator of their own, ranked by key, then by their rank in comm; a
+ * rank passing SHMCOLL_UNDEFINED gets *newcomm = NULL. comm stays usable, and
+ * the new communicators are independent of it and of each other. On a
+ * communicator that spans nodes, every new group must lie within one node
+ * (-ENOTSUP otherwise, on every rank). */
+SHMCOLL_API int shmcoll_comm_split(shmcoll_comm *comm, int color, int key,
+                                   shmcoll_comm **newcomm);
+/* Collective: a new communicator over the same ranks in the same order
+ * (shmcoll_comm_split with one color, keys the ranks). */
+SHMCOLL_API int shmcoll_comm_dup(shmcoll_comm *comm, shmcoll_comm **newcomm);
+
 #ifdef __cplusplus
 }
 #endif

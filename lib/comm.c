@@ -19,7 +19,7 @@
  * communicator to hold it. */
 static _Thread_local char create_err[SHMCOLL_ERR_LEN];
 
-__attribute__((format(printf, 2, 3))) static int create_fail(int rc, const char *fmt, ...)
+int shmcoll__create_fail(int rc, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -95,55 +95,55 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 
 	create_err[0] = '\0';
 	if (!out)
-		return create_fail(-EINVAL, "shmcoll_comm_create: comm (the out pointer) is NULL");
+		return shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: comm (the out pointer) is NULL");
 	*out = NULL;
 	if (!cfg)
-		return create_fail(-EINVAL, "shmcoll_comm_create: cfg is NULL");
+		return shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: cfg is NULL");
 	if (cfg->size < 1 || cfg->size > SHMCOLL_MAX_RANKS)
-		return create_fail(-EINVAL, "shmcoll_comm_create: size %d out of range 1..%d",
+		return shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: size %d out of range 1..%d",
 				   cfg->size, SHMCOLL_MAX_RANKS);
 	if (cfg->rank < 0 || cfg->rank >= cfg->size)
-		return create_fail(-EINVAL, "shmcoll_comm_create: rank %d out of range 0..%d",
+		return shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: rank %d out of range 0..%d",
 				   cfg->rank, cfg->size - 1);
 	if (!cfg->job || !cfg->job[0])
-		return create_fail(-EINVAL, "shmcoll_comm_create: job is NULL or empty");
+		return shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: job is NULL or empty");
 	arena_bytes = cfg->arena_bytes;
 	if (!arena_bytes) {
 		rc = env_long("SHMCOLL_ARENA_BYTES", 0, LLONG_MAX, &env_arena);
 		if (rc < 0)
-			return create_fail(-EINVAL, "SHMCOLL_ARENA_BYTES is not a byte count");
+			return shmcoll__create_fail(-EINVAL, "SHMCOLL_ARENA_BYTES is not a byte count");
 		if (rc > 0)
 			arena_bytes = (size_t)env_arena;
 	}
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
-		return create_fail(-ENOMEM, "shmcoll_comm_create: out of memory");
+		return shmcoll__create_fail(-ENOMEM, "shmcoll_comm_create: out of memory");
 	c->rank = cfg->rank;
 	c->size = cfg->size;
 	c->srcs = calloc((size_t)c->size, sizeof(*c->srcs));
 	c->zc = calloc((size_t)c->size, sizeof(*c->zc));
 	c->zr = calloc((size_t)c->size, sizeof(*c->zr));
 	if (!c->srcs || !c->zc || !c->zr) {
-		rc = create_fail(-ENOMEM, "shmcoll_comm_create: out of memory");
+		rc = shmcoll__create_fail(-ENOMEM, "shmcoll_comm_create: out of memory");
 		goto err_free;
 	}
 	c->waiter.timeout_ns = timeout_ns(cfg);
 	rc = shmcoll__algo_parse(c, getenv("SHMCOLL_ALGO"), err, sizeof(err));
 	if (rc < 0) {
-		create_fail(rc, "shmcoll_comm_create: %s", err);
+		shmcoll__create_fail(rc, "shmcoll_comm_create: %s", err);
 		goto err_free;
 	}
 	rc = env_long("SHMCOLL_CHUNK_BYTES", 64, LLONG_MAX, &env_chunk);
 	if (rc < 0) {
-		rc = create_fail(-EINVAL, "shmcoll_comm_create: SHMCOLL_CHUNK_BYTES is not a "
+		rc = shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: SHMCOLL_CHUNK_BYTES is not a "
 					  "byte count of at least 64");
 		goto err_free;
 	}
 	c->chunk_bytes = rc > 0 ? (size_t)env_chunk : 0;
 	rc = env_long("SHMCOLL_NT", 0, 1, &env_nt);
 	if (rc < 0) {
-		rc = create_fail(-EINVAL, "shmcoll_comm_create: SHMCOLL_NT is not 0 or 1");
+		rc = shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: SHMCOLL_NT is not 0 or 1");
 		goto err_free;
 	}
 	/* Off by default: measured on the reference machine they did not pay
@@ -157,7 +157,7 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 		rc = shmcoll__arena_attach(&c->arena, cfg->job, (uint32_t)c->size,
 					   c->waiter.timeout_ns, err, sizeof(err));
 	if (rc < 0) {
-		create_fail(rc, "shmcoll_comm_create: rank %d: %s", c->rank, err);
+		shmcoll__create_fail(rc, "shmcoll_comm_create: rank %d: %s", c->rank, err);
 		goto err_free;
 	}
 	c->waiter.abort_word = &c->arena.hdr->aborted;
@@ -173,7 +173,7 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 	rc = shmcoll__wait_geq(&attach_wait, &c->arena.hdr->attached,
 			       &c->arena.hdr->attach_sleepers, (uint32_t)c->size);
 	if (rc < 0) {
-		create_fail(rc, "shmcoll_comm_create: only %u of %d ranks attached to %s",
+		shmcoll__create_fail(rc, "shmcoll_comm_create: only %u of %d ranks attached to %s",
 			    load_relaxed(&c->arena.hdr->attached), c->size, c->arena.name);
 		shmcoll__arena_release(&c->arena, 1);
 		goto err_free;
@@ -184,7 +184,7 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 	c->left_rank = -1;
 	rc = shmcoll__live_init(c);
 	if (rc < 0) {
-		create_fail(rc, "shmcoll_comm_create: out of memory");
+		shmcoll__create_fail(rc, "shmcoll_comm_create: out of memory");
 		shmcoll__arena_release(&c->arena, 0);
 		goto err_free;
 	}
@@ -216,7 +216,7 @@ static int init_nodes(long long rank, long long size, long long nnodes, const ch
 	    env_long("SHMCOLL_LOCAL_SIZE", 1, SHMCOLL_MAX_RANKS, &lsize) != 1 ||
 	    env_long("SHMCOLL_LOCAL_RANK", 0, lsize - 1, &lrank) != 1 || size != nnodes * lsize ||
 	    rank != node * lsize + lrank)
-		return create_fail(-EINVAL, "shmcoll_init: SHMCOLL_NODE_RANK, SHMCOLL_LOCAL_RANK "
+		return shmcoll__create_fail(-EINVAL, "shmcoll_init: SHMCOLL_NODE_RANK, SHMCOLL_LOCAL_RANK "
 					    "and SHMCOLL_LOCAL_SIZE are missing or disagree with "
 					    "SHMCOLL_RANK=%lld, SHMCOLL_SIZE=%lld and "
 					    "SHMCOLL_NNODES=%lld",
@@ -224,10 +224,10 @@ static int init_nodes(long long rank, long long size, long long nnodes, const ch
 	hc.token = getenv("SHMCOLL_TOKEN");
 	hc.nodes = getenv("SHMCOLL_NODES");
 	if (!hc.token || !hc.nodes)
-		return create_fail(-EINVAL, "shmcoll_init: a multi-node job needs SHMCOLL_TOKEN "
+		return shmcoll__create_fail(-EINVAL, "shmcoll_init: a multi-node job needs SHMCOLL_TOKEN "
 					    "and SHMCOLL_NODES (shmcoll-run --nnodes sets them)");
 	if (lrank == 0 && env_long("SHMCOLL_NET_FD", 0, INT_MAX, &fd) < 0)
-		return create_fail(-EINVAL, "shmcoll_init: SHMCOLL_NET_FD is not a descriptor");
+		return shmcoll__create_fail(-EINVAL, "shmcoll_init: SHMCOLL_NET_FD is not a descriptor");
 	hc.nnodes = (int)nnodes;
 	hc.node = (int)node;
 	hc.nproc = (int)lsize;
@@ -238,7 +238,7 @@ static int init_nodes(long long rank, long long size, long long nnodes, const ch
 	hc.log = debug && *debug && strcmp(debug, "0") != 0;
 	rc = shmcoll__hier_create(&hc, out, err, sizeof(err));
 	if (rc < 0)
-		return create_fail(rc, "shmcoll_init: %s", err);
+		return shmcoll__create_fail(rc, "shmcoll_init: %s", err);
 	return 0;
 }
 
@@ -252,13 +252,13 @@ int shmcoll_init(shmcoll_comm **out)
 
 	create_err[0] = '\0';
 	if (!out)
-		return create_fail(-EINVAL, "shmcoll_init: comm (the out pointer) is NULL");
+		return shmcoll__create_fail(-EINVAL, "shmcoll_init: comm (the out pointer) is NULL");
 	*out = NULL;
 	r = env_long("SHMCOLL_RANK", 0, SHMCOLL_MAX_RANKS - 1, &rank);
 	s = env_long("SHMCOLL_SIZE", 1, SHMCOLL_MAX_RANKS, &size);
 	cfg.job = getenv("SHMCOLL_JOB");
 	if (r < 0 || s < 0)
-		return create_fail(-EINVAL, "shmcoll_init: SHMCOLL_RANK or SHMCOLL_SIZE "
+		return shmcoll__create_fail(-EINVAL, "shmcoll_init: SHMCOLL_RANK or SHMCOLL_SIZE "
 					    "is not a valid number");
 	if (r == 0 && s == 0 && (!cfg.job || !*cfg.job)) {
 		/* Started without a launcher: a job of one rank. */
@@ -270,12 +270,12 @@ int shmcoll_init(shmcoll_comm **out)
 		rank = 0;
 		size = 1;
 	} else if (r == 0 || s == 0 || !cfg.job || !*cfg.job) {
-		return create_fail(-EINVAL, "shmcoll_init: SHMCOLL_RANK, SHMCOLL_SIZE and "
+		return shmcoll__create_fail(-EINVAL, "shmcoll_init: SHMCOLL_RANK, SHMCOLL_SIZE and "
 					    "SHMCOLL_JOB must be set together");
 	}
 	n = env_long("SHMCOLL_NNODES", 1, SHMCOLL_NODES_MAX, &nnodes);
 	if (n < 0)
-		return create_fail(-EINVAL, "shmcoll_init: SHMCOLL_NNODES is not a number of "
+		return shmcoll__create_fail(-EINVAL, "shmcoll_init: SHMCOLL_NNODES is not a number of "
 					    "nodes from 1 to %d", SHMCOLL_NODES_MAX);
 	if (n > 0 && nnodes > 1)
 		return init_nodes(rank, size, nnodes, cfg.job, out);

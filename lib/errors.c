@@ -16,7 +16,8 @@
 	X(EEXIST, "an arena for this job already exists")                                 \
 	X(EACCES, "permission denied on the shared-memory filesystem")                    \
 	X(EMFILE, "too many open files")                                                  \
-	X(ENOTSUP, "not supported by this build of shmcoll")
+	X(ENOTSUP, "not supported by this build of shmcoll or on this communicator")       \
+	X(EIO, "the host's out-of-band exchange failed")
 
 const char *shmcoll_strerror(int err)
 {

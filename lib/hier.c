@@ -1330,6 +1330,16 @@ err_free:
 	return rc;
 }
 
+const shmcoll_comm *shmcoll__hier_local(const shmcoll_comm *c)
+{
+	return c->hier->local;
+}
+
+int shmcoll__hier_nproc(const shmcoll_comm *c)
+{
+	return c->hier->nproc;
+}
+
 const char *shmcoll__hier_transport(const shmcoll_comm *c)
 {
 	return c->hier && c->hier->net ? shmcoll__net_kind_name(c->hier->net) : NULL;

@@ -36,6 +36,9 @@ int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, shmcoll_comm **out,
 void shmcoll__hier_destroy(shmcoll_comm *c);
 void shmcoll__hier_abort(shmcoll_comm *c);
 int shmcoll__hier_enter(shmcoll_comm *c, const char *fn);
+/* This rank's node communicator, and the ranks per node. */
+const shmcoll_comm *shmcoll__hier_local(const shmcoll_comm *c);
+int shmcoll__hier_nproc(const shmcoll_comm *c);
 /* "io_uring" or "poll" on a leader, NULL elsewhere. */
 const char *shmcoll__hier_transport(const shmcoll_comm *c);
 

@@ -83,6 +83,7 @@ struct shmcoll_comm {
 	struct shmcoll_call call; /* the current call's word, published by its first step */
 	struct shmcoll_desc desc; /* the rest of its description, published alike */
 	uint32_t clean;           /* every reader of what we wrote up to this step is done */
+	uint32_t splits;          /* shmcoll_comm_split/dup calls so far: names their jobs */
 	struct shmcoll_peer *peers; /* liveness of each rank (live.c) */
 	int waiting_for;          /* the rank the current wait is for, or -1 */
 	uint32_t waiting_step;    /* and the step it waits for */
@@ -103,6 +104,10 @@ int shmcoll__live_init(shmcoll_comm *c);
 void shmcoll__live_fini(shmcoll_comm *c);
 int shmcoll__live_check(void *ctx);
 int shmcoll__peer_pid(const shmcoll_comm *c, int p);
+
+/* Records the message of a failed create for shmcoll_last_error(NULL) (the
+ * calling thread's) and returns rc. */
+int shmcoll__create_fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Records a message for shmcoll_last_error() and returns rc. */
 int shmcoll__fail(shmcoll_comm *c, int rc, const char *fmt, ...)

@@ -474,6 +474,24 @@ CHUNKS(2, 1, uring)
 CHUNKS(2, 2, poll)
 CHUNKS(3, 2, uring)
 
+/* shmcoll_comm_split and _dup on a communicator over nodes (nodematrix
+ * split): within a node they work, across nodes they are -ENOTSUP. */
+Test(multinode, split_2x2, .timeout = 300)
+{
+	const char *argv[] = {env_path("SHMCOLL_NODEMATRIX"), "split", NULL};
+	struct mn_job j = {.nnodes = 2, .nproc = 2, .net = "uring", .timeout_ms = 60000,
+			   .argv = argv};
+	static struct mn_launch l;
+	int n;
+
+	mn_launch(&j, &l);
+	for (n = 0; n < 2; n++)
+		cr_expect_eq(exit_code(l.status[n]), 0, "node %d's launcher exited %d:\n%s", n,
+			     exit_code(l.status[n]), l.out[n]);
+	cr_expect(strstr(l.out[0], "ok split rank 0 of 4\n"), "rank 0 did not report:\n%s",
+		  l.out[0]);
+}
+
 /* ---- faults ---- */
 
 struct fault {

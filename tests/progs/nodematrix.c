@@ -3,9 +3,11 @@
  * larger than the arena, every dtype and op, every root) on the communicator
  * shmcoll_init() makes - in the multi-node tests, one over several nodes.
  * With arguments, only the named collectives ("allreduce bcast ..."); with
- * "chunks", the cases that span several of the leaders' chunks instead. Rank 0
+ * "chunks", the cases that span several of the leaders' chunks instead; with
+ * "split", shmcoll_comm_split and _dup on a communicator over nodes. Rank 0
  * prints a line per collective and the transport its node's leader uses;
  * the exit code is 0 only when every check of this rank passed. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +115,50 @@ static int run_chunks(shmcoll_comm *comm)
 	return err ? err : k;
 }
 
+/* An allreduce sum of (rank in comm + 1) on comm: 0 if right. */
+static int sum_ok(shmcoll_comm *c)
+{
+	int64_t v = shmcoll_comm_rank(c) + 1, n = shmcoll_comm_size(c);
+
+	return shmcoll_allreduce(&v, &v, 1, SHMCOLL_INT64, SHMCOLL_SUM, c) == 0 &&
+	               v == n * (n + 1) / 2
+	           ? 0
+	           : -1;
+}
+
+/* Splitting a communicator over nodes: groups within a node work (a node
+ * each; one rank alone), groups across nodes are -ENOTSUP on every rank
+ * (dup included) and leave the communicator usable. */
+static int run_split(shmcoll_comm *comm)
+{
+	int rank = shmcoll_comm_rank(comm), P = atoi(getenv("SHMCOLL_LOCAL_SIZE"));
+	shmcoll_comm *c = NULL;
+	int err = 0;
+
+	if (shmcoll_comm_split(comm, rank / P, rank, &c) != 0 || !c ||
+	    shmcoll_comm_size(c) != P || shmcoll_comm_rank(c) != rank % P || sum_ok(c) ||
+	    shmcoll_comm_destroy(c) != 0)
+		err = 1;
+	else if (shmcoll_comm_split(comm, rank ? SHMCOLL_UNDEFINED : 5, 0, &c) != 0 ||
+	         (rank == 0) != (c != NULL) || (c && (shmcoll_comm_size(c) != 1 || sum_ok(c))) ||
+	         (c && shmcoll_comm_destroy(c) != 0))
+		err = 2;
+	else if (shmcoll_comm_split(comm, rank % P, 0, &c) != -ENOTSUP || c ||
+	         !strstr(shmcoll_last_error(comm), "within a node"))
+		err = 3;
+	else if (shmcoll_comm_dup(comm, &c) != -ENOTSUP || c)
+		err = 4;
+	else if (sum_ok(comm))
+		err = 5;
+	if (err)
+		fprintf(stderr, "nodematrix: split case %d failed on rank %d: %s\n", err, rank,
+			shmcoll_last_error(comm));
+	if (rank == 0 || err)
+		printf("%s split rank %d of %d\n", err ? "FAIL" : "ok", rank,
+		       shmcoll_comm_size(comm));
+	return err;
+}
+
 int main(int argc, char **argv)
 {
 	shmcoll_comm *comm;
@@ -130,8 +176,8 @@ int main(int argc, char **argv)
 	net = shmcoll__hier_transport(comm);
 	if (net && rank == 0)
 		printf("transport %s\n", net);
-	if (argc == 2 && !strcmp(argv[1], "chunks")) {
-		failed = run_chunks(comm) != 0;
+	if (argc == 2 && (!strcmp(argv[1], "chunks") || !strcmp(argv[1], "split"))) {
+		failed = (argv[1][0] == 'c' ? run_chunks(comm) : run_split(comm)) != 0;
 		rc = shmcoll_comm_destroy(comm);
 		return failed || rc;
 	}
