@@ -1,0 +1,984 @@
+/* shmcoll_mpi.c - libshmcoll-mpi.so, a PMPI interposer: preloaded into an
+ * unmodified MPI program, it runs the program's collectives on
+ * intra-communicators through shmcoll and hands everything else to PMPI.
+ *
+ *   mpirun -n P env LD_PRELOAD=.../libshmcoll-mpi.so ./program
+ *
+ * One source, built once per MPI (mpi/meson.build): the handles and MPI_IN_PLACE
+ * are each MPI's own, so a build works only under the MPI it was built for.
+ *
+ * What goes through shmcoll: MPI_Allreduce, MPI_Reduce, MPI_Bcast,
+ * MPI_Allgather, MPI_Reduce_scatter_block, MPI_Gather, MPI_Scatter,
+ * MPI_Alltoall and MPI_Barrier on an intra-communicator, with
+ *   - reductions: a predefined integer type of 8, 32 or 64 bits (the C
+ *     integers, the fixed-width ones, MPI_AINT, MPI_COUNT),
+ *     MPI_FLOAT or MPI_DOUBLE, and MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX, or
+ *     MPI_BAND, MPI_BOR, MPI_BXOR on the integers;
+ *   - data movement: any predefined type whose data has no holes (size ==
+ *     extent), moved as bytes;
+ *   - MPI_IN_PLACE wherever the standard allows it.
+ * Everything else - derived datatypes, user-defined ops, MPI_LAND and the
+ * LOC ops, 16-bit integers, MPI_OFFSET, long double, complex, pair types in
+ * reductions, inter-communicators - goes to PMPI with the caller's arguments
+ * unchanged. A call of zero bytes returns at once: MPI asks nothing of it,
+ * not even synchronisation.
+ *
+ * Setup, per communicator, on the first collective on it that the
+ * interposer takes up (all ranks get there together, since collectives are
+ * collective):
+ *   1. MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) gives the ranks of this
+ *      node; local rank 0 makes a job name and broadcasts it over them.
+ *   2. Each node's ranks meet in a shmcoll communicator of that name.
+ *   3. Every rank reports success; one failure anywhere (an allreduce with
+ *      MPI_MIN) makes the whole communicator fall back to PMPI for good, so
+ *      the ranks never disagree on which path a collective takes.
+ * A communicator that spans nodes also gets a communicator of the node
+ * leaders (local rank 0), and composes: shmcoll inside each node, PMPI among
+ * the leaders. That is done for allreduce, reduce, bcast and barrier; the
+ * other five fall back to PMPI across nodes, since their blocks interleave
+ * by MPI rank and would need a reordering copy on each side.
+ * The state is cached as an attribute of the communicator; its delete
+ * callback (MPI_Comm_free, MPI_Comm_disconnect, and this library's
+ * MPI_Finalize, which deletes every one still alive) releases it.
+ *
+ * The choice between shmcoll and PMPI is made by each rank from its own
+ * arguments. That is safe as long as, in one call, every rank passes a
+ * predefined datatype or every rank passes a derived one; MPI allows a root
+ * to gather into a derived type while the others send a predefined one, and
+ * such a call would leave the ranks on different paths (it hangs, or fails
+ * at SHMCOLL_TIMEOUT_MS if set, rather than returning wrong data).
+ * A rank blocked in shmcoll does not drive MPI's progress engine either: a
+ * large MPI_Isend still pending when its sender enters a collective may not
+ * move until the collective is over. Like MPI, the interposer waits for a
+ * late rank forever (one rank may write a checkpoint while the others sit in
+ * MPI_Barrier) unless SHMCOLL_TIMEOUT_MS is set; a dead peer is found either
+ * way, within about 50 ms.
+ *
+ * If a shmcoll call fails, the collective's state on the other ranks is
+ * unknown: the node's shmcoll communicator is aborted (so the peers' calls
+ * fail now instead of at the timeout), the MPI communicator goes to PMPI
+ * from then on, and the error goes to the communicator's error handler as
+ * MPI_ERR_OTHER (MPI_ERRORS_ARE_FATAL ends the job).
+ *
+ * Environment:
+ *   SHMCOLL_MPI=0            the interposer is off: every call goes to PMPI
+ *                            and nothing is set up.
+ *   SHMCOLL_MPI_STATS=1      at MPI_Finalize, rank 0 of MPI_COMM_WORLD prints
+ *                            to stderr, per collective, how many calls (summed
+ *                            over all ranks) went through shmcoll and how many
+ *                            fell back.
+ *   SHMCOLL_MPI_DEBUG=1      says on stderr how each communicator was set up,
+ *                            or why it stays with PMPI.
+ *   SHMCOLL_MPI_NODE_SPLIT   a test knob, for running the multi-node paths on
+ *                            one machine: k groups each communicator's ranks
+ *                            in blocks of k consecutive ranks, cyclic:k by
+ *                            rank % k, and treats each group as a node in
+ *                            place of MPI_COMM_TYPE_SHARED.
+ * shmcoll's own variables (SHMCOLL_TIMEOUT_MS, SHMCOLL_ARENA_BYTES, ...)
+ * apply to every communicator it makes. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "shmcoll.h"
+
+/* The version script exports only MPI_*; this makes the wrappers the
+ * exception to -fvisibility=hidden on the compiler's side too. */
+#define EXPORT __attribute__((visibility("default")))
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+enum coll {
+	C_ALLREDUCE,
+	C_REDUCE,
+	C_BCAST,
+	C_ALLGATHER,
+	C_REDUCE_SCATTER_BLOCK,
+	C_GATHER,
+	C_SCATTER,
+	C_ALLTOALL,
+	C_BARRIER,
+	C_COUNT
+};
+
+static const char *const coll_names[C_COUNT] = {
+	"MPI_Allreduce", "MPI_Reduce",  "MPI_Bcast",    "MPI_Allgather", "MPI_Reduce_scatter_block",
+	"MPI_Gather",    "MPI_Scatter", "MPI_Alltoall", "MPI_Barrier",
+};
+
+/* One per MPI communicator that reached setup. A usable one is only ever
+ * touched by the thread in a collective on its communicator (MPI's rule);
+ * the list links are guarded by list_lock. */
+struct cstate {
+	struct cstate *prev, *next;
+	MPI_Comm comm;       /* the user's communicator */
+	int usable;          /* 0: PMPI for good (inter-communicator, setup or a call failed) */
+	int rank, size;      /* in comm */
+	shmcoll_comm *shm;   /* the whole of comm, or (multi) this rank's node */
+	int multi;           /* comm spans nodes: compose */
+	MPI_Comm node;       /* multi: this rank's node, in comm's rank order */
+	MPI_Comm leaders;    /* multi: the nodes' local ranks 0; MPI_COMM_NULL elsewhere */
+	int lrank;           /* multi: rank in node */
+	int my_node;         /* multi: this node's rank in leaders */
+	int *node_of;        /* multi: per rank of comm, its node's rank in leaders */
+	int *lrank_of;       /* multi: per rank of comm, its rank in its node */
+	void *scratch;       /* multi: a leader's partial result in reduce */
+	size_t scratch_bytes;
+};
+
+/* The environment, read once. */
+static struct {
+	int off, stats, debug;
+	int split, cyclic; /* SHMCOLL_MPI_NODE_SPLIT */
+} env;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+/* Process-wide by nature: an interposer has no handle of its own to hang
+ * state on. list_lock guards the keyval's creation and the list of live
+ * states, which several threads may set up or free at once. */
+static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cstate *live;
+static atomic_int keyval = MPI_KEYVAL_INVALID;
+static atomic_int finalized;
+static atomic_ullong n_shm[C_COUNT], n_pmpi[C_COUNT];
+/* Set while this thread runs setup or teardown: a collective MPI makes on
+ * our behalf then goes straight to PMPI. */
+static _Thread_local int busy;
+
+static int env_flag(const char *name)
+{
+	const char *s = getenv(name);
+
+	return s && *s && strcmp(s, "0") != 0;
+}
+
+static void read_env(void)
+{
+	const char *s = getenv("SHMCOLL_MPI");
+	char *end;
+	long k;
+
+	env.off = s && strcmp(s, "0") == 0;
+	env.stats = env_flag("SHMCOLL_MPI_STATS");
+	env.debug = env_flag("SHMCOLL_MPI_DEBUG");
+	s = getenv("SHMCOLL_MPI_NODE_SPLIT");
+	if (!s || !*s)
+		return;
+	if (strncmp(s, "cyclic:", 7) == 0) {
+		env.cyclic = 1;
+		s += 7;
+	}
+	errno = 0;
+	k = strtol(s, &end, 10);
+	if (errno || end == s || *end || k < 1 || k > INT_MAX) {
+		fprintf(stderr, "shmcoll-mpi: SHMCOLL_MPI_NODE_SPLIT=%s is not k or cyclic:k with "
+				"k >= 1; ignored\n", getenv("SHMCOLL_MPI_NODE_SPLIT"));
+		env.cyclic = 0;
+		return;
+	}
+	env.split = (int)k;
+}
+
+/* One write per line, so that the ranks' lines do not interleave. */
+__attribute__((format(printf, 1, 2))) static void debug(const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+
+	if (!env.debug)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "shmcoll-mpi: %s\n", line);
+}
+
+/* Counts a call that went to PMPI and passes its return code on. */
+static int pmpi(enum coll c, int rc)
+{
+	atomic_fetch_add_explicit(&n_pmpi[c], 1, memory_order_relaxed);
+	return rc;
+}
+
+static int via_shm(enum coll c)
+{
+	atomic_fetch_add_explicit(&n_shm[c], 1, memory_order_relaxed);
+	return MPI_SUCCESS;
+}
+
+/* Datatypes and ops */
+
+enum kind { K_NONE, K_SINT, K_UINT, K_FLOAT };
+
+/* Reduction types, mapped by kind and size (MPI_LONG is 4 or 8 bytes). The
+ * handles are address constants in Open MPI and integers in MPICH: both
+ * may initialise a static table. */
+static const struct {
+	MPI_Datatype dt;
+	enum kind kind;
+} red_types[] = {
+	{MPI_INT, K_SINT},
+	{MPI_DOUBLE, K_FLOAT},
+	{MPI_FLOAT, K_FLOAT},
+	{MPI_LONG, K_SINT},
+	{MPI_UNSIGNED, K_UINT},
+	{MPI_UNSIGNED_LONG, K_UINT},
+	{MPI_LONG_LONG, K_SINT},
+	{MPI_UNSIGNED_LONG_LONG, K_UINT},
+	{MPI_SIGNED_CHAR, K_SINT},
+	{MPI_UNSIGNED_CHAR, K_UINT},
+	{MPI_INT8_T, K_SINT},
+	{MPI_UINT8_T, K_UINT},
+	{MPI_INT32_T, K_SINT},
+	{MPI_UINT32_T, K_UINT},
+	{MPI_INT64_T, K_SINT},
+	{MPI_UINT64_T, K_UINT},
+	/* Not MPI_OFFSET: Open MPI 4.1 reduces it as unsigned (MIN of -2 and
+	 * 4 is 4), and the results must be the MPI's own. */
+	{MPI_AINT, K_SINT},
+	{MPI_COUNT, K_SINT},
+};
+
+static const struct {
+	MPI_Op op;
+	shmcoll_op sop;
+	int bitwise;
+} red_ops[] = {
+	{MPI_SUM, SHMCOLL_SUM, 0},   {MPI_MAX, SHMCOLL_MAX, 0},   {MPI_MIN, SHMCOLL_MIN, 0},
+	{MPI_PROD, SHMCOLL_PROD, 0}, {MPI_BAND, SHMCOLL_BAND, 1}, {MPI_BOR, SHMCOLL_BOR, 1},
+	{MPI_BXOR, SHMCOLL_BXOR, 1},
+};
+
+/* shmcoll's dtype for a reduction type of each kind and size. */
+static const struct {
+	enum kind kind;
+	int size;
+	shmcoll_dtype sdt;
+} red_map[] = {
+	{K_SINT, 1, SHMCOLL_INT8},    {K_SINT, 4, SHMCOLL_INT32},    {K_SINT, 8, SHMCOLL_INT64},
+	{K_UINT, 1, SHMCOLL_UINT8},   {K_UINT, 4, SHMCOLL_UINT32},   {K_UINT, 8, SHMCOLL_UINT64},
+	{K_FLOAT, 4, SHMCOLL_FLOAT32}, {K_FLOAT, 8, SHMCOLL_FLOAT64},
+};
+
+/* 0 and shmcoll's dtype and op for a reduction shmcoll can run, else -1. A
+ * bitwise op on a float is an MPI error: PMPI reports it. */
+static int red_args(MPI_Datatype dt, MPI_Op op, shmcoll_dtype *sdt, shmcoll_op *sop)
+{
+	enum kind kind = K_NONE;
+	size_t i, o;
+	int size;
+
+	for (i = 0; i < ARRAY_SIZE(red_types) && kind == K_NONE; i++)
+		if (red_types[i].dt == dt)
+			kind = red_types[i].kind;
+	if (kind == K_NONE || PMPI_Type_size(dt, &size) != MPI_SUCCESS)
+		return -1;
+	for (o = 0; o < ARRAY_SIZE(red_ops); o++)
+		if (red_ops[o].op == op)
+			break;
+	if (o == ARRAY_SIZE(red_ops) || (red_ops[o].bitwise && kind == K_FLOAT))
+		return -1;
+	for (i = 0; i < ARRAY_SIZE(red_map); i++) {
+		if (red_map[i].kind == kind && red_map[i].size == size) {
+			*sdt = red_map[i].sdt;
+			*sop = red_ops[o].sop;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* The bytes of count elements of dt, when dt is predefined and its data has
+ * no holes (size == extent == true extent, lower bounds 0), so that they are
+ * that many contiguous bytes shmcoll can move; else -1. */
+static long long move_bytes(MPI_Datatype dt, int count)
+{
+	int ni, na, nd, comb, size;
+	MPI_Aint lb, ext, tlb, text;
+
+	if (count < 0 || dt == MPI_DATATYPE_NULL)
+		return -1;
+	if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
+	    comb != MPI_COMBINER_NAMED)
+		return -1;
+	if (PMPI_Type_size(dt, &size) != MPI_SUCCESS || size <= 0)
+		return -1;
+	if (PMPI_Type_get_extent(dt, &lb, &ext) != MPI_SUCCESS || lb != 0 || ext != size)
+		return -1;
+	if (PMPI_Type_get_true_extent(dt, &tlb, &text) != MPI_SUCCESS || tlb != 0 || text != size)
+		return -1;
+	return (long long)count * size;
+}
+
+/* Setup and teardown */
+
+/* A job name no other communicator on this node uses now or used before:
+ * shmcoll names its arena after it. */
+static void make_job(char *buf, size_t len)
+{
+	static atomic_uint counter;
+	struct timespec ts;
+	uint32_t rnd;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+		rnd = (uint32_t)ts.tv_nsec * 2654435761u;
+	snprintf(buf, len, "mpi.%x.%llx.%08x.%x", (unsigned)getpid(), (unsigned long long)ts.tv_sec,
+		 rnd, atomic_fetch_add(&counter, 1));
+}
+
+/* Releases what st holds; local, so the order in which ranks do it does
+ * not matter. */
+static void release(struct cstate *st)
+{
+	if (st->shm)
+		shmcoll_comm_destroy(st->shm);
+	if (st->node != MPI_COMM_NULL)
+		PMPI_Comm_free(&st->node);
+	if (st->leaders != MPI_COMM_NULL)
+		PMPI_Comm_free(&st->leaders);
+	free(st->node_of);
+	free(st->lrank_of);
+	free(st->scratch);
+	free(st);
+}
+
+static void unlink_state(struct cstate *st)
+{
+	pthread_mutex_lock(&list_lock);
+	if (st->prev)
+		st->prev->next = st->next;
+	else if (live == st)
+		live = st->next;
+	if (st->next)
+		st->next->prev = st->prev;
+	st->prev = st->next = NULL;
+	pthread_mutex_unlock(&list_lock);
+}
+
+/* The attribute's delete callback: MPI_Comm_free, MPI_Comm_disconnect,
+ * MPI_Comm_delete_attr in our MPI_Finalize. Calling PMPI_Comm_free here is
+ * allowed: our node and leader communicators carry no attributes. */
+static int delete_state(MPI_Comm comm, int kv, void *attr, void *extra)
+{
+	unlink_state(attr);
+	release(attr);
+	return MPI_SUCCESS;
+}
+
+static int get_keyval(void)
+{
+	int kv = atomic_load_explicit(&keyval, memory_order_acquire);
+
+	if (kv != MPI_KEYVAL_INVALID)
+		return kv;
+	pthread_mutex_lock(&list_lock);
+	kv = atomic_load_explicit(&keyval, memory_order_relaxed);
+	if (kv == MPI_KEYVAL_INVALID &&
+	    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &kv, NULL) == MPI_SUCCESS)
+		/* Pairs with the acquire above: a thread that sees the keyval
+		 * sees it created. */
+		atomic_store_explicit(&keyval, kv, memory_order_release);
+	pthread_mutex_unlock(&list_lock);
+	return kv;
+}
+
+/* The node of each rank: MPI_COMM_TYPE_SHARED, or SHMCOLL_MPI_NODE_SPLIT's
+ * groups. key = rank keeps comm's order inside a node, so local rank 0 is
+ * the node's lowest rank in comm. */
+static int split_nodes(struct cstate *st, MPI_Comm *node)
+{
+	int color;
+
+	if (!env.split)
+		return PMPI_Comm_split_type(st->comm, MPI_COMM_TYPE_SHARED, st->rank, MPI_INFO_NULL,
+					    node);
+	color = env.cyclic ? st->rank % env.split : st->rank / env.split;
+	return PMPI_Comm_split(st->comm, color, st->rank, node);
+}
+
+/* The leaders' communicator and, on every rank, each rank's node (its
+ * leader's rank in leaders) and local rank: reduce and bcast need the
+ * root's. */
+static int setup_multi(struct cstate *st)
+{
+	int rc;
+
+	rc = PMPI_Comm_split(st->comm, st->lrank == 0 ? 0 : MPI_UNDEFINED, st->rank, &st->leaders);
+	if (rc == MPI_SUCCESS && st->lrank == 0)
+		rc = PMPI_Comm_rank(st->leaders, &st->my_node);
+	if (rc == MPI_SUCCESS)
+		rc = PMPI_Bcast(&st->my_node, 1, MPI_INT, 0, st->node);
+	if (rc == MPI_SUCCESS)
+		rc = PMPI_Allgather(&st->my_node, 1, MPI_INT, st->node_of, 1, MPI_INT, st->comm);
+	if (rc == MPI_SUCCESS)
+		rc = PMPI_Allgather(&st->lrank, 1, MPI_INT, st->lrank_of, 1, MPI_INT, st->comm);
+	return rc;
+}
+
+/* Collective over comm: sets up and caches comm's state. Every rank makes
+ * the same MPI calls whatever fails locally, and the ranks agree at the end
+ * on whether shmcoll is usable. NULL (use PMPI, this time) only when there
+ * is no memory for the state, before any MPI call; the peers' setup then
+ * stalls, which is the best an allocation of a few bytes failing allows. */
+static struct cstate *setup(MPI_Comm comm, int kv)
+{
+	char job[64] = "";
+	shmcoll_config cfg = {0};
+	struct cstate *st;
+	MPI_Comm node = MPI_COMM_NULL;
+	int inter = 0, lsize = 0, ok, rc;
+
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	st->comm = comm;
+	st->node = st->leaders = MPI_COMM_NULL;
+	rc = PMPI_Comm_test_inter(comm, &inter);
+	if (rc != MPI_SUCCESS || inter) {
+		debug("an inter-communicator: PMPI");
+		goto cache;
+	}
+	rc = PMPI_Comm_rank(comm, &st->rank);
+	if (rc == MPI_SUCCESS)
+		rc = PMPI_Comm_size(comm, &st->size);
+	if (rc != MPI_SUCCESS)
+		goto cache;
+	st->node_of = malloc((size_t)st->size * sizeof(int));
+	st->lrank_of = malloc((size_t)st->size * sizeof(int));
+	if (!st->node_of || !st->lrank_of) {
+		release(st);
+		return NULL;
+	}
+
+	busy = 1;
+	rc = split_nodes(st, &node);
+	if (rc == MPI_SUCCESS)
+		rc = PMPI_Comm_rank(node, &st->lrank);
+	if (rc == MPI_SUCCESS)
+		rc = PMPI_Comm_size(node, &lsize);
+	/* A node holding all of comm on one rank holds it on every rank. */
+	if (rc == MPI_SUCCESS && lsize < st->size) {
+		st->multi = 1;
+		st->node = node;
+		rc = setup_multi(st);
+	}
+	if (rc == MPI_SUCCESS) {
+		if (st->lrank == 0)
+			make_job(job, sizeof(job));
+		rc = PMPI_Bcast(job, sizeof(job), MPI_CHAR, 0, node);
+	}
+	if (rc == MPI_SUCCESS) {
+		const char *tmo = getenv("SHMCOLL_TIMEOUT_MS");
+
+		cfg.rank = st->lrank;
+		cfg.size = lsize;
+		cfg.job = job;
+		/* MPI waits for a late rank forever, and so do we unless told
+		 * otherwise: a dead peer is found regardless (lib/live.c). */
+		cfg.timeout_ms = tmo && *tmo ? 0 : -1;
+		rc = shmcoll_comm_create(&cfg, &st->shm);
+		if (rc < 0)
+			debug("rank %d: %s", st->rank, shmcoll_last_error(NULL));
+	}
+	ok = rc == 0;
+	if (PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+		ok = 0;
+	busy = 0;
+	if (ok) {
+		st->usable = 1;
+		if (st->rank == 0)
+			debug("a communicator of size %d: %s", st->size,
+			      st->multi ? "shmcoll in each node, PMPI among leaders" : "shmcoll");
+	} else {
+		if (st->rank == 0)
+			debug("a communicator of size %d: setup failed; PMPI", st->size);
+		if (st->shm)
+			shmcoll_comm_destroy(st->shm);
+		st->shm = NULL;
+	}
+	if (!st->multi) {
+		if (node != MPI_COMM_NULL)
+			PMPI_Comm_free(&node);
+		free(st->node_of);
+		free(st->lrank_of);
+		st->node_of = st->lrank_of = NULL;
+	}
+cache:
+	if (PMPI_Comm_set_attr(comm, kv, st) != MPI_SUCCESS) {
+		release(st);
+		return NULL;
+	}
+	pthread_mutex_lock(&list_lock);
+	st->next = live;
+	if (live)
+		live->prev = st;
+	live = st;
+	pthread_mutex_unlock(&list_lock);
+	return st;
+}
+
+/* comm's usable state, set up on first use; NULL: use PMPI. */
+static struct cstate *state_of(MPI_Comm comm)
+{
+	struct cstate *st = NULL;
+	int kv, flag = 0;
+
+	pthread_once(&env_once, read_env);
+	if (env.off || busy || comm == MPI_COMM_NULL ||
+	    atomic_load_explicit(&finalized, memory_order_relaxed))
+		return NULL;
+	kv = get_keyval();
+	if (kv == MPI_KEYVAL_INVALID)
+		return NULL;
+	if (PMPI_Comm_get_attr(comm, kv, &st, &flag) != MPI_SUCCESS)
+		return NULL;
+	if (!flag)
+		st = setup(comm, kv);
+	return st && st->usable ? st : NULL;
+}
+
+/* A collective failed part way: see the file's opening comment. rc is
+ * shmcoll's (< 0) or PMPI's (> 0). */
+static int fail(struct cstate *st, enum coll c, const char *what, int rc)
+{
+	char msg[MPI_MAX_ERROR_STRING];
+	int len = 0;
+
+	if (rc < 0) {
+		/* shmcoll's own message names the function. */
+		if (*shmcoll_last_error(st->shm))
+			fprintf(stderr, "shmcoll-mpi: %s on rank %d: %s\n", coll_names[c], st->rank,
+				shmcoll_last_error(st->shm));
+		else
+			fprintf(stderr, "shmcoll-mpi: %s on rank %d: %s: %s\n", coll_names[c],
+				st->rank, what, shmcoll_strerror(rc));
+		rc = MPI_ERR_OTHER;
+	} else {
+		PMPI_Error_string(rc, msg, &len);
+		fprintf(stderr, "shmcoll-mpi: %s on rank %d: %s: %s\n", coll_names[c], st->rank, what,
+			msg);
+	}
+	shmcoll_comm_abort(st->shm);
+	st->usable = 0;
+	PMPI_Comm_call_errhandler(st->comm, rc);
+	return rc;
+}
+
+/* The end of a collective that went to shmcoll. */
+static int shm_done(struct cstate *st, enum coll c, const char *fn, int rc)
+{
+	return rc < 0 ? fail(st, c, fn, rc) : via_shm(c);
+}
+
+/* The leaders' scratch buffer for a partial result, grown as needed. */
+static void *scratch(struct cstate *st, size_t bytes)
+{
+	void *p;
+
+	if (bytes <= st->scratch_bytes)
+		return st->scratch;
+	p = realloc(st->scratch, bytes);
+	if (!p)
+		return NULL;
+	st->scratch = p;
+	st->scratch_bytes = bytes;
+	return p;
+}
+
+/* Composed collectives (multi: the communicator spans nodes) */
+
+/* Reduce to each node's leader, allreduce among leaders, bcast in the node. */
+static int allreduce_multi(struct cstate *st, const void *in, void *out, int count,
+			   MPI_Datatype dt, MPI_Op op, shmcoll_dtype sdt, shmcoll_op sop)
+{
+	int rc;
+
+	rc = shmcoll_reduce(in, st->lrank == 0 ? out : NULL, (size_t)count, sdt, sop, 0, st->shm);
+	if (rc < 0)
+		return fail(st, C_ALLREDUCE, "shmcoll_reduce", rc);
+	if (st->lrank == 0) {
+		rc = PMPI_Allreduce(MPI_IN_PLACE, out, count, dt, op, st->leaders);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_ALLREDUCE, "MPI_Allreduce among leaders", rc);
+	}
+	rc = shmcoll_bcast(out, (size_t)count, sdt, 0, st->shm);
+	return shm_done(st, C_ALLREDUCE, "shmcoll_bcast", rc);
+}
+
+/* Reduce to each node's leader, reduce among leaders to the root's node's
+ * leader, then, if the root is not that leader, one message from it to the
+ * root. A leader's partial result goes to scratch, and the leaders' reduce
+ * is not in place: MPICH 4.0.2's MPI_Reduce with MPI_IN_PLACE at a root
+ * other than 0 reads MPI_IN_PLACE as a buffer from about 2 KiB on
+ * (MPIR_CVAR_REDUCE_DEVICE_COLLECTIVE=0 avoids it). in is the root's recvbuf
+ * when it reduces in place. */
+static int reduce_multi(struct cstate *st, const void *in, void *out, int count, MPI_Datatype dt,
+			MPI_Op op, shmcoll_dtype sdt, shmcoll_op sop, int root, size_t bytes)
+{
+	int rnode = st->node_of[root], rlocal = st->lrank_of[root], rc = MPI_SUCCESS;
+	char *part = NULL, *dst = NULL;
+
+	if (st->lrank == 0) {
+		/* The root's node's leader needs a second buffer unless it is the root. */
+		part = scratch(st, st->my_node == rnode && rlocal != 0 ? 2 * bytes : bytes);
+		if (!part)
+			return fail(st, C_REDUCE, "scratch buffer", MPI_ERR_NO_MEM);
+		if (st->my_node == rnode)
+			dst = rlocal == 0 ? out : part + bytes;
+	}
+	rc = shmcoll_reduce(in, part, (size_t)count, sdt, sop, 0, st->shm);
+	if (rc < 0)
+		return fail(st, C_REDUCE, "shmcoll_reduce", rc);
+	if (st->lrank == 0) {
+		rc = PMPI_Reduce(part, dst, count, dt, op, rnode, st->leaders);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_REDUCE, "MPI_Reduce among leaders", rc);
+	}
+	if (st->my_node == rnode && rlocal != 0) {
+		if (st->lrank == 0)
+			rc = PMPI_Send(dst, count, dt, rlocal, 0, st->node);
+		else if (st->rank == root)
+			rc = PMPI_Recv(out, count, dt, 0, 0, st->node, MPI_STATUS_IGNORE);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_REDUCE, "leader to root", rc);
+	}
+	return via_shm(C_REDUCE);
+}
+
+/* The root's node first (everyone there, its leader included, gets the
+ * data from the root), then the leaders, then every other node. */
+static int bcast_multi(struct cstate *st, void *buf, int count, MPI_Datatype dt, int root,
+		       size_t bytes)
+{
+	int rnode = st->node_of[root], rc;
+
+	if (st->my_node == rnode) {
+		rc = shmcoll_bcast(buf, bytes, SHMCOLL_UINT8, st->lrank_of[root], st->shm);
+		if (rc < 0)
+			return fail(st, C_BCAST, "shmcoll_bcast", rc);
+	}
+	if (st->lrank == 0) {
+		rc = PMPI_Bcast(buf, count, dt, rnode, st->leaders);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_BCAST, "MPI_Bcast among leaders", rc);
+	}
+	if (st->my_node == rnode)
+		return via_shm(C_BCAST);
+	rc = shmcoll_bcast(buf, bytes, SHMCOLL_UINT8, 0, st->shm);
+	return shm_done(st, C_BCAST, "shmcoll_bcast", rc);
+}
+
+/* Nobody leaves the second node barrier before its leader left the
+ * leaders' barrier, which no leader leaves before every node's first. */
+static int barrier_multi(struct cstate *st)
+{
+	int rc;
+
+	rc = shmcoll_barrier(st->shm);
+	if (rc < 0)
+		return fail(st, C_BARRIER, "shmcoll_barrier", rc);
+	if (st->lrank == 0) {
+		rc = PMPI_Barrier(st->leaders);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_BARRIER, "MPI_Barrier among leaders", rc);
+	}
+	return shm_done(st, C_BARRIER, "shmcoll_barrier", shmcoll_barrier(st->shm));
+}
+
+/* The wrappers. Each first decides, from arguments every rank agrees on,
+ * whether shmcoll can run the call, and otherwise passes it to PMPI as is.
+ * Zero bytes: MPI asks nothing of such a call (no synchronisation either),
+ * so it returns at once, and counts as shmcoll's. */
+
+EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+			 MPI_Op op, MPI_Comm comm)
+{
+	const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+	struct cstate *st = NULL;
+	shmcoll_dtype sdt;
+	shmcoll_op sop;
+
+	if (count >= 0 && red_args(datatype, op, &sdt, &sop) == 0)
+		st = state_of(comm);
+	if (!st)
+		return pmpi(C_ALLREDUCE,
+			    PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm));
+	if (!count)
+		return via_shm(C_ALLREDUCE);
+	if (st->multi)
+		return allreduce_multi(st, in, recvbuf, count, datatype, op, sdt, sop);
+	return shm_done(st, C_ALLREDUCE, "shmcoll_allreduce",
+			shmcoll_allreduce(in, recvbuf, (size_t)count, sdt, sop, st->shm));
+}
+
+EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+		      MPI_Op op, int root, MPI_Comm comm)
+{
+	struct cstate *st = NULL;
+	shmcoll_dtype sdt;
+	shmcoll_op sop;
+	const void *in = sendbuf;
+	void *out = NULL;
+
+	if (count >= 0 && red_args(datatype, op, &sdt, &sop) == 0)
+		st = state_of(comm);
+	/* MPI_IN_PLACE off the root is an error PMPI reports. */
+	if (!st || root < 0 || root >= st->size || (sendbuf == MPI_IN_PLACE && st->rank != root))
+		return pmpi(C_REDUCE,
+			    PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm));
+	if (!count)
+		return via_shm(C_REDUCE);
+	if (st->rank == root) {
+		out = recvbuf;
+		if (sendbuf == MPI_IN_PLACE)
+			in = recvbuf;
+	}
+	if (st->multi)
+		return reduce_multi(st, in, out, count, datatype, op, sdt, sop, root,
+				    shmcoll_dtype_size(sdt) * (size_t)count);
+	return shm_done(st, C_REDUCE, "shmcoll_reduce",
+			shmcoll_reduce(in, out, (size_t)count, sdt, sop, root, st->shm));
+}
+
+EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+{
+	long long bytes = move_bytes(datatype, count);
+	struct cstate *st = bytes < 0 ? NULL : state_of(comm);
+
+	if (!st || root < 0 || root >= st->size)
+		return pmpi(C_BCAST, PMPI_Bcast(buffer, count, datatype, root, comm));
+	if (!bytes)
+		return via_shm(C_BCAST);
+	if (st->multi)
+		return bcast_multi(st, buffer, count, datatype, root, (size_t)bytes);
+	return shm_done(st, C_BCAST, "shmcoll_bcast",
+			shmcoll_bcast(buffer, (size_t)bytes, SHMCOLL_UINT8, root, st->shm));
+}
+
+EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+			 int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+	long long block = move_bytes(recvtype, recvcount);
+	int inplace = sendbuf == MPI_IN_PLACE;
+	struct cstate *st = NULL;
+
+	if (block >= 0 && (inplace || move_bytes(sendtype, sendcount) == block))
+		st = state_of(comm);
+	/* Across nodes: PMPI (see the file's opening comment). */
+	if (!st || st->multi)
+		return pmpi(C_ALLGATHER, PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf,
+							 recvcount, recvtype, comm));
+	if (!block)
+		return via_shm(C_ALLGATHER);
+	/* In place, this rank's block is already in recvbuf: shmcoll's form. */
+	if (inplace)
+		sendbuf = (const char *)recvbuf + (size_t)st->rank * (size_t)block;
+	return shm_done(st, C_ALLGATHER, "shmcoll_allgather",
+			shmcoll_allgather(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, st->shm));
+}
+
+EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+				    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+	struct cstate *st = NULL;
+	shmcoll_dtype sdt;
+	shmcoll_op sop;
+	size_t bytes;
+	char *own;
+	int rc;
+
+	if (recvcount >= 0 && red_args(datatype, op, &sdt, &sop) == 0)
+		st = state_of(comm);
+	/* Across nodes: PMPI (see the file's opening comment). */
+	if (!st || st->multi)
+		return pmpi(C_REDUCE_SCATTER_BLOCK,
+			    PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm));
+	if (!recvcount)
+		return via_shm(C_REDUCE_SCATTER_BLOCK);
+	if (sendbuf != MPI_IN_PLACE)
+		return shm_done(st, C_REDUCE_SCATTER_BLOCK, "shmcoll_reduce_scatter",
+				shmcoll_reduce_scatter(sendbuf, recvbuf, (size_t)recvcount, sdt, sop,
+						       st->shm));
+	/* MPI's in place takes the input from recvbuf and leaves the result at
+	 * its start; shmcoll's leaves it at the rank's own block, so the
+	 * result moves down (rank > 0: the two blocks are disjoint). */
+	bytes = shmcoll_dtype_size(sdt) * (size_t)recvcount;
+	own = (char *)recvbuf + (size_t)st->rank * bytes;
+	rc = shmcoll_reduce_scatter(recvbuf, own, (size_t)recvcount, sdt, sop, st->shm);
+	if (rc == 0 && st->rank > 0)
+		memcpy(recvbuf, own, bytes);
+	return shm_done(st, C_REDUCE_SCATTER_BLOCK, "shmcoll_reduce_scatter", rc);
+}
+
+EXPORT int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+		      int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+	struct cstate *st = state_of(comm);
+	long long block = -1;
+	int is_root = 0;
+
+	/* recv* count only at the root, send* everywhere but an in-place root.
+	 * Across nodes: PMPI (see the file's opening comment). */
+	if (st && !st->multi && root >= 0 && root < st->size) {
+		is_root = st->rank == root;
+		if (!is_root) {
+			block = move_bytes(sendtype, sendcount);
+		} else {
+			block = move_bytes(recvtype, recvcount);
+			if (sendbuf != MPI_IN_PLACE && move_bytes(sendtype, sendcount) != block)
+				block = -1;
+		}
+	}
+	if (block < 0)
+		return pmpi(C_GATHER, PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+						  recvtype, root, comm));
+	if (!block)
+		return via_shm(C_GATHER);
+	if (!is_root)
+		recvbuf = NULL;
+	else if (sendbuf == MPI_IN_PLACE)
+		sendbuf = (const char *)recvbuf + (size_t)root * (size_t)block;
+	return shm_done(st, C_GATHER, "shmcoll_gather",
+			shmcoll_gather(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, root,
+				       st->shm));
+}
+
+EXPORT int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+		       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+	struct cstate *st = state_of(comm);
+	long long block = -1;
+	int is_root = 0;
+
+	/* send* count only at the root, recv* everywhere but an in-place root.
+	 * Across nodes: PMPI (see the file's opening comment). */
+	if (st && !st->multi && root >= 0 && root < st->size) {
+		is_root = st->rank == root;
+		if (!is_root) {
+			block = move_bytes(recvtype, recvcount);
+		} else {
+			block = move_bytes(sendtype, sendcount);
+			if (recvbuf != MPI_IN_PLACE && move_bytes(recvtype, recvcount) != block)
+				block = -1;
+		}
+	}
+	if (block < 0)
+		return pmpi(C_SCATTER, PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf,
+						    recvcount, recvtype, root, comm));
+	if (!block)
+		return via_shm(C_SCATTER);
+	if (!is_root)
+		sendbuf = NULL;
+	else if (recvbuf == MPI_IN_PLACE)
+		recvbuf = (char *)sendbuf + (size_t)root * (size_t)block;
+	return shm_done(st, C_SCATTER, "shmcoll_scatter",
+			shmcoll_scatter(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, root,
+					st->shm));
+}
+
+EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+			int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+	long long block = move_bytes(recvtype, recvcount);
+	int inplace = sendbuf == MPI_IN_PLACE;
+	struct cstate *st = NULL;
+
+	if (block >= 0 && (inplace || move_bytes(sendtype, sendcount) == block))
+		st = state_of(comm);
+	/* Across nodes: PMPI (see the file's opening comment). */
+	if (!st || st->multi)
+		return pmpi(C_ALLTOALL, PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf,
+						       recvcount, recvtype, comm));
+	if (!block)
+		return via_shm(C_ALLTOALL);
+	return shm_done(st, C_ALLTOALL, "shmcoll_alltoall",
+			shmcoll_alltoall(inplace ? recvbuf : sendbuf, recvbuf, (size_t)block,
+					 SHMCOLL_UINT8, st->shm));
+}
+
+EXPORT int MPI_Barrier(MPI_Comm comm)
+{
+	struct cstate *st = state_of(comm);
+
+	if (!st)
+		return pmpi(C_BARRIER, PMPI_Barrier(comm));
+	if (st->multi)
+		return barrier_multi(st);
+	return shm_done(st, C_BARRIER, "shmcoll_barrier", shmcoll_barrier(st->shm));
+}
+
+/* Finalize */
+
+/* Rank 0 of MPI_COMM_WORLD prints the counts summed over all ranks. */
+static void print_stats(void)
+{
+	unsigned long long mine[2 * C_COUNT], sum[2 * C_COUNT];
+	int c, rank = -1;
+
+	for (c = 0; c < C_COUNT; c++) {
+		mine[c] = atomic_load_explicit(&n_shm[c], memory_order_relaxed);
+		mine[C_COUNT + c] = atomic_load_explicit(&n_pmpi[c], memory_order_relaxed);
+	}
+	if (PMPI_Reduce(mine, sum, 2 * C_COUNT, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0,
+			MPI_COMM_WORLD) != MPI_SUCCESS ||
+	    PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS || rank != 0)
+		return;
+	if (env.off)
+		fprintf(stderr, "shmcoll-mpi: off (SHMCOLL_MPI=0): every call went to PMPI\n");
+	for (c = 0; c < C_COUNT; c++)
+		fprintf(stderr, "shmcoll-mpi: %s %llu via shmcoll, %llu fallback\n", coll_names[c],
+			sum[c], sum[C_COUNT + c]);
+}
+
+/* The first state still cached, NULL when none is. */
+static struct cstate *first_live(void)
+{
+	struct cstate *st;
+
+	pthread_mutex_lock(&list_lock);
+	st = live;
+	pthread_mutex_unlock(&list_lock);
+	return st;
+}
+
+/* Deletes the attribute of every communicator still cached (its callback
+ * unlinks and releases the state), then the keyval. */
+static void release_all(void)
+{
+	int kv = atomic_load_explicit(&keyval, memory_order_acquire);
+	struct cstate *st;
+
+	if (kv == MPI_KEYVAL_INVALID)
+		return;
+	for (st = first_live(); st; st = first_live()) {
+		if (PMPI_Comm_delete_attr(st->comm, kv) == MPI_SUCCESS && first_live() != st)
+			continue;
+		/* The callback did not run: release the state here. */
+		unlink_state(st);
+		release(st);
+	}
+	atomic_store_explicit(&keyval, MPI_KEYVAL_INVALID, memory_order_relaxed);
+	PMPI_Comm_free_keyval(&kv);
+}
+
+EXPORT int MPI_Finalize(void)
+{
+	pthread_once(&env_once, read_env);
+	if (env.stats)
+		print_stats();
+	atomic_store_explicit(&finalized, 1, memory_order_relaxed);
+	release_all();
+	return PMPI_Finalize();
+}

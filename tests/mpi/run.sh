@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# run.sh - the MPI test (meson test 'mpi'): mpi_check under each MPI, without
+# and with libshmcoll-mpi.so preloaded, at P = 1..4, and with the interposer
+# switched off, over simulated nodes, and with two threads. Prints TAP, one
+# case per run. A run passes when mpirun exits 0, mpi_check reports no
+# difference, the interposer's statistics (SHMCOLL_MPI_STATS=1) show the calls
+# went where they should, and no arena of the run is left in /dev/shm.
+#
+# usage: run.sh [--skip-all REASON] [--mpi NAME CHECK LIB]... [--missing NAME REASON]...
+#   NAME      ompi (Open MPI) or mpich
+#   CHECK     mpi_check built against that MPI; LIB its libshmcoll-mpi.so
+#   --missing every case of NAME is a SKIP with REASON (no build of it)
+#   --skip-all every case is a SKIP with REASON
+# Environment: MPI_CHECK_TIMEOUT bounds each run (seconds, default 900).
+set -u
+export LC_ALL=C # a decimal point in $EPOCHREALTIME
+
+declare -A check lib missing
+skip_all=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--skip-all)
+		skip_all=$2
+		shift 2
+		;;
+	--mpi)
+		check[$2]=$3
+		lib[$2]=$4
+		shift 4
+		;;
+	--missing)
+		missing[$2]=$3
+		shift 3
+		;;
+	*)
+		echo "run.sh: unknown argument '$1'" >&2
+		exit 2
+		;;
+	esac
+done
+
+timeout_s=${MPI_CHECK_TIMEOUT:-900}
+cpus=$(nproc)
+colls=(MPI_Allreduce MPI_Reduce MPI_Bcast MPI_Allgather MPI_Reduce_scatter_block
+	MPI_Gather MPI_Scatter MPI_Alltoall MPI_Barrier)
+composed=(MPI_Allreduce MPI_Reduce MPI_Bcast MPI_Barrier)
+log=$(mktemp /tmp/shmcoll-mpi-test.XXXXXX)
+trap 'rm -f "$log"' EXIT
+
+# The cases of one MPI: "P|preload (0/1)|extra environment|expectation|name".
+# Expectations: none (no interposer, so no statistics at all), all (every
+# collective ran through shmcoll), off (none did), composed (allreduce,
+# reduce, bcast and barrier did, across simulated nodes).
+cases=()
+for p in 1 2 3 4; do
+	cases+=("$p|0||none|P=$p without the interposer")
+done
+for p in 1 2 3 4; do
+	cases+=("$p|1||all|P=$p with the interposer")
+done
+cases+=("4|1|SHMCOLL_MPI=0|off|P=4 with the interposer switched off (SHMCOLL_MPI=0)")
+cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=2|composed|P=4 on 2 nodes of 2 ranks (SHMCOLL_MPI_NODE_SPLIT=2)")
+cases+=("3|1|SHMCOLL_MPI_NODE_SPLIT=2|composed|P=3 on nodes of 2 and 1 ranks (SHMCOLL_MPI_NODE_SPLIT=2)")
+cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=cyclic:2|composed|P=4 on 2 interleaved nodes (SHMCOLL_MPI_NODE_SPLIT=cyclic:2)")
+cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=1|composed|P=4 on 4 nodes of 1 rank (SHMCOLL_MPI_NODE_SPLIT=1)")
+cases+=("2|1|MPI_CHECK_ARGS=--threads|all|P=2 with the interposer, two threads at once (MPI_THREAD_MULTIPLE)")
+
+mpis=(ompi mpich)
+declare -A mpi_label=([ompi]="Open MPI" [mpich]=MPICH)
+declare -A launcher=([ompi]=mpirun.openmpi [mpich]=mpiexec.mpich)
+
+echo "TAP version 13"
+echo "1..$((${#mpis[@]} * ${#cases[@]}))"
+n=0
+
+# The statistics line of collective $1 in the log: "SHM FALLBACK", or nothing.
+stat() {
+	sed -n "s/^shmcoll-mpi: $1 \([0-9]*\) via shmcoll, \([0-9]*\) fallback\$/\1 \2/p" "$log" | tail -n 1
+}
+
+# Checks the log against expectation $1; prints why not on stdout.
+check_stats() {
+	local c s
+	case $1 in
+	none)
+		if grep -q '^shmcoll-mpi:' "$log"; then
+			echo "statistics printed without the interposer"
+		fi
+		return
+		;;
+	esac
+	for c in "${colls[@]}"; do
+		s=$(stat "$c")
+		if [ -z "$s" ]; then
+			echo "no statistics line for $c"
+			continue
+		fi
+		case $1 in
+		all) [ "${s% *}" -gt 0 ] || echo "$c never went through shmcoll ($s)" ;;
+		off) [ "${s% *}" -eq 0 ] || echo "$c went through shmcoll although SHMCOLL_MPI=0 ($s)" ;;
+		esac
+	done
+	if [ "$1" = composed ]; then
+		for c in "${composed[@]}"; do
+			s=$(stat "$c")
+			[ -n "$s" ] && { [ "${s% *}" -gt 0 ] || echo "$c never went through shmcoll ($s)"; }
+		done
+	fi
+}
+
+# The arenas of the interposer's communicators (job names mpi.*, sanitised).
+arenas() {
+	local f
+	for f in /dev/shm/shmcoll."$(id -u)".mpi_*; do
+		[ -e "$f" ] && echo "${f#/dev/shm/}"
+	done
+}
+
+run_case() {
+	local impl=$1 p=$2 preload=$3 extra=$4 expect=$5 name=$6
+	local cmd=() envs=(SHMCOLL_MPI_STATS=1) args=() more=() why rc before after start took
+
+	case $impl in
+	ompi)
+		# vader: shared memory between ranks, as compare-mpi runs it.
+		cmd=(mpirun.openmpi --allow-run-as-root -np "$p")
+		[ "$p" -gt "$cpus" ] && cmd+=(--oversubscribe --bind-to none)
+		envs+=("OMPI_MCA_btl=vader,self")
+		;;
+	mpich)
+		cmd=(mpiexec.mpich -launcher fork -np "$p")
+		# MPICH 4.0.2's device-level MPI_Reduce with MPI_IN_PLACE at a
+		# root other than 0 reads MPI_IN_PLACE as a buffer from about
+		# 2 KiB on (a segfault, with or without the interposer): its
+		# generic reduce does not.
+		envs+=(MPIR_CVAR_REDUCE_DEVICE_COLLECTIVE=0)
+		;;
+	esac
+	[ "$preload" = 1 ] && envs+=("LD_PRELOAD=${lib[$impl]}")
+	# More ranks than CPUs: an MPI call may wait out a scheduler time slice
+	# (MPICH's take ~6 ms then), so the full matrix would take minutes.
+	# Every type and op is checked at P <= CPUs; the mapping of types and
+	# ops does not depend on P.
+	[ "$p" -gt "$cpus" ] && args+=(--quick)
+	case $extra in
+	MPI_CHECK_ARGS=*) read -r -a more <<<"${extra#MPI_CHECK_ARGS=}" && args+=("${more[@]}") ;;
+	?*) envs+=("$extra") ;;
+	esac
+	before=$(arenas)
+	start=$EPOCHREALTIME
+	timeout -k 10 "$timeout_s" "${cmd[@]}" env "${envs[@]}" "${check[$impl]}" "${args[@]}" \
+		>"$log" 2>&1 </dev/null
+	rc=$?
+	took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+	after=$(arenas)
+	why=
+	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+		why="timed out after $timeout_s s"
+	elif [ $rc -ne 0 ]; then
+		why="exit status $rc"
+	elif ! grep -q "^mpi_check: P=$p: [0-9]* checks, 0 failed\$" "$log"; then
+		why="no summary line from mpi_check"
+	else
+		why=$(check_stats "$expect")
+		if [ -z "$why" ] && [ -n "$(comm -13 <(echo "$before") <(echo "$after"))" ]; then
+			why="arenas left in /dev/shm: $(comm -13 <(echo "$before") <(echo "$after") | tr '\n' ' ')"
+		fi
+	fi
+	n=$((n + 1))
+	if [ -z "$why" ]; then
+		echo "ok $n - ${mpi_label[$impl]}: $name"
+		echo "# ${cmd[*]} env ${envs[*]} ${check[$impl]##*/} ${args[*]}: $took s"
+		grep -E '^(mpi_check|shmcoll-mpi):' "$log" | sed 's/^/# /'
+	else
+		echo "not ok $n - ${mpi_label[$impl]}: $name"
+		printf '%s\n' "$why" | sed 's/^/# /'
+		tail -n 60 "$log" | sed 's/^/#   /'
+	fi
+}
+
+for impl in "${mpis[@]}"; do
+	reason=$skip_all
+	[ -z "$reason" ] && [ -n "${missing[$impl]:-}" ] && reason=${missing[$impl]}
+	[ -z "$reason" ] && [ -z "${check[$impl]:-}" ] && reason="no build of it was given"
+	if [ -z "$reason" ] && ! command -v "${launcher[$impl]}" >/dev/null 2>&1; then
+		reason="${launcher[$impl]} is not installed (scripts/setup installs it)"
+	fi
+	for c in "${cases[@]}"; do
+		IFS='|' read -r p preload extra expect name <<<"$c"
+		if [ -n "$reason" ]; then
+			n=$((n + 1))
+			echo "ok $n - ${mpi_label[$impl]}: $name # SKIP $reason"
+			continue
+		fi
+		run_case "$impl" "$p" "$preload" "$extra" "$expect" "$name"
+	done
+done
