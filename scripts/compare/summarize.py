@@ -18,13 +18,24 @@ OPS = ["allreduce", "reduce", "bcast", "allgather", "reduce_scatter", "alltoall"
        "gather", "scatter", "barrier"]
 NAMES = {"ompi": "Open MPI (tuned)", "ompi-collsm": "Open MPI coll/sm",
          "ompi-tcp": "Open MPI over TCP",
-         "mpich": "MPICH", "shmcoll": "shmcoll"}
+         "mpich": "MPICH", "shmcoll": "shmcoll",
+         "ompi+shmcoll": "Open MPI with the shmcoll interposer (LD_PRELOAD)",
+         "mpich+shmcoll": "MPICH with the shmcoll interposer (LD_PRELOAD)"}
 # Line styles: fixed colours, so a plot reads the same whichever impls ran;
 # shmcoll drawn thickest.
 STYLES = {"ompi": 'lc rgb "#7b3294" pt 1 lw 2', "ompi-collsm": 'lc rgb "#008837" pt 2 lw 2',
           "mpich": 'lc rgb "#2c7bb6" pt 4 lw 2', "shmcoll": 'lc rgb "#d7191c" pt 7 lw 3',
-          "ompi-tcp": 'lc rgb "#e66101" pt 5 lw 2'}
+          "ompi-tcp": 'lc rgb "#e66101" pt 5 lw 2',
+          "ompi+shmcoll": 'lc rgb "#c2a5cf" pt 9 lw 2 dt 2',
+          "mpich+shmcoll": 'lc rgb "#92c5de" pt 11 lw 2 dt 2'}
 SHM = "shmcoll"
+# An MPI run through the interposer: "<mpi>+shmcoll". Not an MPI of its own:
+# the table shows the best of them in columns of their own.
+INTERPOSED = "+shmcoll"
+
+
+def interposed(impl):
+    return impl.endswith(INTERPOSED)
 FIELDS = ["impl", "op", "ranks", "bytes", "lat_us", "algbw_GBps", "busbw_GBps"]
 
 
@@ -90,30 +101,48 @@ def fmt_bw(op, gbps):
     return "-" if op == "barrier" else "%.2f" % gbps
 
 
+def fastest(med, impls, op, b):
+    return min((i for i in impls if (i, op, b) in med),
+               key=lambda i: med[(i, op, b)]["lat"], default=None)
+
+
 def summary_rows(med, op, impls):
     """One row per size of op: the cells of the comparison table, and the ratio
-    (best MPI latency / shmcoll latency) or None."""
-    mpis = [i for i in impls if i != SHM]
+    (best MPI latency / shmcoll latency) or None. With interposed runs, three
+    more cells: the fastest of them, its latency, and the best plain MPI's
+    latency over it (what the interposer gains an unmodified program)."""
+    mpis = [i for i in impls if i != SHM and not interposed(i)]
+    withs = [i for i in impls if interposed(i)]
     sizes = sorted({b for (i, o, b) in med if o == op})
     rows = []
     for b in sizes:
         s = med.get((SHM, op, b))
-        best = min((i for i in mpis if (i, op, b) in med),
-                   key=lambda i: med[(i, op, b)]["lat"], default=None)
+        best = fastest(med, mpis, op, b)
         m = med[(best, op, b)] if best else None
         ratio = m["lat"] / s["lat"] if s and m else None
-        rows.append(([fmt_bytes(b),
-                      fmt_lat(s["lat"]) if s else "-",
-                      fmt_bw(op, s["busbw"]) if s else "-",
-                      best or "-",
-                      fmt_lat(m["lat"]) if m else "-",
-                      fmt_bw(op, m["busbw"]) if m else "-",
-                      "%.2fx" % ratio if ratio else "-"], ratio))
+        cells = [fmt_bytes(b),
+                 fmt_lat(s["lat"]) if s else "-",
+                 fmt_bw(op, s["busbw"]) if s else "-",
+                 best or "-",
+                 fmt_lat(m["lat"]) if m else "-",
+                 fmt_bw(op, m["busbw"]) if m else "-",
+                 "%.2fx" % ratio if ratio else "-"]
+        if withs:
+            w = fastest(med, withs, op, b)
+            x = med[(w, op, b)] if w else None
+            cells += [w or "-", fmt_lat(x["lat"]) if x else "-",
+                      "%.2fx" % (m["lat"] / x["lat"]) if m and x else "-"]
+        rows.append((cells, ratio))
     return rows
 
 
 HEAD = ["size", "shmcoll us", "busbw GB/s", "best MPI", "MPI us", "busbw GB/s",
         "MPI/shmcoll"]
+HEAD_WITH = ["MPI+shmcoll", "us", "MPI/(MPI+shmcoll)"]
+
+
+def head_of(rows):
+    return HEAD + (HEAD_WITH if rows and len(rows[0][0]) > len(HEAD) else [])
 # Run-to-run spread on the reference VM is 5-30 % (baseline README): a ratio
 # closer to 1 than this is not a difference.
 NOISE = 1.3
@@ -126,24 +155,37 @@ def verdict(rows):
     gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     faster = sum(r > NOISE for r in ratios)
     slower = sum(r < 1 / NOISE for r in ratios)
-    return ("of %d sizes, shmcoll is > %.1fx faster at %d, > %.1fx slower at %d, within"
+    text = ("of %d sizes, shmcoll is > %.1fx faster at %d, > %.1fx slower at %d, within"
             " noise at %d; geometric mean MPI/shmcoll %.2fx"
             % (len(ratios), NOISE, faster, NOISE, slower, len(ratios) - faster - slower, gm))
+    gains = [float(c[-1][:-1]) for c, _ in rows if len(c) > len(HEAD) and c[-1] != "-"]
+    if gains:
+        text += ("; through the interposer the MPI program is > %.1fx faster at %d sizes,"
+                 " > %.1fx slower at %d, geometric mean %.2fx"
+                 % (NOISE, sum(g > NOISE for g in gains), NOISE,
+                    sum(g < 1 / NOISE for g in gains),
+                    math.exp(sum(math.log(g) for g in gains) / len(gains))))
+    return text
 
 
 def text_table(rows):
-    cells = [HEAD] + [r for r, _ in rows]
-    width = [max(len(c[k]) for c in cells) for k in range(len(HEAD))]
+    head = head_of(rows)
+    cells = [head] + [r for r, _ in rows]
+    width = [max(len(c[k]) for c in cells) for k in range(len(head))]
     lines = []
     for c in cells:
-        # Left-align the MPI's name, right-align the numbers.
-        lines.append("  ".join(c[k].ljust(width[k]) if k == 3 else c[k].rjust(width[k])
+        # Left-align the implementations' names, right-align the numbers.
+        lines.append("  ".join(c[k].ljust(width[k]) if k in (3, 7) else c[k].rjust(width[k])
                                for k in range(len(c))).rstrip())
     return lines
 
 
 def md_table(rows):
-    lines = ["| " + " | ".join(HEAD) + " |", "|" + "---:|" * 3 + ":---|" + "---:|" * 3]
+    head = head_of(rows)
+    align = "|" + "---:|" * 3 + ":---|" + "---:|" * 3
+    if len(head) > len(HEAD):
+        align += ":---|" + "---:|" * 2
+    lines = ["| " + " | ".join(head) + " |", align]
     for r, _ in rows:
         lines.append("| " + " | ".join(r) + " |")
     return lines
@@ -289,7 +331,11 @@ def main():
           "Generated by `scripts/compare-mpi`. Every figure is the median over the runs of"
           " one implementation (`runs` in the CSV); MPI/shmcoll is the best MPI's latency"
           " over shmcoll's, so > 1 means shmcoll is faster. Differences under ~1.3x are"
-          " within this machine's run-to-run noise.", ""]
+          " within this machine's run-to-run noise."
+          + (" MPI+shmcoll is the fastest MPI run with the shmcoll interposer preloaded"
+             " (the same MPI harness binary, unmodified), and MPI/(MPI+shmcoll) the best"
+             " plain MPI's latency over it." if any(interposed(i) for i in impls) else ""),
+          ""]
     md += ["- **%s**: %s" % (k, v.replace("|", "\\|")) for k, v in meta]
     md.append("- **implementations**: " + ", ".join(
         "`%s` = %s" % (i, NAMES.get(i, i)) for i in impls)
