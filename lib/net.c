@@ -73,21 +73,6 @@ __attribute__((format(printf, 3, 4))) static void say(char *err, size_t errlen, 
 	va_end(ap);
 }
 
-/* ms of poll() timeout left until deadline (< 0: none), rounded up so a
- * poll never returns just before the deadline and spins. */
-static int poll_ms(int64_t deadline)
-{
-	int64_t left;
-
-	if (deadline < 0)
-		return -1;
-	left = deadline - shmcoll__now_ns();
-	if (left <= 0)
-		return 0;
-	left = (left + NS_PER_MS - 1) / NS_PER_MS;
-	return left > INT_MAX ? INT_MAX : (int)left;
-}
-
 static int expired(int64_t deadline)
 {
 	return deadline >= 0 && shmcoll__now_ns() >= deadline;
@@ -359,7 +344,7 @@ static int poll_run(struct shmcoll_net *n, int nops, int64_t deadline, int wait,
 		}
 		/* Readiness is all poll() reports: errors and EOF show in the
 		 * next step's system call. */
-		if (poll(pfd, (nfds_t)nops, poll_ms(deadline)) < 0 && errno != EINTR) {
+		if (poll(pfd, (nfds_t)nops, shmcoll__poll_ms(deadline)) < 0 && errno != EINTR) {
 			rc = -errno;
 			say(err, errlen, "poll: %s", strerror(errno));
 			return rc;
@@ -622,7 +607,7 @@ static int connect_once(const struct addrinfo *ai, int64_t deadline)
 		}
 		p.fd = fd;
 		for (;;) {
-			int r = poll(&p, 1, poll_ms(deadline));
+			int r = poll(&p, 1, shmcoll__poll_ms(deadline));
 
 			if (r > 0)
 				break;
@@ -854,7 +839,7 @@ static int accept_all(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, 
 		/* Full: leave new clients in the backlog until a slot frees. */
 		pfd[np].fd = np < PENDING_MAX ? lfd : -1;
 		pfd[np].events = POLLIN;
-		if (poll(pfd, (nfds_t)np + 1, poll_ms(wake)) < 0 && errno != EINTR) {
+		if (poll(pfd, (nfds_t)np + 1, shmcoll__poll_ms(wake)) < 0 && errno != EINTR) {
 			rc = -errno;
 			say(err, errlen, "node %d: poll: %s", n->node, strerror(errno));
 			goto out;

@@ -8,9 +8,7 @@
 
 #include "shm/wait.h"
 
-/* ms of poll() timeout left until deadline (< 0: none), rounded up so a poll
- * never returns just before the deadline and spins. */
-static int poll_ms(int64_t deadline)
+int shmcoll__poll_ms(int64_t deadline)
 {
 	int64_t left;
 
@@ -31,7 +29,7 @@ static int await(int fd, short events, int64_t deadline)
 
 	if (deadline >= 0 && shmcoll__now_ns() >= deadline)
 		return -ETIMEDOUT;
-	if (poll(&p, 1, poll_ms(deadline)) < 0 && errno != EINTR)
+	if (poll(&p, 1, shmcoll__poll_ms(deadline)) < 0 && errno != EINTR)
 		return -errno;
 	return 0;
 }

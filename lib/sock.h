@@ -15,4 +15,8 @@
 int shmcoll__send_all(int fd, const void *buf, size_t len, int64_t deadline);
 int shmcoll__recv_all(int fd, void *buf, size_t len, int64_t deadline);
 
+/* ms of poll() timeout left until deadline (< 0: none, -1 returned),
+ * rounded up so a poll never returns just before the deadline and spins. */
+int shmcoll__poll_ms(int64_t deadline);
+
 #endif
