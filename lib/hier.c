@@ -669,7 +669,8 @@ int shmcoll__hier_allreduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv,
 	}
 	for (k = 0; k <= K; k++) {
 		size_t lo = k * cap, n = k < K ? min_size(cap, count - lo) : 0, m = n * w.mult;
-		size_t plo = (k - 1) * cap, pn = k ? min_size(cap, count - plo) : 0;
+		/* The previous chunk (k >= 1): the one this round finishes. */
+		size_t plo = k ? (k - 1) * cap : 0, pn = k ? min_size(cap, count - plo) : 0;
 		uint8_t *pout = recv + plo * es;
 		int b = (int)(k & 1), pb = !b;
 
