@@ -452,6 +452,7 @@ int soak_sym_realloc(struct soak_state *st, struct soak_rng *rng, size_t max_byt
 	             (size_t)(soak_next(rng) % (top > SOAK_SYM_MIN ? top - SOAK_SYM_MIN + 1 : 1));
 	size_t spacer = soak_next(rng) & 1 ? 64 * (1 + (size_t)(soak_next(rng) % 1024)) : 0;
 	int b_first = (int)(soak_next(rng) & 1), rc;
+	char why[256];
 
 	rc = soak_sym_free(st);
 	if (rc) {
@@ -474,17 +475,25 @@ int soak_sym_realloc(struct soak_state *st, struct soak_rng *rng, size_t max_byt
 			st->symcap = cap;
 			return 0;
 		}
+		/* The frees clear the message; keep the failed call's. */
+		snprintf(why, sizeof(why), "%s", shmcoll_last_error(st->comm));
 		rc = soak_sym_free(st);
 		if (rc)
 			return rc;
+		/* Drop the spacer before shrinking the buffers: a spacer
+		 * nearly as big as a small rank's heap leaves no room even
+		 * for the smallest pair. */
+		if (spacer) {
+			spacer = 0;
+			continue;
+		}
 		if (cap / 2 < SOAK_SYM_MIN) {
 			fprintf(stderr,
 			        "shmcoll-soak: rank %d: shmcoll_malloc of %zu bytes failed: %s\n",
-			        st->rank, cap + SOAK_AREA_EXTRA, shmcoll_last_error(st->comm));
+			        st->rank, cap + SOAK_AREA_EXTRA, why);
 			return -ENOMEM;
 		}
 		cap /= 2;
-		spacer = 0;
 		st->sym_shrinks++;
 	}
 }
