@@ -13,16 +13,24 @@ static const char *const algo_names[ALGO_COUNT] = {
 	[ALGO_FLAT] = "flat",
 	[ALGO_DIRECT] = "direct",
 	[ALGO_TREE] = "tree",
+	[ALGO_CMA] = "cma",
 };
 
 /* The protocols each kind implements, as bits of (1 << algo). */
 #define FLAT (1u << ALGO_FLAT)
 #define DIRECT (1u << ALGO_DIRECT)
 #define TREE (1u << ALGO_TREE)
+#define CMA (1u << ALGO_CMA)
 static const unsigned algo_supported[KIND_COUNT] = {
-	[KIND_BARRIER] = FLAT | TREE, [KIND_BCAST] = FLAT | TREE,          [KIND_REDUCE] = FLAT | DIRECT,
-	[KIND_ALLREDUCE] = FLAT | DIRECT, [KIND_ALLGATHER] = FLAT,  [KIND_REDUCE_SCATTER] = FLAT,
-	[KIND_GATHER] = FLAT,         [KIND_SCATTER] = FLAT,        [KIND_ALLTOALL] = FLAT,
+	[KIND_BARRIER] = FLAT | TREE,
+	[KIND_BCAST] = FLAT | TREE | CMA,
+	[KIND_REDUCE] = FLAT | DIRECT,
+	[KIND_ALLREDUCE] = FLAT | DIRECT,
+	[KIND_ALLGATHER] = FLAT | CMA,
+	[KIND_REDUCE_SCATTER] = FLAT,
+	[KIND_GATHER] = FLAT | CMA,
+	[KIND_SCATTER] = FLAT | CMA,
+	[KIND_ALLTOALL] = FLAT | CMA,
 };
 
 const char *shmcoll__algo_name(uint32_t algo)
@@ -103,7 +111,7 @@ int shmcoll__algo_parse(shmcoll_comm *c, const char *spec, char *err, size_t err
 		algo = algo_lookup(item, (size_t)(end - item));
 		if (algo < 0) {
 			snprintf(err, errlen,
-				 "SHMCOLL_ALGO: unknown protocol '%.*s' (auto, flat, direct, tree)",
+				 "SHMCOLL_ALGO: unknown protocol '%.*s' (auto, flat, direct, tree, cma)",
 				 (int)(end - item), item);
 			return -EINVAL;
 		}

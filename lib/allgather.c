@@ -13,7 +13,13 @@
  *   anyone was read in place.
  *
  * Blocks of at most 1 KiB travel inline instead (engine.c, message ring):
- * every rank publishes its block in its message and copies the others'. */
+ * every rank publishes its block in its message and copies the others'.
+ *
+ * Single-copy protocol (cma.c), for blocks from SHMCOLL_CMA_MIN bytes where
+ * every rank can read its peers' memory: every rank publishes where its
+ * block is (in place: inside recvbuf, which nobody else writes), reads every
+ * peer's from the peer's memory, and waits at a second step until everyone
+ * has read its own. */
 #include <errno.h>
 #include <string.h>
 
@@ -34,6 +40,31 @@ static int allgather_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype
 		return rc;
 	shmcoll__msg_publish(c, d, send, bytes);
 	return shmcoll__msg_gather(c, fn, d, send, recv, bytes);
+}
+
+/* Single copy (cma.c): every rank publishes where its block is and reads
+ * every peer's from its memory; a second step holds it until all have read
+ * its own. */
+static int allgather_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
+			 const uint8_t *send, uint8_t *recv, size_t bytes)
+{
+	uint8_t *own = recv + (size_t)c->rank * bytes;
+	int p, rc;
+
+	shmcoll__call(c)->algo = ALGO_CMA;
+	d->addr = (uint64_t)(uintptr_t)send;
+	d->src_off = shmcoll__heap_off(c, send, bytes);
+	rc = shmcoll__chunk_step(c, fn, d, 1, bytes);
+	for (p = 1; !rc && p < c->size; p++) {
+		int q = (c->rank + p) % c->size; /* not everyone at rank 0 first */
+
+		rc = shmcoll__cma_fetch(c, fn, d, q, recv + (size_t)q * bytes, 0, bytes);
+	}
+	if (rc < 0)
+		return rc;
+	if (send != own)
+		memcpy(own, send, bytes);
+	return shmcoll__step(c, fn);
 }
 
 int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
@@ -71,6 +102,8 @@ int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmc
 	rc = shmcoll__begin(c, fn, KIND_ALLGATHER, dtype, SHMCOLL_SUM, -1, sendcount, &d);
 	if (rc < 0)
 		return rc;
+	if (shmcoll__cma_pick(c, KIND_ALLGATHER, bytes))
+		return allgather_cma(c, fn, d, send, recv, bytes);
 	d->src_off = shmcoll__heap_off(c, send, bytes);
 	for (done = 0; done < sendcount; done += n) {
 		uint32_t step = c->seq + 1;

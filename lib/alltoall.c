@@ -15,8 +15,14 @@
  *
  * A sendbuf of at most 1 KiB travels inline instead (engine.c, message
  * ring): every rank publishes it in its message and copies its block of the
- * others'. */
+ * others'.
+ *
+ * Single-copy protocol (cma.c), for blocks from SHMCOLL_CMA_MIN bytes where
+ * every rank can read its peers' memory: every rank publishes where sendbuf
+ * is (in place: a private copy of it), reads its block of every peer's from
+ * the peer's memory, and waits at a second step until all have read its. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/hier.h"
@@ -54,6 +60,49 @@ static int alltoall_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
 	return 0;
 }
 
+/* Single copy (cma.c): every rank publishes where sendbuf is and reads its
+ * block of every peer's from the peer's memory; a second step holds it until
+ * all have read theirs. In place, a rank would overwrite blocks its peers
+ * have still to read: it publishes a private copy instead. */
+static int alltoall_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
+			const uint8_t *send, uint8_t *recv, size_t bytes)
+{
+	size_t mine = (size_t)c->rank * bytes, total = bytes * (size_t)c->size;
+	int p, rc;
+
+	shmcoll__call(c)->algo = ALGO_CMA;
+	if (send == recv) {
+		if (c->scratch_bytes < total) {
+			uint8_t *s = realloc(c->scratch, total);
+
+			if (!s) {
+				shmcoll__break(c, ENOMEM);
+				return shmcoll__fail(c, -ENOMEM, "%s: no memory for a %zu-byte "
+						     "copy of the in-place buffer", fn, total);
+			}
+			c->scratch = s;
+			c->scratch_bytes = total;
+		}
+		memcpy(c->scratch, send, total);
+		send = c->scratch;
+	} else {
+		d->src_off = shmcoll__heap_off(c, send, total);
+	}
+	d->addr = (uint64_t)(uintptr_t)send;
+	rc = shmcoll__chunk_step(c, fn, d, 1, total);
+	for (p = 0; !rc && p < c->size; p++) {
+		int q = (c->rank + p) % c->size; /* not everyone at rank 0 first */
+
+		if (q == c->rank)
+			memcpy(recv + mine, send + mine, bytes);
+		else
+			rc = shmcoll__cma_fetch(c, fn, d, q, recv + (size_t)q * bytes, mine, bytes);
+	}
+	if (rc < 0)
+		return rc;
+	return shmcoll__step(c, fn);
+}
+
 int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
 		     shmcoll_comm *c)
 {
@@ -88,6 +137,8 @@ int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_d
 	rc = shmcoll__begin(c, fn, KIND_ALLTOALL, dtype, SHMCOLL_SUM, -1, count, &d);
 	if (rc < 0)
 		return rc;
+	if (shmcoll__cma_pick(c, KIND_ALLTOALL, bytes))
+		return alltoall_cma(c, fn, d, send, recv, bytes);
 	if (send != recv)
 		d->src_off = shmcoll__heap_off(c, send, total);
 	for (done = 0; done < count; done += n) {

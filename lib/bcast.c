@@ -22,7 +22,12 @@
  *   3. It publishes s + i.
  *   At the end each rank waits until its children published the last step,
  *   so nothing it wrote in this call is still to be read when it returns.
- *   Per chunk a rank waits on its parent and children only. */
+ *   Per chunk a rank waits on its parent and children only.
+ *
+ * Single-copy protocol (cma.c), from SHMCOLL_CMA_MIN bytes where every rank
+ * can read its peers' memory: the root publishes the address of buf and
+ * waits, one step later, for everyone; the others read buf from the root's
+ * memory straight into theirs. */
 #include <errno.h>
 #include <string.h>
 
@@ -63,6 +68,25 @@ static int bcast_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, u
 	if (is_root ? d->src_off != NO_OFF : c->zc[root] != NULL)
 		return shmcoll__step(c, fn);
 	return 0;
+}
+
+/* Single copy (cma.c): the root publishes where buf is and waits, after
+ * a second step, until everyone has read it; the others read it whole. */
+static int bcast_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, uint8_t *b,
+		     size_t bytes, int root)
+{
+	int rc, is_root = c->rank == root;
+
+	if (is_root) {
+		d->addr = (uint64_t)(uintptr_t)b;
+		d->src_off = shmcoll__heap_off(c, b, bytes);
+	}
+	rc = shmcoll__step_from(c, fn, d, 1, bytes, is_root ? STEP_NONE : root);
+	if (!rc && !is_root)
+		rc = shmcoll__cma_fetch(c, fn, d, root, b, 0, bytes);
+	if (rc < 0)
+		return rc;
+	return shmcoll__step_from(c, fn, d, 0, 0, is_root ? STEP_ALL : STEP_NONE);
 }
 
 /* Flat with the payload inline: the root publishes its message and leaves;
@@ -170,9 +194,18 @@ int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root, shmcol
 	if (c->hier)
 		return shmcoll__hier_bcast(c, buf, count, dtype, root);
 
+	if (shmcoll__cma_pick(c, KIND_BCAST, bytes)) {
+		rc = shmcoll__begin(c, fn, KIND_BCAST, dtype, SHMCOLL_SUM, root, count, &d);
+		if (rc < 0)
+			return rc;
+		shmcoll__call(c)->algo = ALGO_CMA;
+		return bcast_cma(c, fn, d, buf, bytes, root);
+	}
 	algo = c->algo[KIND_BCAST];
 	if (algo == ALGO_AUTO)
 		algo = c->size >= TREE_MIN_RANKS ? ALGO_TREE : ALGO_FLAT;
+	if (algo == ALGO_CMA) /* forced, but some rank cannot read its peers */
+		algo = ALGO_FLAT;
 	if (shmcoll__inline(c, algo, bytes)) {
 		rc = shmcoll__begin_msg(c, fn, KIND_BCAST, dtype, SHMCOLL_SUM, root, count, &d);
 		return rc < 0 ? rc : bcast_inline(c, fn, d, buf, bytes, root);

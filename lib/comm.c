@@ -149,6 +149,9 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 	/* Off by default: measured on the reference machine they did not pay
 	 * (docs/BENCHMARKS.md); kept for machines where they do. */
 	c->nt_stores = rc > 0 ? (int)env_nt : 0;
+	rc = shmcoll__cma_offer(c);
+	if (rc < 0)
+		goto err_free;
 
 	if (c->rank == 0)
 		rc = shmcoll__arena_create(&c->arena, cfg->job, (uint32_t)c->size, arena_bytes,
@@ -164,6 +167,7 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 	c->me = shmcoll__ctrl(&c->arena, (uint32_t)c->rank);
 	c->seq = load_relaxed(&c->me->seq);
 	c->clean = c->seq;
+	shmcoll__cma_show(c);
 	shmcoll__arena_join(&c->arena, (uint32_t)c->rank);
 
 	/* Wait for every rank: the last one unlinked the name, and the CPU
@@ -179,6 +183,13 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 		goto err_free;
 	}
 	c->waiter.oversubscribed = c->size > popcount_cpus(c->arena.hdr);
+	rc = shmcoll__cma_agree(c);
+	if (rc < 0) {
+		shmcoll__create_fail(rc, "shmcoll_comm_create: rank %d: not every rank of %s "
+				     "came to agree on single copies", c->rank, c->arena.name);
+		shmcoll__arena_release(&c->arena, 0);
+		goto err_free;
+	}
 	c->waiting_for = -1;
 	c->dead_rank = -1;
 	c->left_rank = -1;
@@ -316,6 +327,7 @@ int shmcoll_comm_destroy(shmcoll_comm *c)
 	free(c->srcs);
 	free(c->zc);
 	free(c->zr);
+	free(c->scratch);
 	free(c);
 	return 0;
 }

@@ -198,6 +198,7 @@ static struct shmcoll_desc *describe(shmcoll_comm *c, uint32_t kind, shmcoll_dty
 	d->src_off = NO_OFF;
 	d->res_off = NO_OFF;
 	d->aux = 0;
+	d->addr = 0;
 	d->step = step;
 	return d;
 }

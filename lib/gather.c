@@ -14,7 +14,14 @@
  *
  * Blocks of at most 1 KiB travel inline instead (engine.c, message ring):
  * non-roots publish their block in their message and leave, the root copies
- * every message into place. */
+ * every message into place.
+ *
+ * Single-copy protocol (cma.c), for blocks from SHMCOLL_CMA_MIN bytes where
+ * every rank can read its peers' memory: the others publish where sendbuf
+ * is; the root reads every block from their memory into recvbuf, then
+ * publishes a second step they wait for before returning. The root reads
+ * rather than the others writing into it: no rank ever writes another's
+ * memory. */
 #include <errno.h>
 #include <string.h>
 
@@ -43,6 +50,33 @@ static int gather_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
 	}
 	shmcoll__msg_publish(c, d, NULL, 0);
 	return shmcoll__msg_gather(c, fn, d, send, recv, bytes);
+}
+
+/* Single copy (cma.c): every other rank publishes where sendbuf is; the
+ * root reads each into its block of recvbuf, then a second step releases
+ * them. */
+static int gather_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
+		      const uint8_t *send, uint8_t *recv, size_t bytes, int root)
+{
+	int p, rc, is_root = c->rank == root;
+
+	shmcoll__call(c)->algo = ALGO_CMA;
+	if (!is_root) {
+		d->addr = (uint64_t)(uintptr_t)send;
+		d->src_off = shmcoll__heap_off(c, send, bytes);
+	}
+	rc = shmcoll__step_from(c, fn, d, 1, bytes, is_root ? STEP_ALL : STEP_NONE);
+	for (p = 0; !rc && is_root && p < c->size; p++) {
+		uint8_t *to = recv + (size_t)p * bytes;
+
+		if (p != root)
+			rc = shmcoll__cma_fetch(c, fn, d, p, to, 0, bytes);
+		else if (send != to)
+			memcpy(to, send, bytes);
+	}
+	if (rc < 0)
+		return rc;
+	return shmcoll__step_from(c, fn, d, 0, 0, is_root ? STEP_NONE : root);
 }
 
 int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
@@ -84,6 +118,8 @@ int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll
 	rc = shmcoll__begin(c, fn, KIND_GATHER, dtype, SHMCOLL_SUM, root, sendcount, &d);
 	if (rc < 0)
 		return rc;
+	if (shmcoll__cma_pick(c, KIND_GATHER, bytes))
+		return gather_cma(c, fn, d, send, recv, bytes, root);
 	/* Large gathers read symmetric sources in place, with every rank
 	 * waiting for every peer; small ones are lagged (see above). */
 	lagged = total < GATHER_LAGGED_MAX;

@@ -39,6 +39,7 @@ enum shmcoll_algo {
 	ALGO_FLAT,   /* one step per chunk: everyone stages, everyone reads all */
 	ALGO_DIRECT, /* pipelined reduce-scatter + allgather: each rank owns 1/P */
 	ALGO_TREE,   /* k-nomial tree: gather up, release down */
+	ALGO_CMA,    /* single copy: read peers' buffers with process_vm_readv (cma.c) */
 	ALGO_COUNT
 };
 
@@ -84,6 +85,12 @@ struct shmcoll_comm {
 	struct shmcoll_desc desc; /* the rest of its description, published alike */
 	uint32_t clean;           /* every reader of what we wrote up to this step is done */
 	uint32_t splits;          /* shmcoll_comm_split/dup calls so far: names their jobs */
+	int cma;                  /* every rank can read every peer's memory (cma.c) */
+	size_t cma_min;           /* SHMCOLL_CMA_MIN: single copies from this block size on;
+				   * 0: the measured defaults (cma.c) */
+	uint64_t cma_nonce;       /* what peers read here to prove they can (cma.c) */
+	uint8_t *scratch;         /* private copy of an in-place alltoall's buffer */
+	size_t scratch_bytes;
 	struct shmcoll_peer *peers; /* liveness of each rank (live.c) */
 	int waiting_for;          /* the rank the current wait is for, or -1 */
 	uint32_t waiting_step;    /* and the step it waits for */
@@ -315,6 +322,38 @@ void shmcoll__copy_nt(void *dst, const void *src, size_t n);
 
 /* This rank's place in the k-nomial tree rooted at root. */
 void shmcoll__tree(const shmcoll_comm *c, int root, struct shmcoll_tree *t);
+
+/* The single-copy protocol (cma.c). offer, before the arena: reads
+ * SHMCOLL_CMA and SHMCOLL_CMA_MIN (-EINVAL for a bad one, with the create
+ * message) and draws the nonce. show, before the rank counts itself
+ * attached: writes the nonce and its address into its control block. agree,
+ * once all are attached: probes every peer and waits for every rank's
+ * verdict, then sets c->cma alike on every rank (or returns the error of the
+ * wait). */
+int shmcoll__cma_offer(shmcoll_comm *c);
+void shmcoll__cma_show(shmcoll_comm *c);
+int shmcoll__cma_agree(shmcoll_comm *c);
+/* Whether a call of kind whose blocks are block_bytes runs the single-copy
+ * protocol: the same on every rank that makes the same call. */
+int shmcoll__cma_pick(const shmcoll_comm *c, uint32_t kind, size_t block_bytes);
+/* Copies n bytes at address addr of rank p's memory into dst. Returns 0, or
+ * breaks the communicator and returns -EOWNERDEAD (p is gone) or -EIO. */
+int shmcoll__cma_read(shmcoll_comm *c, const char *fn, int p, void *dst, uint64_t addr,
+		      size_t n);
+/* Copies bytes [off, off+n) of the buffer rank p published for the call d
+ * began (its desc addr, or in place from its heap when it lies there) into
+ * dst. Only after a step that waited for p. */
+static inline int shmcoll__cma_fetch(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
+				     int p, void *dst, size_t off, size_t n)
+{
+	if (c->zc[p]) {
+		memcpy(dst, c->zc[p] + off, n);
+		return 0;
+	}
+	return shmcoll__cma_read(c, fn, p, dst,
+				 shmcoll__ctrl(&c->arena, (uint32_t)p)->desc[d->step & 1].addr + off,
+				 n);
+}
 
 void shmcoll__heap_init(shmcoll_comm *c);
 void shmcoll__heap_fini(shmcoll_comm *c);

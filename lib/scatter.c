@@ -11,12 +11,40 @@
  *      copies its own block from sendbuf unless in place (an addition to the
  *      contract: recvbuf == sendbuf + root * recvcount * elemsize).
  *   Halves are reused two steps later as in allreduce.c; a final step when
- *   the root was read in place. */
+ *   the root was read in place.
+ *
+ * Single-copy protocol (cma.c), for blocks from SHMCOLL_CMA_MIN bytes where
+ * every rank can read its peers' memory: the root publishes where sendbuf is;
+ * each other rank reads its block from the root's memory into recvbuf; a
+ * second step holds the root until all have. */
 #include <errno.h>
 #include <string.h>
 
 #include "lib/hier.h"
 #include "lib/internal.h"
+
+/* Single copy (cma.c): the root publishes where sendbuf is and waits, after
+ * a second step, until every rank has read its block from there. */
+static int scatter_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
+		       const uint8_t *send, uint8_t *recv, size_t bytes, int root)
+{
+	const uint8_t *own = send + (size_t)root * bytes;
+	int rc, is_root = c->rank == root;
+
+	shmcoll__call(c)->algo = ALGO_CMA;
+	if (is_root)
+		d->addr = (uint64_t)(uintptr_t)send;
+	rc = shmcoll__step_from(c, fn, d, 1, bytes * (size_t)c->size, is_root ? STEP_NONE : root);
+	if (rc < 0)
+		return rc;
+	if (!is_root)
+		rc = shmcoll__cma_fetch(c, fn, d, root, recv, (size_t)c->rank * bytes, bytes);
+	else if (recv != own)
+		memcpy(recv, own, bytes);
+	if (rc < 0)
+		return rc;
+	return shmcoll__step_from(c, fn, d, 0, 0, is_root ? STEP_ALL : STEP_NONE);
+}
 
 int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcoll_dtype dtype,
 		    int root, shmcoll_comm *c)
@@ -79,6 +107,8 @@ int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcol
 		return rc;
 	if (is_root)
 		d->src_off = shmcoll__heap_off(c, send, total);
+	if (shmcoll__cma_pick(c, KIND_SCATTER, bytes))
+		return scatter_cma(c, fn, d, send, recv, bytes, root);
 	for (done = 0; done < recvcount; done += n) {
 		uint32_t step = c->seq + 1;
 		uint8_t *slot = shmcoll__slot(c, c->rank, step);

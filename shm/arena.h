@@ -21,7 +21,7 @@
 #include "shm/proc.h"
 
 #define SHMCOLL_ARENA_MAGIC   0x314c4c4f434d4853ull /* "SHMCOLL1" */
-#define SHMCOLL_ARENA_VERSION 5u
+#define SHMCOLL_ARENA_VERSION 6u
 #define SHMCOLL_ARENA_READY   0x59444552u /* "REDY" */
 #define SHMCOLL_MAX_RANKS     1024
 #define SHMCOLL_CPU_WORDS     16 /* affinity union of up to 1024 CPUs */
@@ -63,7 +63,8 @@ struct shmcoll_desc {
 	uint32_t step;    /* the step this descriptor was written for */
 	uint32_t pad0;
 	uint64_t res_off; /* offset of the result in the owner's heap, or UINT64_MAX */
-	uint64_t pad;
+	uint64_t addr;    /* single-copy protocol: the owner's address of the buffer its
+			   * peers read with process_vm_readv (lib/cma.c), else 0 */
 };
 static_assert(sizeof(struct shmcoll_desc) == 64, "a descriptor is one 64-byte line");
 
@@ -110,6 +111,11 @@ struct shmcoll_ctrl {
 	 * for the peers' liveness checks (lib/live.c). */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_proc_id proc;
 	_Atomic uint32_t left; /* owner, at shmcoll_comm_destroy: 1, after its last publish */
+	/* owner, once before it counts itself attached: where in its memory
+	 * peers find cma_nonce, to prove they can read it (lib/cma.c); 0 when
+	 * it does not offer single-copy reads. */
+	uint64_t cma_addr;
+	uint64_t cma_nonce;
 	_Alignas(SHMCOLL_LINE) struct shmcoll_msg msg[SHMCOLL_MSG_RING]; /* owner, by step */
 };
 static_assert(sizeof(struct shmcoll_ctrl) ==
@@ -142,6 +148,11 @@ struct shmcoll_arena_hdr {
 	/* every rank: fetch-add once when attached; the last one unlinks. */
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t attached;
 	_Atomic uint32_t attach_sleepers;
+	/* every rank: fetch-add once when it has tried to read every peer's
+	 * cma_nonce; cma_failed is set first by any rank that could not. */
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t probed;
+	_Atomic uint32_t probe_sleepers;
+	_Atomic uint32_t cma_failed;
 	/* any rank: set once to abort the job. */
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t aborted;
 	/* every rank: OR of its CPU affinity, for the oversubscription test. */

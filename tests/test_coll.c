@@ -104,6 +104,25 @@ ALGO_TESTS(bcast_flat, TH_BCAST, "bcast:flat")
 ALGO_TESTS(bcast_tree, TH_BCAST, "bcast:tree")
 ALGO_TESTS(barrier_flat, TH_BARRIER, "barrier:flat")
 ALGO_TESTS(barrier_tree, TH_BARRIER, "barrier:tree")
+/* The single-copy protocol at every size (auto runs it on large blocks
+ * only), and the staged one at every size (auto leaves it small blocks). */
+ALGO_TESTS(bcast_cma, TH_BCAST, "bcast:cma")
+ALGO_TESTS(allgather_cma, TH_ALLGATHER, "allgather:cma")
+ALGO_TESTS(gather_cma, TH_GATHER, "gather:cma")
+ALGO_TESTS(scatter_cma, TH_SCATTER, "scatter:cma")
+ALGO_TESTS(alltoall_cma, TH_ALLTOALL, "alltoall:cma")
+ALGO_TESTS(allgather_flat, TH_ALLGATHER, "allgather:flat")
+ALGO_TESTS(gather_flat, TH_GATHER, "gather:flat")
+ALGO_TESTS(scatter_flat, TH_SCATTER, "scatter:flat")
+ALGO_TESTS(alltoall_flat, TH_ALLTOALL, "alltoall:flat")
+
+/* With single copies turned off, a forced "cma" falls back to staging on
+ * every rank alike. */
+Test(coll, cma_off_falls_back_p3, .timeout = 300)
+{
+	cr_assert(setenv("SHMCOLL_CMA", "0", 1) == 0);
+	run_forced(TH_ALLTOALL, "cma", 3);
+}
 
 /* Mixed: one communicator carries a long deterministic sequence of
  * different collectives, dtypes, counts, roots, buffer kinds and alignments
@@ -236,6 +255,19 @@ Test(coll, mixed_alt_p8, .timeout = 300)
 {
 	cr_assert(setenv("SHMCOLL_ALGO", ALT_ALGOS, 1) == 0);
 	run_mixed(8, 0, 1024);
+}
+
+/* Single copies and staged calls interleaved on one communicator. */
+Test(coll, mixed_cma_p3, .timeout = 300)
+{
+	cr_assert(setenv("SHMCOLL_ALGO", "cma", 1) == 0);
+	run_mixed(3, 0, 1024);
+}
+
+Test(coll, mixed_cma_tiny_arena_p3, .timeout = 300)
+{
+	cr_assert(setenv("SHMCOLL_CMA_MIN", "4096", 1) == 0);
+	run_mixed(3, (size_t)shmcoll__arena_min_bytes(3), 0);
 }
 
 Test(coll, mixed_flat_p8, .timeout = 300)
