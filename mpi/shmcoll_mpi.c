@@ -151,6 +151,7 @@ static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cstate *live;
 static atomic_int keyval = MPI_KEYVAL_INVALID;
 static atomic_int finalized;
+static atomic_uint generation; /* bumped whenever a state is deleted */
 static atomic_ullong n_shm[C_COUNT], n_pmpi[C_COUNT];
 /* Set while this thread runs setup or teardown: a collective MPI makes on
  * our behalf then goes straight to PMPI. */
@@ -304,11 +305,25 @@ static int red_args(MPI_Datatype dt, MPI_Op op, shmcoll_dtype *sdt, shmcoll_op *
  * that many contiguous bytes shmcoll can move; else -1. */
 static long long move_bytes(MPI_Datatype dt, int count)
 {
+	/* A few types each thread saw last: a named type lives as long as MPI
+	 * and never changes, so its handle keeps meaning the same size, and
+	 * the four queries below (a quarter of the interposer's cost on a
+	 * small call) run once per type. Derived types are not cached: a freed
+	 * one's handle may come back naming another. */
+	static _Thread_local struct {
+		MPI_Datatype dt;
+		int size; /* 0: empty */
+	} seen[4];
+	static _Thread_local unsigned next;
 	int ni, na, nd, comb, size;
 	MPI_Aint lb, ext, tlb, text;
+	unsigned i;
 
 	if (count < 0 || dt == MPI_DATATYPE_NULL)
 		return -1;
+	for (i = 0; i < ARRAY_SIZE(seen); i++)
+		if (seen[i].size && seen[i].dt == dt)
+			return (long long)count * seen[i].size;
 	if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
 	    comb != MPI_COMBINER_NAMED)
 		return -1;
@@ -318,6 +333,9 @@ static long long move_bytes(MPI_Datatype dt, int count)
 		return -1;
 	if (PMPI_Type_get_true_extent(dt, &tlb, &text) != MPI_SUCCESS || tlb != 0 || text != size)
 		return -1;
+	i = next++ % ARRAY_SIZE(seen);
+	seen[i].dt = dt;
+	seen[i].size = size;
 	return (long long)count * size;
 }
 
@@ -372,6 +390,9 @@ static void unlink_state(struct cstate *st)
  * allowed: our node and leader communicators carry no attributes. */
 static int delete_state(MPI_Comm comm, int kv, void *attr, void *extra)
 {
+	/* Before the state goes: no thread's cached lookup (state_of) matches
+	 * from now on, though the handle may come back for a new communicator. */
+	atomic_fetch_add_explicit(&generation, 1, memory_order_release);
 	unlink_state(attr);
 	release(attr);
 	return MPI_SUCCESS;
@@ -532,13 +553,25 @@ cache:
 /* comm's usable state, set up on first use; NULL: use PMPI. */
 static struct cstate *state_of(MPI_Comm comm)
 {
+	/* The communicator this thread used last and its state, while no
+	 * state has been deleted since: most programs call collectives on one
+	 * or two communicators, and this spares the attribute lookup. */
+	static _Thread_local struct {
+		MPI_Comm comm;
+		struct cstate *st;
+		unsigned gen;
+	} last;
 	struct cstate *st = NULL;
+	unsigned gen;
 	int kv, flag = 0;
 
 	pthread_once(&env_once, read_env);
 	if (env.off || busy || comm == MPI_COMM_NULL ||
 	    atomic_load_explicit(&finalized, memory_order_relaxed))
 		return NULL;
+	gen = atomic_load_explicit(&generation, memory_order_acquire);
+	if (last.st && last.comm == comm && last.gen == gen)
+		return last.st->usable ? last.st : NULL;
 	kv = get_keyval();
 	if (kv == MPI_KEYVAL_INVALID)
 		return NULL;
@@ -546,6 +579,11 @@ static struct cstate *state_of(MPI_Comm comm)
 		return NULL;
 	if (!flag)
 		st = setup(comm, kv);
+	if (st) {
+		last.comm = comm;
+		last.st = st;
+		last.gen = gen;
+	}
 	return st && st->usable ? st : NULL;
 }
 
@@ -822,25 +860,34 @@ EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recv
 	return shm_done(st, C_REDUCE_SCATTER_BLOCK, "shmcoll_reduce_scatter", rc);
 }
 
+/* The block size of a rooted gather or scatter, or -1 for PMPI. own_* is
+ * what every rank but an in-place root passes for its own block (gather's
+ * send*, scatter's recv*), root_* what counts only at the root (gather's
+ * recv*, scatter's send*); both must describe the same bytes there. Across
+ * nodes: PMPI (see the file's opening comment). */
+static long long rooted_block(const struct cstate *st, int root, MPI_Datatype own_t, int own_n,
+			      MPI_Datatype root_t, int root_n, int root_in_place)
+{
+	long long block;
+
+	if (!st || st->multi || root < 0 || root >= st->size)
+		return -1;
+	if (st->rank != root)
+		return move_bytes(own_t, own_n);
+	block = move_bytes(root_t, root_n);
+	if (!root_in_place && move_bytes(own_t, own_n) != block)
+		return -1;
+	return block;
+}
+
 EXPORT int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
 		      int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
 	struct cstate *st = state_of(comm);
-	long long block = -1;
-	int is_root = 0;
+	long long block = rooted_block(st, root, sendtype, sendcount, recvtype, recvcount,
+				       sendbuf == MPI_IN_PLACE);
+	int is_root = block >= 0 && st->rank == root;
 
-	/* recv* count only at the root, send* everywhere but an in-place root.
-	 * Across nodes: PMPI (see the file's opening comment). */
-	if (st && !st->multi && root >= 0 && root < st->size) {
-		is_root = st->rank == root;
-		if (!is_root) {
-			block = move_bytes(sendtype, sendcount);
-		} else {
-			block = move_bytes(recvtype, recvcount);
-			if (sendbuf != MPI_IN_PLACE && move_bytes(sendtype, sendcount) != block)
-				block = -1;
-		}
-	}
 	if (block < 0)
 		return pmpi(C_GATHER, PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
 						  recvtype, root, comm));
@@ -859,21 +906,10 @@ EXPORT int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 		       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
 	struct cstate *st = state_of(comm);
-	long long block = -1;
-	int is_root = 0;
+	long long block = rooted_block(st, root, recvtype, recvcount, sendtype, sendcount,
+				       recvbuf == MPI_IN_PLACE);
+	int is_root = block >= 0 && st->rank == root;
 
-	/* send* count only at the root, recv* everywhere but an in-place root.
-	 * Across nodes: PMPI (see the file's opening comment). */
-	if (st && !st->multi && root >= 0 && root < st->size) {
-		is_root = st->rank == root;
-		if (!is_root) {
-			block = move_bytes(recvtype, recvcount);
-		} else {
-			block = move_bytes(sendtype, sendcount);
-			if (recvbuf != MPI_IN_PLACE && move_bytes(recvtype, recvcount) != block)
-				block = -1;
-		}
-	}
 	if (block < 0)
 		return pmpi(C_SCATTER, PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf,
 						    recvcount, recvtype, root, comm));
