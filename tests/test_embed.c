@@ -16,8 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/internal.h"
 #include "tests/harness.h"
 
 #define TIMEOUT_MS 30000
@@ -421,4 +425,100 @@ static int split_args_body(shmcoll_comm *parent, int rank, void *arg)
 Test(embed, split_bad_arguments, .timeout = 60)
 {
 	run(2, split_args_body, NULL);
+}
+
+/* ---- single copies: one rank's refusal turns them off for all ---- */
+
+/* Whether one process can read a sibling's memory with process_vm_readv
+ * (the harness's ranks are siblings: Yama's ptrace_scope 1 allows reading a
+ * child but not a sibling), found independently of the library: one forked
+ * child reads a word another changed after the fork. */
+static int siblings_can_read(void)
+{
+	volatile uint64_t *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	static uint64_t mine;
+	pid_t target, reader;
+	int ok, st;
+
+	if (w == MAP_FAILED)
+		return 0;
+	/* w[0]: the target is ready; w[1]: the reader's verdict + 1; */
+	target = fork();
+	if (target == 0) {
+		mine = 0x5eed5eed5eedull;
+		w[0] = 1;
+		while (w[1] == 0)
+			usleep(1000);
+		_exit(0);
+	}
+	reader = target > 0 ? fork() : -1;
+	if (reader == 0) {
+		uint64_t got = 0;
+		struct iovec l = {&got, sizeof(got)}, r = {&mine, sizeof(mine)};
+
+		while (w[0] == 0)
+			usleep(1000);
+		w[1] = 1 + (process_vm_readv(target, &l, 1, &r, 1, 0) == (ssize_t)sizeof(got) &&
+			    got == 0x5eed5eed5eedull);
+		_exit(0);
+	}
+	if (reader < 0)
+		w[1] = 1;
+	if (reader > 0)
+		waitpid(reader, &st, 0);
+	if (target > 0)
+		waitpid(target, &st, 0);
+	ok = w[1] == 2;
+	munmap((void *)w, 4096);
+	return ok;
+}
+
+/* 10 dup, 20 the vote, 30 the bcast's data, 40 destroy. */
+static int cma_vote_body(shmcoll_comm *parent, int rank, void *arg)
+{
+	const int *expect_on = arg;
+	size_t n = 1u << 18, i; /* 1 MiB of int32: single copies where allowed */
+	int32_t *buf = malloc(n * sizeof(*buf));
+	shmcoll_comm *all = NULL, *vetoed = NULL;
+	int rc, bad = 0;
+
+	if (!buf)
+		return 90;
+	/* A dup with everyone willing, then one where rank 1 refuses. */
+	rc = shmcoll_comm_dup(parent, &all);
+	if (rank == 1)
+		setenv("SHMCOLL_CMA", "0", 1);
+	if (!rc)
+		rc = shmcoll_comm_dup(parent, &vetoed);
+	unsetenv("SHMCOLL_CMA");
+	if (rc)
+		return 10;
+	if (all->cma != *expect_on || vetoed->cma)
+		return 20;
+	for (int k = 0; k < 2 && !bad; k++) {
+		shmcoll_comm *c = k ? vetoed : all;
+
+		for (i = 0; i < n; i++)
+			buf[i] = rank == 2 ? (int32_t)(i * 7 + (size_t)k) : -1;
+		if (shmcoll_bcast(buf, n, SHMCOLL_INT32, 2, c))
+			bad = 30;
+		for (i = 0; i < n && !bad; i++)
+			if (buf[i] != (int32_t)(i * 7 + (size_t)k))
+				bad = 31;
+	}
+	free(buf);
+	if (shmcoll_comm_destroy(vetoed) || shmcoll_comm_destroy(all))
+		return 40;
+	return bad;
+}
+
+Test(embed, single_copies_need_every_ranks_consent, .timeout = 60)
+{
+	int on = siblings_can_read();
+
+	if (!on)
+		cr_log_warn("process_vm_readv is not allowed here (ptrace_scope, seccomp): "
+			    "checking only that the library agrees and falls back");
+	run(3, cma_vote_body, &on);
 }
