@@ -33,10 +33,16 @@
  *      MPI_MIN) makes the whole communicator fall back to PMPI for good, so
  *      the ranks never disagree on which path a collective takes.
  * A communicator that spans nodes also gets a communicator of the node
- * leaders (local rank 0), and composes: shmcoll inside each node, PMPI among
- * the leaders. That is done for allreduce, reduce, bcast and barrier; the
- * other five fall back to PMPI across nodes, since their blocks interleave
- * by MPI rank and would need a reordering copy on each side.
+ * leaders (local rank 0), and composes every one of the nine: shmcoll inside
+ * each node, PMPI among the leaders. A node's ranks need not be consecutive
+ * in the communicator, so the collectives that move blocks by rank
+ * (allgather, reduce_scatter_block, gather, scatter, alltoall) have the
+ * leaders exchange whole node blocks in node order (PMPI's v-collectives)
+ * and copy them into or out of rank order, a copy skipped where every
+ * node's ranks are consecutive. The leaders' counts are ints: a call whose
+ * leader would hold more than INT_MAX bytes (elements, in
+ * reduce_scatter_block) goes to PMPI, which every rank decides alike from
+ * sizes all of them know.
  * The state is cached as an attribute of the communicator; its delete
  * callback (MPI_Comm_free, MPI_Comm_disconnect, and this library's
  * MPI_Finalize, which deletes every one still alive) releases it.
@@ -91,6 +97,7 @@
 
 #include <mpi.h>
 
+#include "mpi/colls.h"
 #include "shmcoll.h"
 
 /* The version script exports only MPI_*; this makes the wrappers the
@@ -99,23 +106,6 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-enum coll {
-	C_ALLREDUCE,
-	C_REDUCE,
-	C_BCAST,
-	C_ALLGATHER,
-	C_REDUCE_SCATTER_BLOCK,
-	C_GATHER,
-	C_SCATTER,
-	C_ALLTOALL,
-	C_BARRIER,
-	C_COUNT
-};
-
-static const char *const coll_names[C_COUNT] = {
-	"MPI_Allreduce", "MPI_Reduce",  "MPI_Bcast",    "MPI_Allgather", "MPI_Reduce_scatter_block",
-	"MPI_Gather",    "MPI_Scatter", "MPI_Alltoall", "MPI_Barrier",
-};
 
 /* One per MPI communicator that reached setup. A usable one is only ever
  * touched by the thread in a collective on its communicator (MPI's rule);
@@ -133,8 +123,16 @@ struct cstate {
 	int my_node;         /* multi: this node's rank in leaders */
 	int *node_of;        /* multi: per rank of comm, its node's rank in leaders */
 	int *lrank_of;       /* multi: per rank of comm, its rank in its node */
-	void *scratch;       /* multi: a leader's partial result in reduce */
-	size_t scratch_bytes;
+	/* Node order: node 0's ranks in local order, then node 1's, ...: how
+	 * the leaders lay out whole node blocks (see node_order). */
+	int nnodes;          /* multi: nodes, the size of leaders */
+	int max_node;        /* multi: ranks in the largest node */
+	int ordered;         /* multi: node order is comm's rank order */
+	int *node_start;     /* multi: per node, its first position (nnodes + 1 entries) */
+	int *rank_at;        /* multi: per position, the rank of comm there */
+	int *vc;             /* multi: 4 * size ints, a leaders' v-collective's counts */
+	void *scratch[2];    /* multi: a leader's partial results and reordered blocks */
+	size_t scratch_bytes[2];
 };
 
 /* The environment, read once. */
@@ -368,7 +366,11 @@ static void release(struct cstate *st)
 		PMPI_Comm_free(&st->leaders);
 	free(st->node_of);
 	free(st->lrank_of);
-	free(st->scratch);
+	free(st->node_start);
+	free(st->rank_at);
+	free(st->vc);
+	free(st->scratch[0]);
+	free(st->scratch[1]);
 	free(st);
 }
 
@@ -429,9 +431,41 @@ static int split_nodes(struct cstate *st, MPI_Comm *node)
 	return PMPI_Comm_split(st->comm, color, st->rank, node);
 }
 
+/* Node order, from node_of and lrank_of, on every rank alike. Nodes are
+ * numbered by their lowest rank (leaders is split by rank) and a node's
+ * ranks are in rank order, but a node's ranks need not be consecutive in
+ * comm (a cyclic mapping), so a leader that exchanges whole node blocks
+ * copies them into or out of rank order; when every node's ranks are
+ * consecutive (ordered: the usual block mapping) node order is rank order
+ * and nothing is copied. */
+static void node_order(struct cstate *st)
+{
+	int r, n, i;
+
+	st->nnodes = 0;
+	for (r = 0; r < st->size; r++)
+		if (st->node_of[r] >= st->nnodes)
+			st->nnodes = st->node_of[r] + 1;
+	memset(st->node_start, 0, (size_t)(st->nnodes + 1) * sizeof(int));
+	for (r = 0; r < st->size; r++)
+		st->node_start[st->node_of[r] + 1]++;
+	st->max_node = 0;
+	for (n = 0; n < st->nnodes; n++) {
+		if (st->node_start[n + 1] > st->max_node)
+			st->max_node = st->node_start[n + 1];
+		st->node_start[n + 1] += st->node_start[n];
+	}
+	st->ordered = 1;
+	for (r = 0; r < st->size; r++) {
+		i = st->node_start[st->node_of[r]] + st->lrank_of[r];
+		st->rank_at[i] = r;
+		st->ordered &= i == r;
+	}
+}
+
 /* The leaders' communicator and, on every rank, each rank's node (its
- * leader's rank in leaders) and local rank: reduce and bcast need the
- * root's. */
+ * leader's rank in leaders) and local rank: the rooted collectives need the
+ * root's, the others node order. */
 static int setup_multi(struct cstate *st)
 {
 	int rc;
@@ -445,6 +479,8 @@ static int setup_multi(struct cstate *st)
 		rc = PMPI_Allgather(&st->my_node, 1, MPI_INT, st->node_of, 1, MPI_INT, st->comm);
 	if (rc == MPI_SUCCESS)
 		rc = PMPI_Allgather(&st->lrank, 1, MPI_INT, st->lrank_of, 1, MPI_INT, st->comm);
+	if (rc == MPI_SUCCESS)
+		node_order(st);
 	return rc;
 }
 
@@ -478,7 +514,10 @@ static struct cstate *setup(MPI_Comm comm, int kv)
 		goto cache;
 	st->node_of = malloc((size_t)st->size * sizeof(int));
 	st->lrank_of = malloc((size_t)st->size * sizeof(int));
-	if (!st->node_of || !st->lrank_of) {
+	st->node_start = malloc(((size_t)st->size + 1) * sizeof(int));
+	st->rank_at = malloc((size_t)st->size * sizeof(int));
+	st->vc = malloc(4 * (size_t)st->size * sizeof(int));
+	if (!st->node_of || !st->lrank_of || !st->node_start || !st->rank_at || !st->vc) {
 		release(st);
 		return NULL;
 	}
@@ -534,7 +573,10 @@ static struct cstate *setup(MPI_Comm comm, int kv)
 			PMPI_Comm_free(&node);
 		free(st->node_of);
 		free(st->lrank_of);
-		st->node_of = st->lrank_of = NULL;
+		free(st->node_start);
+		free(st->rank_at);
+		free(st->vc);
+		st->node_of = st->lrank_of = st->node_start = st->rank_at = st->vc = NULL;
 	}
 cache:
 	if (PMPI_Comm_set_attr(comm, kv, st) != MPI_SUCCESS) {
@@ -620,18 +662,21 @@ static int shm_done(struct cstate *st, enum coll c, const char *fn, int rc)
 	return rc < 0 ? fail(st, c, fn, rc) : via_shm(c);
 }
 
-/* The leaders' scratch buffer for a partial result, grown as needed. */
-static void *scratch(struct cstate *st, size_t bytes)
+/* Scratch buffer i (0 or 1) of a leader (or of a root off its node's
+ * leader), grown as needed and kept: a program calls the same collectives
+ * over and over. Growing it loses what it held. */
+static void *scratch(struct cstate *st, int i, size_t bytes)
 {
 	void *p;
 
-	if (bytes <= st->scratch_bytes)
-		return st->scratch;
-	p = realloc(st->scratch, bytes);
-	if (!p)
-		return NULL;
-	st->scratch = p;
-	st->scratch_bytes = bytes;
+	if (bytes <= st->scratch_bytes[i])
+		return st->scratch[i];
+	/* Not realloc: nothing in it is worth copying. */
+	free(st->scratch[i]);
+	st->scratch_bytes[i] = 0;
+	p = st->scratch[i] = malloc(bytes);
+	if (p)
+		st->scratch_bytes[i] = bytes;
 	return p;
 }
 
@@ -670,7 +715,7 @@ static int reduce_multi(struct cstate *st, const void *in, void *out, int count,
 
 	if (st->lrank == 0) {
 		/* The root's node's leader needs a second buffer unless it is the root. */
-		part = scratch(st, st->my_node == rnode && rlocal != 0 ? 2 * bytes : bytes);
+		part = scratch(st, 0, st->my_node == rnode && rlocal != 0 ? 2 * bytes : bytes);
 		if (!part)
 			return fail(st, C_REDUCE, "scratch buffer", MPI_ERR_NO_MEM);
 		if (st->my_node == rnode)
@@ -733,6 +778,329 @@ static int barrier_multi(struct cstate *st)
 			return fail(st, C_BARRIER, "MPI_Barrier among leaders", rc);
 	}
 	return shm_done(st, C_BARRIER, "shmcoll_barrier", shmcoll_barrier(st->shm));
+}
+
+/* The other five move whole node blocks among the leaders with PMPI's
+ * v-collectives (MPI_BYTE for data movement, so that no rank depends on
+ * another's datatype; the caller's type for reduce-scatter), and a leader
+ * copies blocks from node order into rank order or back (see node_order)
+ * unless the two are the same. Those counts and displacements are ints: a
+ * call whose leader would hold more than INT_MAX bytes (elements, in
+ * reduce_scatter_block) goes to PMPI, decided by every rank from the size,
+ * the nodes and the block, which all know (see fits). */
+
+/* Whether a * b * c (a, b >= 1, c >= 0) fits an int. */
+static int fits(long long a, long long b, long long c)
+{
+	return c <= INT_MAX / a / b;
+}
+
+static int node_size(const struct cstate *st, int n)
+{
+	return st->node_start[n + 1] - st->node_start[n];
+}
+
+/* Blocks of b bytes, all size of them, from node order in src to rank order
+ * in dst, or back. */
+static void to_rank_order(const struct cstate *st, void *dst, const void *src, size_t b)
+{
+	int i;
+
+	for (i = 0; i < st->size; i++)
+		memcpy((char *)dst + (size_t)st->rank_at[i] * b, (const char *)src + (size_t)i * b,
+		       b);
+}
+
+static void to_node_order(const struct cstate *st, void *dst, const void *src, size_t b)
+{
+	int i;
+
+	for (i = 0; i < st->size; i++)
+		memcpy((char *)dst + (size_t)i * b, (const char *)src + (size_t)st->rank_at[i] * b,
+		       b);
+}
+
+/* A leaders' v-collective's counts and displacements for whole node blocks
+ * of per bytes per rank, in node order: into vc and vc + nnodes. */
+static void node_counts(struct cstate *st, size_t per)
+{
+	int n;
+
+	for (n = 0; n < st->nnodes; n++) {
+		st->vc[n] = (int)((size_t)node_size(st, n) * per);
+		st->vc[st->nnodes + n] = (int)((size_t)st->node_start[n] * per);
+	}
+}
+
+/* Gather to each node's leader, at its node's place in node order; an
+ * allgatherv of whole node blocks among the leaders; the leader puts them
+ * in rank order; bcast of all of recvbuf in the node. Ordered, the leader
+ * gathers and exchanges in recvbuf itself, nothing copied (in place, its own
+ * block already sits where its gather puts it: shmcoll's in-place form). An
+ * allgather in the node first would still need the bcast of the other
+ * nodes' blocks: one node call more for nothing. own is this rank's block,
+ * in recvbuf when in place. */
+static int allgather_multi(struct cstate *st, const void *own, void *recvbuf, size_t b)
+{
+	char *all = recvbuf, *mine = NULL;
+	int rc;
+
+	if (st->lrank == 0) {
+		if (!st->ordered && !(all = scratch(st, 0, (size_t)st->size * b)))
+			return fail(st, C_ALLGATHER, "scratch buffer", MPI_ERR_NO_MEM);
+		mine = all + (size_t)st->node_start[st->my_node] * b;
+	}
+	rc = shmcoll_gather(own, mine, b, SHMCOLL_UINT8, 0, st->shm);
+	if (rc < 0)
+		return fail(st, C_ALLGATHER, "shmcoll_gather", rc);
+	if (st->lrank == 0) {
+		node_counts(st, b);
+		rc = PMPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, all, st->vc, st->vc + st->nnodes,
+				     MPI_BYTE, st->leaders);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_ALLGATHER, "MPI_Allgatherv among leaders", rc);
+		if (!st->ordered)
+			to_rank_order(st, recvbuf, all, b);
+	}
+	rc = shmcoll_bcast(recvbuf, (size_t)st->size * b, SHMCOLL_UINT8, 0, st->shm);
+	return shm_done(st, C_ALLGATHER, "shmcoll_bcast", rc);
+}
+
+/* Reduce all of the vector to each node's leader; the leader puts its
+ * blocks in node order; the leaders reduce-scatter it (MPI_Reduce_scatter,
+ * each node's leader getting just its own ranks' blocks: about half the
+ * traffic of an allreduce of everything, which would hand every leader
+ * blocks it throws away); scatter in the node. The leader's partial (part, in rank order) and the
+ * vector in node order (vec) are two buffers unless ordered, where part is
+ * the vector; the result reuses whichever the vector is not. in is recvbuf
+ * in place, and out is written only by the last step, so MPI's in-place
+ * form needs nothing more. */
+static int reduce_scatter_multi(struct cstate *st, const void *in, void *out, int count,
+				MPI_Datatype dt, MPI_Op op, shmcoll_dtype sdt, shmcoll_op sop)
+{
+	size_t b = shmcoll_dtype_size(sdt) * (size_t)count, all = b * (size_t)st->size;
+	char *part = NULL, *vec = NULL, *res = NULL;
+	int n, rc;
+
+	if (st->lrank == 0) {
+		part = scratch(st, 0, all);
+		res = scratch(st, 1, st->ordered ? (size_t)node_size(st, st->my_node) * b : all);
+		if (!part || !res)
+			return fail(st, C_REDUCE_SCATTER_BLOCK, "scratch buffer", MPI_ERR_NO_MEM);
+		vec = part;
+		if (!st->ordered) {
+			vec = res;
+			res = part;
+		}
+	}
+	rc = shmcoll_reduce(in, part, (size_t)count * (size_t)st->size, sdt, sop, 0, st->shm);
+	if (rc < 0)
+		return fail(st, C_REDUCE_SCATTER_BLOCK, "shmcoll_reduce", rc);
+	if (st->lrank == 0) {
+		if (!st->ordered)
+			to_node_order(st, vec, part, b);
+		for (n = 0; n < st->nnodes; n++)
+			st->vc[n] = node_size(st, n) * count;
+		rc = PMPI_Reduce_scatter(vec, res, st->vc, dt, op, st->leaders);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_REDUCE_SCATTER_BLOCK, "MPI_Reduce_scatter among leaders",
+				    rc);
+	}
+	rc = shmcoll_scatter(res, out, b, SHMCOLL_UINT8, 0, st->shm);
+	return shm_done(st, C_REDUCE_SCATTER_BLOCK, "shmcoll_scatter", rc);
+}
+
+/* Gather to each node's leader in node order; a gatherv of whole node blocks
+ * among the leaders to the root's node's leader, which puts them in rank
+ * order; if the root is not that leader, one message of all of it from the
+ * leader to the root (as in reduce_multi). A root that is its node's leader
+ * gathers into recvbuf itself when ordered. own is this rank's block, in
+ * recvbuf at an in-place root; recvbuf is NULL off the root. Gathering the
+ * root's node to the root itself would spare those blocks the round trip
+ * through the leader, but the other nodes' blocks would then have to land
+ * between them in rank order: a derived type per call, or a second copy at
+ * the root. One path for every root is worth the bytes. */
+static int gather_multi(struct cstate *st, const void *own, void *recvbuf, size_t b, int root)
+{
+	int rnode = st->node_of[root], rlocal = st->lrank_of[root], rc = MPI_SUCCESS;
+	size_t all = (size_t)st->size * b;
+	char *nodes = NULL, *ranked = NULL, *mine = NULL;
+
+	if (st->lrank == 0 && st->my_node != rnode) {
+		mine = scratch(st, 0, (size_t)node_size(st, st->my_node) * b);
+		if (!mine)
+			return fail(st, C_GATHER, "scratch buffer", MPI_ERR_NO_MEM);
+	} else if (st->lrank == 0) {
+		/* Every node's blocks in node order (nodes), then in rank
+		 * order (ranked): recvbuf at the root; else what goes to it. */
+		nodes = rlocal == 0 && st->ordered ? recvbuf : scratch(st, 0, all);
+		ranked = rlocal == 0 ? recvbuf : st->ordered ? nodes : scratch(st, 1, all);
+		if (!nodes || !ranked)
+			return fail(st, C_GATHER, "scratch buffer", MPI_ERR_NO_MEM);
+		mine = nodes + (size_t)st->node_start[rnode] * b;
+	}
+	rc = shmcoll_gather(own, mine, b, SHMCOLL_UINT8, 0, st->shm);
+	if (rc < 0)
+		return fail(st, C_GATHER, "shmcoll_gather", rc);
+	if (st->lrank == 0) {
+		/* The counts on every leader: only the root's matter, but an
+		 * MPI may check them anywhere. */
+		node_counts(st, b);
+		if (st->my_node == rnode)
+			rc = PMPI_Gatherv(MPI_IN_PLACE, 0, MPI_BYTE, nodes, st->vc,
+					  st->vc + st->nnodes, MPI_BYTE, rnode, st->leaders);
+		else
+			rc = PMPI_Gatherv(mine, st->vc[st->my_node], MPI_BYTE, NULL, st->vc,
+					  st->vc + st->nnodes, MPI_BYTE, rnode, st->leaders);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_GATHER, "MPI_Gatherv among leaders", rc);
+		if (st->my_node == rnode && !st->ordered)
+			to_rank_order(st, ranked, nodes, b);
+	}
+	if (st->my_node == rnode && rlocal != 0) {
+		if (st->lrank == 0)
+			rc = PMPI_Send(ranked, (int)all, MPI_BYTE, rlocal, 0, st->node);
+		else if (st->rank == root)
+			rc = PMPI_Recv(recvbuf, (int)all, MPI_BYTE, 0, 0, st->node,
+				       MPI_STATUS_IGNORE);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_GATHER, "leader to root", rc);
+	}
+	return via_shm(C_GATHER);
+}
+
+/* gather_multi backwards: if the root is not its node's leader, one message
+ * of all of sendbuf from it to the leader; the leader puts it in node order
+ * (a root that is the leader, ordered, scatters from sendbuf itself); a
+ * scatterv of whole node blocks among the leaders; scatter from each
+ * leader in the node. own is where this rank's block goes: NULL at an
+ * in-place root, whose block stays in sendbuf. */
+static int scatter_multi(struct cstate *st, const void *sendbuf, void *own, size_t b, int root)
+{
+	int rnode = st->node_of[root], rlocal = st->lrank_of[root], rc = MPI_SUCCESS;
+	size_t all = (size_t)st->size * b;
+	const char *nodes = NULL;
+	char *mine = NULL, *ranked = NULL, *buf = NULL;
+
+	if (st->lrank == 0 && st->my_node != rnode) {
+		mine = scratch(st, 0, (size_t)node_size(st, st->my_node) * b);
+		if (!mine)
+			return fail(st, C_SCATTER, "scratch buffer", MPI_ERR_NO_MEM);
+	} else if (st->lrank == 0) {
+		/* sendbuf in rank order (at the root, or received from it
+		 * into ranked), then in node order (nodes, in buf). */
+		if (rlocal == 0 && st->ordered) {
+			nodes = sendbuf;
+		} else {
+			nodes = buf = scratch(st, 0, all);
+			ranked = rlocal != 0 && !st->ordered ? scratch(st, 1, all) : buf;
+			if (!buf || !ranked)
+				return fail(st, C_SCATTER, "scratch buffer", MPI_ERR_NO_MEM);
+		}
+	} else if (st->rank == root && !own) {
+		/* An in-place root off the leader takes its block too; it
+		 * does not go into sendbuf, which the root keeps as it is. */
+		own = scratch(st, 0, b);
+		if (!own)
+			return fail(st, C_SCATTER, "scratch buffer", MPI_ERR_NO_MEM);
+	}
+	if (st->my_node == rnode && rlocal != 0) {
+		if (st->lrank == 0)
+			rc = PMPI_Recv(ranked, (int)all, MPI_BYTE, rlocal, 0, st->node,
+				       MPI_STATUS_IGNORE);
+		else if (st->rank == root)
+			rc = PMPI_Send(sendbuf, (int)all, MPI_BYTE, 0, 0, st->node);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_SCATTER, "root to leader", rc);
+	}
+	if (st->lrank == 0) {
+		if (st->my_node == rnode && !st->ordered)
+			to_node_order(st, buf, rlocal == 0 ? sendbuf : ranked, b);
+		node_counts(st, b);
+		if (st->my_node == rnode) {
+			rc = PMPI_Scatterv(nodes, st->vc, st->vc + st->nnodes, MPI_BYTE, MPI_IN_PLACE,
+					   0, MPI_BYTE, rnode, st->leaders);
+			mine = (char *)nodes + (size_t)st->node_start[rnode] * b;
+		} else {
+			rc = PMPI_Scatterv(NULL, st->vc, st->vc + st->nnodes, MPI_BYTE, mine,
+					   st->vc[st->my_node], MPI_BYTE, rnode, st->leaders);
+		}
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_SCATTER, "MPI_Scatterv among leaders", rc);
+		/* An in-place root that is the leader: shmcoll's in-place
+		 * form, which writes nothing (mine may be sendbuf's). */
+		if (!own)
+			own = mine;
+	}
+	rc = shmcoll_scatter(mine, own, b, SHMCOLL_UINT8, 0, st->shm);
+	return shm_done(st, C_SCATTER, "shmcoll_scatter", rc);
+}
+
+/* Gather every rank's whole sendbuf to its node's leader (into a: local
+ * rank l's row of size blocks, one per destination in rank order); the
+ * leader packs one piece per destination node (into x: for node m, [q][l],
+ * the block from its local rank l to m's local rank q); an alltoallv of the
+ * pieces among the leaders (into a, whose rows are packed by then); the
+ * leader builds each local rank's recvbuf (into x: row q, its block from
+ * each rank in rank order) and scatters the rows in the node. Packing is
+ * what makes each leader's share one contiguous message (a row holds a
+ * block for every node); the pieces are laid out so that a receiver whose
+ * node order is rank order unpacks whole runs of a node's blocks. Two
+ * buffers of node size * size blocks on each leader, like the gather it
+ * starts with. in is recvbuf in place: the gather has read it before the
+ * scatter writes it. */
+static int alltoall_multi(struct cstate *st, const void *in, void *recvbuf, size_t b)
+{
+	int ln = node_size(st, st->my_node), n, q, l, rc;
+	int *sc = st->vc, *sd = sc + st->nnodes, *rcnt = sd + st->nnodes, *rd = rcnt + st->nnodes;
+	size_t row = (size_t)st->size * b, mine = (size_t)ln * row;
+	char *a = NULL, *x = NULL, *piece;
+
+	if (st->lrank == 0) {
+		a = scratch(st, 0, mine);
+		x = scratch(st, 1, mine);
+		if (!a || !x)
+			return fail(st, C_ALLTOALL, "scratch buffer", MPI_ERR_NO_MEM);
+	}
+	rc = shmcoll_gather(in, a, row, SHMCOLL_UINT8, 0, st->shm);
+	if (rc < 0)
+		return fail(st, C_ALLTOALL, "shmcoll_gather", rc);
+	if (st->lrank == 0) {
+		for (n = 0; n < st->nnodes; n++) {
+			int ns = node_size(st, n), first = st->node_start[n];
+
+			sc[n] = rcnt[n] = (int)((size_t)ln * (size_t)ns * b);
+			sd[n] = rd[n] = (int)((size_t)ln * (size_t)first * b);
+			piece = x + (size_t)sd[n];
+			for (q = 0; q < ns; q++)
+				for (l = 0; l < ln; l++)
+					memcpy(piece + ((size_t)q * (size_t)ln + (size_t)l) * b,
+					       a + (size_t)l * row +
+						       (size_t)st->rank_at[first + q] * b,
+					       b);
+		}
+		rc = PMPI_Alltoallv(x, sc, sd, MPI_BYTE, a, rcnt, rd, MPI_BYTE, st->leaders);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_ALLTOALL, "MPI_Alltoallv among leaders", rc);
+		/* From node n: [q][l], to local rank q from n's local rank l. */
+		for (n = 0; n < st->nnodes; n++) {
+			int ns = node_size(st, n), first = st->node_start[n];
+
+			piece = a + (size_t)rd[n];
+			for (q = 0; q < ln; q++) {
+				if (st->ordered) {
+					memcpy(x + (size_t)q * row + (size_t)first * b,
+					       piece + (size_t)q * (size_t)ns * b, (size_t)ns * b);
+					continue;
+				}
+				for (l = 0; l < ns; l++)
+					memcpy(x + (size_t)q * row + (size_t)st->rank_at[first + l] * b,
+					       piece + ((size_t)q * (size_t)ns + (size_t)l) * b, b);
+			}
+		}
+	}
+	rc = shmcoll_scatter(x, recvbuf, row, SHMCOLL_UINT8, 0, st->shm);
+	return shm_done(st, C_ALLTOALL, "shmcoll_scatter", rc);
 }
 
 /* The wrappers. Each first decides, from arguments every rank agrees on,
@@ -814,8 +1182,7 @@ EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendty
 
 	if (block >= 0 && (inplace || move_bytes(sendtype, sendcount) == block))
 		st = state_of(comm);
-	/* Across nodes: PMPI (see the file's opening comment). */
-	if (!st || st->multi)
+	if (!st || (st->multi && !fits(st->size, 1, block)))
 		return pmpi(C_ALLGATHER, PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf,
 							 recvcount, recvtype, comm));
 	if (!block)
@@ -823,6 +1190,8 @@ EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendty
 	/* In place, this rank's block is already in recvbuf: shmcoll's form. */
 	if (inplace)
 		sendbuf = (const char *)recvbuf + (size_t)st->rank * (size_t)block;
+	if (st->multi)
+		return allgather_multi(st, sendbuf, recvbuf, (size_t)block);
 	return shm_done(st, C_ALLGATHER, "shmcoll_allgather",
 			shmcoll_allgather(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, st->shm));
 }
@@ -839,12 +1208,14 @@ EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recv
 
 	if (recvcount >= 0 && red_args(datatype, op, &sdt, &sop) == 0)
 		st = state_of(comm);
-	/* Across nodes: PMPI (see the file's opening comment). */
-	if (!st || st->multi)
+	if (!st || (st->multi && !fits(st->size, 1, recvcount)))
 		return pmpi(C_REDUCE_SCATTER_BLOCK,
 			    PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm));
 	if (!recvcount)
 		return via_shm(C_REDUCE_SCATTER_BLOCK);
+	if (st->multi)
+		return reduce_scatter_multi(st, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf,
+					    recvcount, datatype, op, sdt, sop);
 	if (sendbuf != MPI_IN_PLACE)
 		return shm_done(st, C_REDUCE_SCATTER_BLOCK, "shmcoll_reduce_scatter",
 				shmcoll_reduce_scatter(sendbuf, recvbuf, (size_t)recvcount, sdt, sop,
@@ -863,19 +1234,24 @@ EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recv
 /* The block size of a rooted gather or scatter, or -1 for PMPI. own_* is
  * what every rank but an in-place root passes for its own block (gather's
  * send*, scatter's recv*), root_* what counts only at the root (gather's
- * recv*, scatter's send*); both must describe the same bytes there. Across
- * nodes: PMPI (see the file's opening comment). */
+ * recv*, scatter's send*); both must describe the same bytes there. Every
+ * rank's block is the same size (MPI's rule), so across nodes all of them
+ * agree on whether the leaders' exchange fits. */
 static long long rooted_block(const struct cstate *st, int root, MPI_Datatype own_t, int own_n,
 			      MPI_Datatype root_t, int root_n, int root_in_place)
 {
 	long long block;
 
-	if (!st || st->multi || root < 0 || root >= st->size)
+	if (!st || root < 0 || root >= st->size)
 		return -1;
-	if (st->rank != root)
-		return move_bytes(own_t, own_n);
-	block = move_bytes(root_t, root_n);
-	if (!root_in_place && move_bytes(own_t, own_n) != block)
+	if (st->rank != root) {
+		block = move_bytes(own_t, own_n);
+	} else {
+		block = move_bytes(root_t, root_n);
+		if (!root_in_place && move_bytes(own_t, own_n) != block)
+			return -1;
+	}
+	if (block > 0 && st->multi && !fits(st->size, 1, block))
 		return -1;
 	return block;
 }
@@ -897,6 +1273,8 @@ EXPORT int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 		recvbuf = NULL;
 	else if (sendbuf == MPI_IN_PLACE)
 		sendbuf = (const char *)recvbuf + (size_t)root * (size_t)block;
+	if (st->multi)
+		return gather_multi(st, sendbuf, recvbuf, (size_t)block, root);
 	return shm_done(st, C_GATHER, "shmcoll_gather",
 			shmcoll_gather(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, root,
 				       st->shm));
@@ -917,7 +1295,12 @@ EXPORT int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 		return via_shm(C_SCATTER);
 	if (!is_root)
 		sendbuf = NULL;
-	else if (recvbuf == MPI_IN_PLACE)
+	/* Across nodes the root's block may not be where its node's
+	 * scatter reads it from: scatter_multi takes in place as NULL. */
+	if (st->multi)
+		return scatter_multi(st, sendbuf, recvbuf == MPI_IN_PLACE ? NULL : recvbuf,
+				     (size_t)block, root);
+	if (is_root && recvbuf == MPI_IN_PLACE)
 		recvbuf = (char *)sendbuf + (size_t)root * (size_t)block;
 	return shm_done(st, C_SCATTER, "shmcoll_scatter",
 			shmcoll_scatter(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, root,
@@ -933,12 +1316,13 @@ EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
 
 	if (block >= 0 && (inplace || move_bytes(sendtype, sendcount) == block))
 		st = state_of(comm);
-	/* Across nodes: PMPI (see the file's opening comment). */
-	if (!st || st->multi)
+	if (!st || (st->multi && !fits(st->max_node, st->size, block)))
 		return pmpi(C_ALLTOALL, PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf,
 						       recvcount, recvtype, comm));
 	if (!block)
 		return via_shm(C_ALLTOALL);
+	if (st->multi)
+		return alltoall_multi(st, inplace ? recvbuf : sendbuf, recvbuf, (size_t)block);
 	return shm_done(st, C_ALLTOALL, "shmcoll_alltoall",
 			shmcoll_alltoall(inplace ? recvbuf : sendbuf, recvbuf, (size_t)block,
 					 SHMCOLL_UINT8, st->shm));

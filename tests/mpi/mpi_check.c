@@ -9,7 +9,11 @@
  * A plain MPI program, built against each MPI. Inputs are small integers, so
  * every reduction is exact in any order and the byte comparison is fair.
  * Prints what differed, and one summary line on rank 0; exits 1 on any
- * difference.
+ * difference. Rank 0 also prints, per collective, how many of the MPI_X
+ * calls (over all ranks and threads) the interposer should run through
+ * shmcoll and how many it should hand to PMPI, in the form of its own
+ * SHMCOLL_MPI_STATS=1 lines ("mpi_check: expect MPI_X N via shmcoll, M
+ * fallback"), for run.sh to hold its statistics to.
  *
  * usage: mpi_check [--quick] [--loops N] [--threads]
  *   --quick    a type of each kind and width, not every one, on
@@ -31,6 +35,8 @@
 
 #include <mpi.h>
 
+#include "mpi/colls.h"
+
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_ELEMS     70000
 #define MAX_EXTENT    16 /* the widest type below (MPI_C_DOUBLE_COMPLEX) */
@@ -44,6 +50,7 @@ enum kind {
 	K_PAIR,  /* MPI_2INT: (value, index) */
 	K_BYTES, /* data movement only */
 };
+
 
 /* A datatype as the test sees it: scalars of one kind and size, nscal of
  * them per element, elements extent bytes apart. */
@@ -79,6 +86,8 @@ struct ctx {
 	uint8_t *send, *ref, *got, *aux, *tmp;
 	size_t cap; /* bytes in each buffer */
 	unsigned long checks, fails;
+	/* MPI_X calls the interposer should take ([c][0]) and pass on ([c][1]). */
+	unsigned long want[C_COUNT][2];
 	unsigned seed;
 };
 
@@ -286,6 +295,39 @@ static int roots(int size, int out[3])
 	return n;
 }
 
+/* Counts a call of c that the interposer should run through shmcoll (shm)
+ * or hand to PMPI: on any intra-communicator, on one node or composed
+ * across nodes, whatever the size, zero bytes included. */
+static void expect(struct ctx *x, enum coll c, int shm)
+{
+	x->want[c][shm ? 0 : 1]++;
+}
+
+/* The interposer reduces the types of types[] with the ops of ops[]; the
+ * fallback cases of red_cases use other types or ops. */
+static int red_via_shm(const struct red *r)
+{
+	return r->t >= types && r->t < types + ARRAY_SIZE(types) && r->o >= ops &&
+	       r->o < ops + ARRAY_SIZE(ops);
+}
+
+static int has_holes(const struct type *t)
+{
+	int size;
+
+	MPI_Type_size(t->dt, &size);
+	return size < t->extent;
+}
+
+/* It moves any predefined type without holes. */
+static int move_via_shm(const struct type *t)
+{
+	int ni, na, nd, comb;
+
+	MPI_Type_get_envelope(t->dt, &ni, &na, &nd, &comb);
+	return comb == MPI_COMBINER_NAMED && !has_holes(t);
+}
+
 /* Reductions */
 
 static void check_allreduce(struct ctx *x, const struct red *r, int n, const char *label)
@@ -299,12 +341,14 @@ static void check_allreduce(struct ctx *x, const struct red *r, int n, const cha
 	memset(x->got, SENTINEL, bytes + 8);
 	PMPI_Allreduce(x->send, x->ref, n, r->t->dt, r->o->op, x->comm);
 	rc = MPI_Allreduce(x->send, x->got, n, r->t->dt, r->o->op, x->comm);
+	expect(x, C_ALLREDUCE, red_via_shm(r));
 	snprintf(what, sizeof(what), "MPI_Allreduce %s %s n=%d%s", r->t->name, r->o->name, n, label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, bytes + 8);
 
 	memcpy(x->got, x->send, bytes);
 	rc = MPI_Allreduce(MPI_IN_PLACE, x->got, n, r->t->dt, r->o->op, x->comm);
+	expect(x, C_ALLREDUCE, red_via_shm(r));
 	snprintf(what, sizeof(what), "MPI_Allreduce %s %s n=%d in place%s", r->t->name, r->o->name,
 		 n, label);
 	fail_rc(x, what, rc);
@@ -323,6 +367,7 @@ static void check_reduce(struct ctx *x, const struct red *r, int n, int root, co
 	/* recvbuf means nothing off the root: NULL there proves nobody writes it. */
 	PMPI_Reduce(x->send, me ? x->ref : NULL, n, r->t->dt, r->o->op, root, x->comm);
 	rc = MPI_Reduce(x->send, me ? x->got : NULL, n, r->t->dt, r->o->op, root, x->comm);
+	expect(x, C_REDUCE, red_via_shm(r));
 	snprintf(what, sizeof(what), "MPI_Reduce %s %s n=%d root=%d%s", r->t->name, r->o->name, n,
 		 root, label);
 	fail_rc(x, what, rc);
@@ -333,6 +378,7 @@ static void check_reduce(struct ctx *x, const struct red *r, int n, int root, co
 		rc = MPI_Reduce(MPI_IN_PLACE, x->got, n, r->t->dt, r->o->op, root, x->comm);
 	else
 		rc = MPI_Reduce(x->send, NULL, n, r->t->dt, r->o->op, root, x->comm);
+	expect(x, C_REDUCE, red_via_shm(r));
 	snprintf(what, sizeof(what), "MPI_Reduce %s %s n=%d root=%d in place%s", r->t->name,
 		 r->o->name, n, root, label);
 	fail_rc(x, what, rc);
@@ -352,6 +398,7 @@ static void check_reduce_scatter_block(struct ctx *x, const struct red *r, int n
 	memset(x->got, SENTINEL, bytes + 8);
 	PMPI_Reduce_scatter_block(x->send, x->ref, n, r->t->dt, r->o->op, x->comm);
 	rc = MPI_Reduce_scatter_block(x->send, x->got, n, r->t->dt, r->o->op, x->comm);
+	expect(x, C_REDUCE_SCATTER_BLOCK, red_via_shm(r));
 	snprintf(what, sizeof(what), "MPI_Reduce_scatter_block %s %s n=%d%s", r->t->name,
 		 r->o->name, n, label);
 	fail_rc(x, what, rc);
@@ -361,6 +408,7 @@ static void check_reduce_scatter_block(struct ctx *x, const struct red *r, int n
 	 * MPI leaves the rest unspecified. */
 	memcpy(x->got, x->send, all);
 	rc = MPI_Reduce_scatter_block(MPI_IN_PLACE, x->got, n, r->t->dt, r->o->op, x->comm);
+	expect(x, C_REDUCE_SCATTER_BLOCK, red_via_shm(r));
 	snprintf(what, sizeof(what), "MPI_Reduce_scatter_block %s %s n=%d in place%s", r->t->name,
 		 r->o->name, n, label);
 	fail_rc(x, what, rc);
@@ -383,6 +431,7 @@ static void check_bcast(struct ctx *x, const struct type *t, int n, int root, co
 	memcpy(x->got, x->ref, bytes + 8);
 	PMPI_Bcast(x->ref, n, t->dt, root, x->comm);
 	rc = MPI_Bcast(x->got, n, t->dt, root, x->comm);
+	expect(x, C_BCAST, move_via_shm(t));
 	snprintf(what, sizeof(what), "MPI_Bcast %s n=%d root=%d%s", t->name, n, root, label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, bytes + 8);
@@ -399,6 +448,7 @@ static void check_allgather(struct ctx *x, const struct type *t, int n, const ch
 	memset(x->got, SENTINEL, all + 8);
 	PMPI_Allgather(x->send, n, t->dt, x->ref, n, t->dt, x->comm);
 	rc = MPI_Allgather(x->send, n, t->dt, x->got, n, t->dt, x->comm);
+	expect(x, C_ALLGATHER, move_via_shm(t));
 	snprintf(what, sizeof(what), "MPI_Allgather %s n=%d%s", t->name, n, label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, all + 8);
@@ -408,6 +458,7 @@ static void check_allgather(struct ctx *x, const struct type *t, int n, const ch
 	memset(x->got, SENTINEL, all + 8);
 	memcpy(x->got + (size_t)x->rank * bytes, x->send, bytes);
 	rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, n, t->dt, x->comm);
+	expect(x, C_ALLGATHER, move_via_shm(t));
 	snprintf(what, sizeof(what), "MPI_Allgather %s n=%d in place%s", t->name, n, label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, all + 8);
@@ -424,6 +475,7 @@ static void check_gather(struct ctx *x, const struct type *t, int n, int root, c
 	memset(x->got, SENTINEL, all + 8);
 	PMPI_Gather(x->send, n, t->dt, me ? x->ref : NULL, n, t->dt, root, x->comm);
 	rc = MPI_Gather(x->send, n, t->dt, me ? x->got : NULL, n, t->dt, root, x->comm);
+	expect(x, C_GATHER, move_via_shm(t));
 	snprintf(what, sizeof(what), "MPI_Gather %s n=%d root=%d%s", t->name, n, root, label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, all + 8);
@@ -436,6 +488,7 @@ static void check_gather(struct ctx *x, const struct type *t, int n, int root, c
 	} else {
 		rc = MPI_Gather(x->send, n, t->dt, NULL, 0, MPI_DATATYPE_NULL, root, x->comm);
 	}
+	expect(x, C_GATHER, move_via_shm(t));
 	snprintf(what, sizeof(what), "MPI_Gather %s n=%d root=%d in place%s", t->name, n, root,
 		 label);
 	fail_rc(x, what, rc);
@@ -454,6 +507,7 @@ static void check_scatter(struct ctx *x, const struct type *t, int n, int root, 
 	memset(x->got, SENTINEL, bytes + 8);
 	PMPI_Scatter(me ? x->send : NULL, n, t->dt, x->ref, n, t->dt, root, x->comm);
 	rc = MPI_Scatter(me ? x->send : NULL, n, t->dt, x->got, n, t->dt, root, x->comm);
+	expect(x, C_SCATTER, move_via_shm(t));
 	snprintf(what, sizeof(what), "MPI_Scatter %s n=%d root=%d%s", t->name, n, root, label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, bytes + 8);
@@ -466,6 +520,7 @@ static void check_scatter(struct ctx *x, const struct type *t, int n, int root, 
 				 x->comm);
 	else
 		rc = MPI_Scatter(NULL, 0, MPI_DATATYPE_NULL, x->got, n, t->dt, root, x->comm);
+	expect(x, C_SCATTER, move_via_shm(t));
 	snprintf(what, sizeof(what), "MPI_Scatter %s n=%d root=%d in place%s", t->name, n, root,
 		 label);
 	fail_rc(x, what, rc);
@@ -486,6 +541,7 @@ static void check_alltoall(struct ctx *x, const struct type *t, int n, const cha
 	memset(x->got, SENTINEL, all + 8);
 	PMPI_Alltoall(x->send, n, t->dt, x->ref, n, t->dt, x->comm);
 	rc = MPI_Alltoall(x->send, n, t->dt, x->got, n, t->dt, x->comm);
+	expect(x, C_ALLTOALL, move_via_shm(t));
 	snprintf(what, sizeof(what), "MPI_Alltoall %s n=%d%s", t->name, n, label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, all + 8);
@@ -493,6 +549,7 @@ static void check_alltoall(struct ctx *x, const struct type *t, int n, const cha
 	memcpy(x->got, x->send, all);
 	memset(x->got + all, SENTINEL, 8);
 	rc = MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, n, t->dt, x->comm);
+	expect(x, C_ALLTOALL, move_via_shm(t));
 	snprintf(what, sizeof(what), "MPI_Alltoall %s n=%d in place%s", t->name, n, label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, all + 8);
@@ -511,6 +568,7 @@ static void check_barrier(struct ctx *x)
 	int rc, fd = -1, seen;
 
 	rc = MPI_Barrier(x->comm);
+	expect(x, C_BARRIER, 1);
 	fail_rc(x, "MPI_Barrier", rc);
 	if (x->size < 2)
 		return;
@@ -542,6 +600,7 @@ static void check_barrier(struct ctx *x)
 		nanosleep(&late, NULL);
 	atomic_fetch_add(count, 1);
 	rc = MPI_Barrier(x->comm);
+	expect(x, C_BARRIER, 1);
 	fail_rc(x, "MPI_Barrier", rc);
 	seen = atomic_load(count);
 	if (seen < x->size) {
@@ -556,14 +615,6 @@ static void check_barrier(struct ctx *x)
 }
 
 /* Matrices */
-
-static int has_holes(const struct type *t)
-{
-	int size;
-
-	MPI_Type_size(t->dt, &size);
-	return size < t->extent;
-}
 
 /* How much of the matrix a communicator gets. FULL: every mapped type with
  * every op, every data movement type, every size. SMALL: a type of each kind
@@ -708,6 +759,8 @@ static int ctx_init(struct ctx *x, MPI_Comm comm, const char *name)
 
 static void ctx_fini(struct ctx *x, struct ctx *total)
 {
+	int c;
+
 	free(x->send);
 	free(x->ref);
 	free(x->got);
@@ -715,6 +768,10 @@ static void ctx_fini(struct ctx *x, struct ctx *total)
 	free(x->tmp);
 	total->checks += x->checks;
 	total->fails += x->fails;
+	for (c = 0; c < C_COUNT; c++) {
+		total->want[c][0] += x->want[c][0];
+		total->want[c][1] += x->want[c][1];
+	}
 }
 
 /* Each thread checks on its own communicator, at the same time as the other. */
@@ -868,8 +925,14 @@ int main(int argc, char **argv)
 	mine[0] = total.checks;
 	mine[1] = total.fails;
 	PMPI_Allreduce(mine, sum, 2, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
-	if (wrank == 0)
+	PMPI_Allreduce(MPI_IN_PLACE, total.want, 2 * C_COUNT, MPI_UNSIGNED_LONG, MPI_SUM,
+		       MPI_COMM_WORLD);
+	if (wrank == 0) {
 		printf("mpi_check: P=%d: %lu checks, %lu failed\n", wsize, sum[0], sum[1]);
+		for (i = 0; i < C_COUNT; i++)
+			printf("mpi_check: expect %s %lu via shmcoll, %lu fallback\n",
+			       coll_names[i], total.want[i][0], total.want[i][1]);
+	}
 	rc = sum[1] ? 1 : 0;
 	MPI_Finalize();
 	return rc;
