@@ -190,10 +190,6 @@ int shmcoll__cma_read(shmcoll_comm *c, const char *fn, int p, void *dst, uint64_
 	ssize_t got;
 	int e;
 
-	if (p == c->rank) {
-		memmove(dst, (const void *)(uintptr_t)addr, n);
-		return 0;
-	}
 	while (n) {
 		struct iovec l = {to, n}, r = {(void *)(uintptr_t)addr, n};
 

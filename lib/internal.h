@@ -336,7 +336,7 @@ int shmcoll__cma_agree(shmcoll_comm *c);
 /* Whether a call of kind whose blocks are block_bytes runs the single-copy
  * protocol: the same on every rank that makes the same call. */
 int shmcoll__cma_pick(const shmcoll_comm *c, uint32_t kind, size_t block_bytes);
-/* Copies n bytes at address addr of rank p's memory into dst. Returns 0, or
+/* Copies n bytes at address addr of rank p's (a peer's) memory into dst. Returns 0, or
  * breaks the communicator and returns -EOWNERDEAD (p is gone) or -EIO. */
 int shmcoll__cma_read(shmcoll_comm *c, const char *fn, int p, void *dst, uint64_t addr,
 		      size_t n);

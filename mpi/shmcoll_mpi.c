@@ -1180,15 +1180,26 @@ EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, M
 			shmcoll_bcast(buffer, (size_t)bytes, SHMCOLL_UINT8, root, st->shm));
 }
 
+/* The block of an allgather or alltoall (MPI gives them the same arguments):
+ * recv*'s bytes where send* describes the same bytes or is MPI_IN_PLACE,
+ * else -1 (PMPI). */
+static long long same_blocks(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+			     int recvcount, MPI_Datatype recvtype)
+{
+	long long block = move_bytes(recvtype, recvcount);
+
+	if (block < 0 || sendbuf == MPI_IN_PLACE)
+		return block;
+	return move_bytes(sendtype, sendcount) == block ? block : -1;
+}
+
 EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
 			 int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-	long long block = move_bytes(recvtype, recvcount);
+	long long block = same_blocks(sendbuf, sendcount, sendtype, recvcount, recvtype);
 	int inplace = sendbuf == MPI_IN_PLACE;
-	struct cstate *st = NULL;
+	struct cstate *st = block >= 0 ? state_of(comm) : NULL;
 
-	if (block >= 0 && (inplace || move_bytes(sendtype, sendcount) == block))
-		st = state_of(comm);
 	if (!st || (st->multi && !fits(st->size, 1, block)))
 		return pmpi(C_ALLGATHER, PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf,
 							 recvcount, recvtype, comm));
@@ -1317,12 +1328,10 @@ EXPORT int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
 			int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-	long long block = move_bytes(recvtype, recvcount);
+	long long block = same_blocks(sendbuf, sendcount, sendtype, recvcount, recvtype);
 	int inplace = sendbuf == MPI_IN_PLACE;
-	struct cstate *st = NULL;
+	struct cstate *st = block >= 0 ? state_of(comm) : NULL;
 
-	if (block >= 0 && (inplace || move_bytes(sendtype, sendcount) == block))
-		st = state_of(comm);
 	if (!st || (st->multi && !fits(st->max_node, st->size, block)))
 		return pmpi(C_ALLTOALL, PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf,
 						       recvcount, recvtype, comm));
