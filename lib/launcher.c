@@ -95,6 +95,25 @@ struct job {
 
 enum { BIND_AUTO, BIND_CORE, BIND_NONE };
 
+/* cpus[0..n) as a list such as "0-3,8" (cpus increasing), for SHMCOLL_CPUS. */
+static void format_cpus(const int *cpus, int n, char *s, size_t len)
+{
+	size_t used = 0;
+	int i = 0, j;
+
+	s[0] = 0;
+	while (i < n && used < len) {
+		for (j = i; j + 1 < n && cpus[j + 1] == cpus[j] + 1; j++)
+			;
+		if (j > i)
+			used += (size_t)snprintf(s + used, len - used, "%s%d-%d", i ? "," : "", cpus[i],
+			                         cpus[j]);
+		else
+			used += (size_t)snprintf(s + used, len - used, "%s%d", i ? "," : "", cpus[i]);
+		i = j + 1;
+	}
+}
+
 /* The CPUs the launcher may run on, in increasing order; returns how many. */
 static int allowed_cpus(int **out)
 {
@@ -177,6 +196,9 @@ static void usage(FILE *f)
 	        "  SHMCOLL_LOCAL_SIZE=P                     ranks on this node\n"
 	        "  SHMCOLL_JOB=j<pid>-<16 hex digits>       job id, unique to this launcher\n"
 	        "  SHMCOLL_TIMEOUT_MS=N                     only with --timeout-ms\n"
+	        "  SHMCOLL_CPUS=LIST                        the CPUs the launcher may use, such\n"
+	        "                                           as 0-3,8 (before it pins rank i to\n"
+	        "                                           the i-th of them)\n"
 	        "and only in a job of N > 1 nodes:\n"
 	        "  SHMCOLL_NNODES=N, SHMCOLL_NODE_RANK=I    the nodes, and this one\n"
 	        "  SHMCOLL_TOKEN=T                          the job token\n"
@@ -1233,6 +1255,21 @@ int main(int argc, char **argv)
 	snprintf(buf, sizeof(buf), "%d", job.size);
 	if (setenv("SHMCOLL_LOCAL_SIZE", buf, 1) < 0 || setenv("SHMCOLL_JOB", job.id, 1) < 0 ||
 	    (o.timeout_ms && setenv("SHMCOLL_TIMEOUT_MS", o.timeout_ms, 1) < 0)) {
+		fprintf(stderr, PROG ": cannot set the ranks' environment: %s\n", strerror(errno));
+		return EXIT_FAILURE_LAUNCHER;
+	}
+	/* What the ranks may re-pin to (a benchmark pins its own way): the
+	 * launcher's own set, which binding narrows to one CPU per rank. */
+	if (ncpus > 0) {
+		static char cpulist[8 * CPU_SETSIZE];
+
+		format_cpus(job.cpus, ncpus, cpulist, sizeof(cpulist));
+		if (setenv("SHMCOLL_CPUS", cpulist, 1) < 0) {
+			fprintf(stderr, PROG ": cannot set the ranks' environment: %s\n",
+			        strerror(errno));
+			return EXIT_FAILURE_LAUNCHER;
+		}
+	} else if (unsetenv("SHMCOLL_CPUS") < 0) {
 		fprintf(stderr, PROG ": cannot set the ranks' environment: %s\n", strerror(errno));
 		return EXIT_FAILURE_LAUNCHER;
 	}

@@ -596,6 +596,23 @@ Test(launcher, bind)
 	cr_assert_eq(count_lines(out), n + 1, "auto with %d ranks on %d CPUs:\n%s", n + 1, n, out);
 }
 
+/* SHMCOLL_CPUS is the launcher's own CPU list, the same for every rank however
+ * it binds them: what a benchmark may re-pin to. */
+Test(launcher, cpus_env)
+{
+	static struct run r;
+	char *argv[] = {(char *)launcher(), "-n", "2", "--", "/bin/sh", "-c",
+	                "echo \"$SHMCOLL_CPUS\"", NULL};
+	char list[64], want[160];
+
+	own_cpu_list(list, sizeof(list));
+	run_argv(&r, argv);
+	cr_assert_eq(exit_code(&r), 0, "stderr:\n%s", r.err);
+	snprintf(want, sizeof(want), "%s\n%s\n", list, list);
+	cr_assert_str_eq(r.out, want, "want SHMCOLL_CPUS=%s on both ranks", list);
+	cleanup(&r);
+}
+
 static void run_ok(int p)
 {
 	static struct run r;
