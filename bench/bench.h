@@ -20,8 +20,14 @@
  * program for the default mode); the options start at argv[1]. Each returns an exit code. */
 int bench_coll_main(int argc, char **argv);
 int bench_kernels_main(int argc, char **argv);
+int bench_stream_main(int argc, char **argv);
+int bench_c2c_main(int argc, char **argv);
+int bench_copy_main(int argc, char **argv);
 void bench_coll_usage(FILE *f);
 void bench_kernels_usage(FILE *f);
+void bench_stream_usage(FILE *f);
+void bench_c2c_usage(FILE *f);
+void bench_copy_usage(FILE *f);
 void bench_usage(FILE *f);
 
 /* Non-zero when this process should print: rank 0 of a launched job, or a process on its own.

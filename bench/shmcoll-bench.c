@@ -4,8 +4,7 @@
 
 #include "bench/bench.h"
 
-/* To add a mode (stream, c2c, copy, ...): write its main and usage in a file of its own, and
- * add a row here. */
+/* To add a mode: write its main and usage in a file of its own, and add a row here. */
 static const struct mode {
 	const char *name;
 	int (*main)(int argc, char **argv);
@@ -13,6 +12,9 @@ static const struct mode {
 } modes[] = {
     {"coll", bench_coll_main, bench_coll_usage},
     {"kernels", bench_kernels_main, bench_kernels_usage},
+    {"stream", bench_stream_main, bench_stream_usage},
+    {"c2c", bench_c2c_main, bench_c2c_usage},
+    {"copy", bench_copy_main, bench_copy_usage},
 };
 
 #define NMODES (sizeof(modes) / sizeof(modes[0]))
@@ -38,6 +40,9 @@ int main(int argc, char **argv)
 {
 	size_t i;
 
+	/* Line by line even into a pipe or file: when one rank fails, the launcher stops the
+	 * others, and a table still in a buffer would be lost with them. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc > 1 && argv[1][0] != '-') {
 		for (i = 0; i < NMODES; i++)
 			if (!strcmp(argv[1], modes[i].name))
