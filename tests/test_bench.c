@@ -1,0 +1,587 @@
+/* test_bench.c - the memory-system modes of shmcoll-bench (stream, c2c, copy) from the outside,
+ * run through shmcoll-run as users run them: each mode at P = 1 and 2 prints its table, writes a
+ * CSV whose every row is well formed and a PNG; wrong results are caught (a fault injected into
+ * the data must fail the run with exit 3); and a CPU that does not exist, a CPU outside the
+ * allowed set, more ranks than CPUs and a missing gnuplot are clear errors. No figure is checked
+ * against a speed: timings are the benchmark's business, not the tests'. Tiny sizes keep every
+ * run short, even under AddressSanitizer. */
+#include <criterion/criterion.h>
+
+#include <sched.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define OUT_MAX  (1 << 20)
+#define MAX_ARGS 48
+
+/* One run of the launcher: its directory (stdout, stderr, the CSV and the PNG), exit status and
+ * output. */
+struct run {
+	char dir[64];
+	int status;
+	char *out, *err;
+};
+
+static const char *env_path(const char *name)
+{
+	const char *p = getenv(name);
+
+	cr_assert(p && *p, "%s is not set (meson test sets it)", name);
+	return p;
+}
+
+static void path_in(char *buf, size_t len, const struct run *r, const char *name)
+{
+	snprintf(buf, len, "%s/%s", r->dir, name);
+}
+
+static char *slurp_path(const char *path, size_t *len)
+{
+	char *buf = calloc(OUT_MAX, 1);
+	ssize_t n = 0;
+	int fd;
+
+	cr_assert_not_null(buf);
+	fd = open(path, O_RDONLY);
+	if (fd >= 0) {
+		n = read(fd, buf, OUT_MAX - 1);
+		close(fd);
+	}
+	buf[n > 0 ? n : 0] = '\0';
+	if (len)
+		*len = n > 0 ? (size_t)n : 0;
+	return buf;
+}
+
+/* Runs `shmcoll-run -n P shmcoll-bench ARGS...` to completion. cpu >= 0 confines the launcher
+ * (and so the job) to that one CPU first; path, if set, replaces PATH. In ARGS, "@csv" and
+ * "@png" stand for files in the run's directory. */
+static void run_bench(struct run *r, int p, int cpu, const char *path, const char *const *args)
+{
+	char np[16], csv[128], png[128], out[128], err[128];
+	char *argv[MAX_ARGS];
+	int n = 0, i, fo, fe;
+	pid_t pid;
+
+	memset(r, 0, sizeof(*r));
+	strcpy(r->dir, "/tmp/shmcoll-bench-test.XXXXXX");
+	cr_assert_not_null(mkdtemp(r->dir), "mkdtemp: %s", strerror(errno));
+	path_in(csv, sizeof(csv), r, "out.csv");
+	path_in(png, sizeof(png), r, "out.png");
+	path_in(out, sizeof(out), r, "stdout");
+	path_in(err, sizeof(err), r, "stderr");
+	snprintf(np, sizeof(np), "%d", p);
+	argv[n++] = (char *)env_path("SHMCOLL_RUN");
+	argv[n++] = "-n";
+	argv[n++] = np;
+	argv[n++] = "--";
+	argv[n++] = (char *)env_path("SHMCOLL_BENCH");
+	for (i = 0; args[i]; i++) {
+		cr_assert(n < MAX_ARGS - 1);
+		argv[n++] = !strcmp(args[i], "@csv")   ? csv
+		            : !strcmp(args[i], "@png") ? png
+		                                       : (char *)args[i];
+	}
+	argv[n] = NULL;
+	fo = open(out, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	fe = open(err, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	cr_assert(fo >= 0 && fe >= 0, "open output files: %s", strerror(errno));
+	pid = fork();
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		/* Plain C only in the child: no cr_* after fork. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (dup2(fo, STDOUT_FILENO) < 0 || dup2(fe, STDERR_FILENO) < 0)
+			_exit(126);
+		if (cpu >= 0) {
+			cpu_set_t one;
+
+			CPU_ZERO(&one);
+			CPU_SET(cpu, &one);
+			if (sched_setaffinity(0, sizeof(one), &one) < 0)
+				_exit(125);
+		}
+		if (path)
+			setenv("PATH", path, 1);
+		execv(argv[0], argv);
+		_exit(126);
+	}
+	close(fo);
+	close(fe);
+	/* A hang is caught by meson's timeout for the suite. */
+	while (waitpid(pid, &r->status, 0) < 0)
+		cr_assert_eq(errno, EINTR, "waitpid: %s", strerror(errno));
+	r->out = slurp_path(out, NULL);
+	r->err = slurp_path(err, NULL);
+}
+
+static int exit_code(const struct run *r)
+{
+	cr_assert(WIFEXITED(r->status), "the launcher was killed by signal %d; stderr:\n%s",
+	          WIFSIGNALED(r->status) ? WTERMSIG(r->status) : 0, r->err);
+	return WEXITSTATUS(r->status);
+}
+
+static void cleanup(struct run *r)
+{
+	const char *names[] = {"stdout", "stderr", "out.csv", "out.png"};
+	char path[128];
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		path_in(path, sizeof(path), r, names[i]);
+		unlink(path);
+	}
+	rmdir(r->dir);
+	free(r->out);
+	free(r->err);
+}
+
+/* The CPUs this test may use, in order; returns how many. */
+static int allowed_cpus(int *cpus, int max)
+{
+	cpu_set_t set;
+	int i, n = 0;
+
+	cr_assert(sched_getaffinity(0, sizeof(set), &set) == 0);
+	for (i = 0; i < CPU_SETSIZE && n < max; i++)
+		if (CPU_ISSET(i, &set))
+			cpus[n++] = i;
+	return n;
+}
+
+static int gnuplot_present(void)
+{
+	return system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
+/* Splits a CSV line in place into at most max fields; returns how many. */
+static int split_csv(char *line, char **f, int max)
+{
+	int n = 0;
+	char *save = NULL, *tok;
+
+	for (tok = strtok_r(line, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save))
+		f[n++] = tok;
+	return n;
+}
+
+static double num(const char *s, const char *what, int line)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	cr_assert(end != s && *end == '\0', "CSV line %d: %s '%s' is not a number", line, what, s);
+	return v;
+}
+
+/* Checks the CSV of a run: its header is exactly header, and every row has as many fields, with
+ * the given columns positive numbers. Returns the number of rows. check(row fields) may assert
+ * more. */
+static int check_csv(const struct run *r, const char *header, const int *positive, int npos,
+                     void (*check)(char **f, int line, void *ctx), void *ctx)
+{
+	char path[128], *text, *line, *save = NULL, *f[32], hdr[512];
+	int ncol, rows = 0, i;
+
+	path_in(path, sizeof(path), r, "out.csv");
+	text = slurp_path(path, NULL);
+	line = strtok_r(text, "\n", &save);
+	cr_assert_not_null(line, "empty CSV; stdout:\n%s\nstderr:\n%s", r->out, r->err);
+	cr_assert_str_eq(line, header, "CSV header");
+	snprintf(hdr, sizeof(hdr), "%s", header);
+	ncol = split_csv(hdr, f, 32);
+	for (line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		rows++;
+		cr_assert_eq(split_csv(line, f, 32), ncol, "CSV row %d: want %d fields", rows,
+		             ncol);
+		for (i = 0; i < npos; i++)
+			cr_assert(num(f[positive[i]], "value", rows) > 0,
+			          "CSV row %d: column %d is not positive", rows, positive[i]);
+		if (check)
+			check(f, rows, ctx);
+	}
+	free(text);
+	return rows;
+}
+
+static void check_png(const struct run *r)
+{
+	char path[128], *data;
+	size_t len;
+
+	path_in(path, sizeof(path), r, "out.png");
+	data = slurp_path(path, &len);
+	cr_assert(len > 1000 && !memcmp(data, "\x89PNG\r\n\x1a\n", 8),
+	          "no PNG written (%zu bytes); stderr:\n%s", len, r->err);
+	free(data);
+}
+
+/* The plot argument pair for a run: "--plot @png" when gnuplot is here, else nothing (its
+ * absence has a test of its own). */
+static const char *plot_opt(void)
+{
+	return gnuplot_present() ? "--plot" : NULL;
+}
+
+static void need_cpus(int n)
+{
+	int cpus[8];
+
+	if (allowed_cpus(cpus, 8) < n)
+		cr_skip_test("needs %d CPUs to pin partners apart; this test may use %d", n,
+		             allowed_cpus(cpus, 8));
+}
+
+/* ---- usage and refusals ---- */
+
+Test(bench, help_lists_the_memory_modes)
+{
+	static const char *const args[] = {"--help", NULL};
+	struct run r;
+
+	run_bench(&r, 1, -1, NULL, args);
+	cr_assert_eq(exit_code(&r), 0, "stderr:\n%s", r.err);
+	cr_assert(strstr(r.out, "shmcoll-bench stream") && strstr(r.out, "shmcoll-bench c2c") &&
+	              strstr(r.out, "shmcoll-bench copy"),
+	          "--help does not list stream, c2c and copy:\n%s", r.out);
+	cleanup(&r);
+}
+
+/* A CPU beyond the machine's is named as such, by every mode. */
+Test(bench, cpu_that_does_not_exist)
+{
+	static const char *const modes[] = {"stream", "c2c", "copy"};
+	char cpu[16], want[96];
+	long ncpus = sysconf(_SC_NPROCESSORS_CONF);
+	size_t i;
+
+	cr_assert(ncpus > 0);
+	snprintf(cpu, sizeof(cpu), "0,%ld", ncpus);
+	snprintf(want, sizeof(want), "CPU %ld does not exist", ncpus);
+	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		const char *args[] = {modes[i], "--cpus", cpu, NULL};
+		struct run r;
+
+		run_bench(&r, 1, -1, NULL, args);
+		cr_assert_eq(exit_code(&r), 2, "%s --cpus %s: exit %d; stderr:\n%s", modes[i], cpu,
+		             exit_code(&r), r.err);
+		cr_assert(strstr(r.err, want), "%s: want '%s' in stderr:\n%s", modes[i], want,
+		          r.err);
+		cleanup(&r);
+	}
+}
+
+/* A job confined to one CPU may not pin to another, and says which CPUs it may use. */
+Test(bench, cpu_outside_the_allowed_set)
+{
+	int cpus[8];
+	char list[32], want[128];
+	const char *args[] = {"c2c", "--cpus", list, NULL};
+	struct run r;
+
+	need_cpus(2);
+	allowed_cpus(cpus, 8);
+	snprintf(list, sizeof(list), "%d,%d", cpus[0], cpus[1]);
+	snprintf(want, sizeof(want), "CPU %d is outside the CPUs this job may use (%d)", cpus[1],
+	         cpus[0]);
+	run_bench(&r, 1, cpus[0], NULL, args);
+	cr_assert_eq(exit_code(&r), 2, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	cr_assert(strstr(r.err, want), "want '%s' in stderr:\n%s", want, r.err);
+	cleanup(&r);
+}
+
+/* More ranks (or partners) than CPUs: a memory benchmark whose ranks share a CPU measures the
+ * scheduler, so every mode refuses, on every rank, before measuring anything. */
+Test(bench, more_ranks_than_cpus)
+{
+	static const struct {
+		const char *mode;
+		int p;
+	} cases[] = {{"stream", 2}, {"copy", 2}, {"copy", 1}, {"c2c", 1}, {"c2c", 3}};
+	int cpus[8];
+	size_t i;
+
+	allowed_cpus(cpus, 8);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *args[] = {cases[i].mode, NULL};
+		struct run r;
+
+		run_bench(&r, cases[i].p, cpus[0], NULL, args);
+		cr_assert_eq(exit_code(&r), 2, "%s at P=%d on one CPU: exit %d; stderr:\n%s",
+		             cases[i].mode, cases[i].p, exit_code(&r), r.err);
+		cr_assert(strstr(r.err, "need 2 CPUs") || strstr(r.err, "need 3 CPUs") ||
+		              strstr(r.err, "needs 2 CPUs"),
+		          "%s at P=%d: no 'need N CPUs' in stderr:\n%s", cases[i].mode, cases[i].p,
+		          r.err);
+		cr_assert(strstr(r.err, "may use only 1"),
+		          "%s at P=%d: stderr does not say only 1 CPU may be used:\n%s",
+		          cases[i].mode, cases[i].p, r.err);
+		cleanup(&r);
+	}
+}
+
+/* ---- each mode at P = 1 and 2: a table, a CSV, a PNG ---- */
+
+/* Runs mode with its options (NULL-terminated) plus --csv and, where gnuplot is, --plot; checks
+ * that it succeeded and drew its picture. */
+static void run_mode(struct run *r, int p, const char *const *opts)
+{
+	const char *args[MAX_ARGS];
+	int n = 0, i;
+
+	for (i = 0; opts[i]; i++)
+		args[n++] = opts[i];
+	args[n++] = "--csv";
+	args[n++] = "@csv";
+	if (plot_opt()) {
+		args[n++] = plot_opt();
+		args[n++] = "@png";
+	}
+	args[n] = NULL;
+	run_bench(r, p, -1, NULL, args);
+	cr_assert_eq(exit_code(r), 0, "%s at P=%d: exit %d; stdout:\n%s\nstderr:\n%s", opts[0], p,
+	             exit_code(r), r->out, r->err);
+	if (plot_opt())
+		check_png(r);
+}
+
+struct c2c_want {
+	const char *partner;
+	int a, b;
+};
+
+static void c2c_row(char **f, int line, void *ctx)
+{
+	const struct c2c_want *w = ctx;
+
+	cr_assert_str_eq(f[0], "c2c", "row %d", line);
+	cr_assert_str_eq(f[1], w->partner, "row %d: partner", line);
+	cr_assert(atoi(f[2]) == w->a && atoi(f[3]) == w->b, "row %d: CPUs %s,%s, want %d,%d", line,
+	          f[2], f[3], w->a, w->b);
+	cr_assert(!strcmp(f[4], "2000") && !strcmp(f[5], "3"), "row %d: rounds %s batches %s", line,
+	          f[4], f[5]);
+	cr_assert(num(f[6], "min_ns", line) <= num(f[7], "median_ns", line),
+	          "row %d: min %s above median %s", line, f[6], f[7]);
+}
+
+static void c2c_at(int p)
+{
+	static const int positive[] = {6, 7};
+	int cpus[8];
+	char list[32], title[64];
+	const char *opts[] = {"c2c", "--rounds", "2000", "--batches", "3", "--cpus", list, NULL};
+	struct c2c_want w;
+	struct run r;
+
+	need_cpus(2);
+	allowed_cpus(cpus, 8);
+	snprintf(list, sizeof(list), "%d,%d", cpus[0], cpus[1]);
+	w = (struct c2c_want){p == 1 ? "threads" : "processes", cpus[0], cpus[1]};
+	run_mode(&r, p, opts);
+	snprintf(title, sizeof(title), "core-to-core latency between %s", w.partner);
+	cr_assert(strstr(r.out, title), "no '%s' in the table:\n%s", title, r.out);
+	cr_assert_eq(check_csv(&r, "mode,partner,cpu_a,cpu_b,rounds,batches,min_ns,median_ns",
+	                       positive, 2, c2c_row, &w),
+	             1, "want one row: one pair");
+	cleanup(&r);
+}
+
+Test(bench, c2c_p1)
+{
+	c2c_at(1);
+}
+
+Test(bench, c2c_p2)
+{
+	c2c_at(2);
+}
+
+/* Ranks beyond the two sides follow along and finish. */
+Test(bench, c2c_p3)
+{
+	c2c_at(3);
+}
+
+struct stream_want {
+	int p;
+	int seen[3][4][9]; /* size, kernel, rank + 1 (0: all) */
+};
+
+static void stream_row(char **f, int line, void *ctx)
+{
+	static const char *const kernels[] = {"copy", "scale", "add", "triad"};
+	struct stream_want *w = ctx;
+	long array = atol(f[4]);
+	int k, size, who;
+
+	cr_assert_str_eq(f[0], "stream", "row %d", line);
+	cr_assert_eq(atoi(f[1]), w->p, "row %d: ranks %s", line, f[1]);
+	who = !strcmp(f[2], "all") ? 0 : 1 + atoi(f[2]);
+	cr_assert(who >= 0 && who <= w->p && (who == 0 || f[2][0] != 'a'), "row %d: rank %s", line,
+	          f[2]);
+	for (k = 0; k < 4 && strcmp(f[3], kernels[k]); k++)
+		;
+	cr_assert(k < 4, "row %d: kernel %s", line, f[3]);
+	size = array == 8192 ? 0 : array == 16384 ? 1 : array == 32768 ? 2 : -1;
+	cr_assert(size >= 0, "row %d: array of %ld bytes, want 8K, 16K or 32K", line, array);
+	cr_assert_eq(atol(f[5]), 3 * array, "row %d: working set %s", line, f[5]);
+	cr_assert_str_eq(f[6], "2", "row %d: reps", line);
+	cr_assert(atol(f[7]) >= 1, "row %d: inner %s", line, f[7]);
+	cr_assert(num(f[8], "best", line) >= num(f[9], "median", line),
+	          "row %d: best %s below median %s", line, f[8], f[9]);
+	cr_assert(!w->seen[size][k][who], "row %d: a second row for the same cell", line);
+	w->seen[size][k][who] = 1;
+}
+
+static void stream_at(int p)
+{
+	static const char *const opts[] = {"stream", "--min-bytes", "8K", "--max-bytes",
+	                                   "32K",    "--reps",      "2",  NULL};
+	static const int positive[] = {8, 9};
+	struct stream_want w = {.p = p};
+	struct run r;
+
+	if (p > 1)
+		need_cpus(p);
+	run_mode(&r, p, opts);
+	cr_assert(strstr(r.out, "STREAM kernels") && strstr(r.out, "Triad"),
+	          "no table on stdout:\n%s", r.out);
+	cr_assert_eq(check_csv(&r,
+	                       "mode,ranks,rank,kernel,array_bytes,working_set_bytes,reps,inner,"
+	                       "best_GBps,median_GBps",
+	                       positive, 2, stream_row, &w),
+	             3 * 4 * (p + 1), "want a row per size, kernel and rank (and all ranks)");
+	cleanup(&r);
+}
+
+Test(bench, stream_p1)
+{
+	stream_at(1);
+}
+
+Test(bench, stream_p2)
+{
+	stream_at(2);
+}
+
+/* One wrong element on the last rank fails the run, on every rank, with exit 3. */
+Test(bench, stream_catches_a_wrong_result)
+{
+	static const char *const args[] = {"stream", "--max-bytes", "16K", "--reps", "2", NULL};
+	struct run r;
+	int p = allowed_cpus((int[8]){0}, 8) >= 2 ? 2 : 1;
+
+	setenv("SHMCOLL_BENCH_FAULT", "stream", 1);
+	run_bench(&r, p, -1, NULL, args);
+	unsetenv("SHMCOLL_BENCH_FAULT");
+	cr_assert_eq(exit_code(&r), 3, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	cr_assert(strstr(r.err, "WRONG RESULT"), "stderr:\n%s", r.err);
+	cleanup(&r);
+}
+
+/* Without gnuplot, --plot is a clear error after the table and the CSV are out. */
+Test(bench, plot_without_gnuplot)
+{
+	static const char *const args[] = {"stream", "--max-bytes", "16K",    "--reps", "1",
+	                                   "--csv",  "@csv",        "--plot", "@png",   NULL};
+	static const int positive[] = {8, 9};
+	struct run r;
+
+	run_bench(&r, 1, -1, "/nonexistent", args);
+	cr_assert_eq(exit_code(&r), 1, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	cr_assert(strstr(r.err, "needs gnuplot"), "stderr:\n%s", r.err);
+	cr_assert(strstr(r.out, "Triad"), "no table on stdout:\n%s", r.out);
+	cr_assert_gt(check_csv(&r,
+	                       "mode,ranks,rank,kernel,array_bytes,working_set_bytes,reps,inner,"
+	                       "best_GBps,median_GBps",
+	                       positive, 2, NULL, NULL),
+	             0);
+	cleanup(&r);
+}
+
+struct copy_want {
+	const char *partner;
+	int seen[3][2][2]; /* size, stores, pair + 1 (0: all) */
+};
+
+static void copy_row(char **f, int line, void *ctx)
+{
+	struct copy_want *w = ctx;
+	long bytes = atol(f[8]);
+	int size, st, who;
+
+	cr_assert_str_eq(f[0], "copy", "row %d", line);
+	cr_assert_str_eq(f[1], w->partner, "row %d: partner", line);
+	who = !strcmp(f[2], "all") ? 0 : !strcmp(f[2], "0") ? 1 : -1;
+	cr_assert(who >= 0, "row %d: pair %s, want all or 0", line, f[2]);
+	st = !strcmp(f[5], "normal") ? 0 : !strcmp(f[5], "nt") ? 1 : -1;
+	cr_assert(st >= 0, "row %d: stores %s", line, f[5]);
+	cr_assert(!strcmp(f[6], "8192") && !strcmp(f[7], "8"), "row %d: chunk %s slots %s", line,
+	          f[6], f[7]);
+	size = bytes == 4096 ? 0 : bytes == 8192 ? 1 : bytes == 16384 ? 2 : -1;
+	cr_assert(size >= 0, "row %d: a message of %ld bytes, want 4K, 8K or 16K", line, bytes);
+	cr_assert(atol(f[9]) >= 3, "row %d: iters %s", line, f[9]);
+	cr_assert_str_eq(f[10], "2", "row %d: reps", line);
+	cr_assert(num(f[11], "best", line) >= num(f[12], "median", line),
+	          "row %d: best %s below median %s", line, f[11], f[12]);
+	cr_assert(!w->seen[size][st][who], "row %d: a second row for the same cell", line);
+	w->seen[size][st][who] = 1;
+}
+
+static void copy_at(int p)
+{
+	static const char *const opts[] = {"copy",      "--min-bytes", "4K", "--max-bytes",
+	                                   "16K",       "--chunk",     "8K", "--stores",
+	                                   "normal,nt", "--reps",      "2",  NULL};
+	static const int positive[] = {11, 12};
+	struct copy_want w = {.partner = p == 1 ? "threads" : "processes"};
+	struct run r;
+
+	need_cpus(2);
+	run_mode(&r, p, opts);
+	cr_assert(strstr(r.out, "one-way copy") && strstr(r.out, w.partner),
+	          "no table on stdout:\n%s", r.out);
+	cr_assert_eq(check_csv(&r,
+	                       "mode,partner,pair,sender_cpu,receiver_cpu,stores,chunk_bytes,slots,"
+	                       "bytes,iters,reps,best_GBps,median_GBps",
+	                       positive, 2, copy_row, &w),
+	             3 * 2 * 2, "want a row per size and stores, for the pair and for all");
+	cleanup(&r);
+}
+
+Test(bench, copy_p1)
+{
+	copy_at(1);
+}
+
+Test(bench, copy_p2)
+{
+	copy_at(2);
+}
+
+/* One byte off in a received message fails the run, on every rank, with exit 3. */
+Test(bench, copy_catches_a_wrong_byte)
+{
+	static const char *const args[] = {"copy",    "--min-bytes", "4K",     "--max-bytes", "8K",
+	                                   "--chunk", "8K",          "--reps", "1",           NULL};
+	struct run r;
+
+	need_cpus(2);
+	setenv("SHMCOLL_BENCH_FAULT", "copy", 1);
+	run_bench(&r, 2, -1, NULL, args);
+	unsetenv("SHMCOLL_BENCH_FAULT");
+	cr_assert_eq(exit_code(&r), 3, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	cr_assert(strstr(r.err, "VALIDATION FAILED"), "stderr:\n%s", r.err);
+	cleanup(&r);
+}
