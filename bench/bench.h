@@ -37,6 +37,12 @@ int bench_is_rank0(void);
 /* Prints "shmcoll-bench: <message>" and a hint to stderr (rank 0 only); returns EXIT_USAGE. */
 int bench_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The end of a run whose command line every rank found wrong alike, before shmcoll_init:
+ * rank 0 has printed why; the ranks meet in a barrier of a communicator made for it, so that
+ * none exits before that message is out (the launcher stops the job when the first rank
+ * fails). Returns rc. */
+int bench_usage_exit(int rc);
+
 /* A byte count with an optional K, M or G suffix (powers of 1024; fractions allowed, as in
  * mpi_coll_bench). 0 or -1 for garbage. */
 int bench_parse_size(const char *s, size_t *out);

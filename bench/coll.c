@@ -541,14 +541,14 @@ int bench_coll_main(int argc, char **argv)
 
 	rc = parse(argc, argv, &o);
 	if (rc != 0)
-		return rc < 0 ? 0 : rc;
+		return rc < 0 ? 0 : bench_usage_exit(rc);
 	c.dtype = o.dtype;
 	c.rop = o.rop;
 	esize = shmcoll_dtype_size(o.dtype);
 	if (o.minb < esize) /* mpi_coll_bench: at least one float */
 		o.minb = esize;
 	if (o.maxb > SIZE_MAX / 2 - 64 * esize)
-		return bench_usage_error("--max-bytes %zu is too large", o.maxb);
+		return bench_usage_exit(bench_usage_error("--max-bytes %zu is too large", o.maxb));
 	cap = (o.maxb / esize + 64) * esize;
 
 	if (o.algo && set_env("SHMCOLL_ALGO", o.algo) < 0)

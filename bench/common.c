@@ -42,6 +42,18 @@ int bench_usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
+int bench_usage_exit(int rc)
+{
+	const char *size = getenv("SHMCOLL_SIZE");
+	shmcoll_comm *comm;
+
+	if (!size || atoi(size) <= 1 || shmcoll_init(&comm) != 0)
+		return rc;
+	shmcoll_barrier(comm);
+	shmcoll_comm_destroy(comm);
+	return rc;
+}
+
 int bench_parse_size(const char *s, size_t *out)
 {
 	char *end;

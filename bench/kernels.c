@@ -263,8 +263,10 @@ int bench_kernels_main(int argc, char **argv)
 	shmcoll__reduce_fn fn;
 
 	rc = parse(argc, argv, &o);
+	/* The other ranks of a launch stand by whatever happens (below), so only rank 0's
+	 * status tells, and a rank that fails first cannot cut its message off. */
 	if (rc != 0)
-		return rc < 0 ? 0 : rc;
+		return rc < 0 || !bench_is_rank0() ? 0 : rc;
 	if (!bench_is_rank0()) /* one process measures; the other ranks of a launch stand by */
 		return 0;
 	if (alloc_bufs(&b, o.maxb, o.nsrc) < 0) {

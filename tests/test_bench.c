@@ -258,6 +258,28 @@ Test(bench, help_lists_the_memory_modes)
 	cleanup(&r);
 }
 
+/* A bad option at P = 3, in every mode: exit 2 and the reason, however the ranks race (rank 0
+ * prints it, and no rank may exit before it has). */
+Test(bench, bad_option_is_reported_at_p3)
+{
+	static const char *const modes[] = {"coll", "kernels", "stream", "c2c", "copy"};
+	size_t i;
+
+	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		const char *args[] = {modes[i], "--no-such-option", NULL};
+		char want[96];
+		struct run r;
+
+		snprintf(want, sizeof(want), "unknown option '--no-such-option'");
+		run_bench(&r, 3, -1, NULL, args);
+		cr_assert_eq(exit_code(&r), 2, "%s: exit %d; stderr:\n%s", modes[i], exit_code(&r),
+		             r.err);
+		cr_assert(strstr(r.err, want), "%s: want \"%s\" in stderr:\n%s", modes[i], want,
+		          r.err);
+		cleanup(&r);
+	}
+}
+
 /* A CPU beyond the machine's is named as such, by every mode. */
 Test(bench, cpu_that_does_not_exist)
 {
