@@ -44,8 +44,8 @@ int bench_cpus_for(const char *mode, const char *spec, int need, const char *wha
 int bench_pin(int cpu, char *err, size_t errlen);
 
 /* The data and unified cache sizes of CPU 0 in bytes, from sysfs (glibc's sysconf reads cpuid,
- * which some hypervisors fill with nonsense: 320 MiB of L3 on the reference VM), 0 where a level
- * is missing. l2 and l3 are per instance; l3_shared is how many CPUs share one L3. */
+ * which some hypervisors fill with nonsense: 320 MiB of L3 on the Zen 4 VM of 2026-11-25), 0 where
+ * a level is missing. l2 and l3 are per instance; l3_shared is how many CPUs share one L3. */
 struct bench_caches {
 	size_t l1d, l2, l3;
 	int l3_shared;

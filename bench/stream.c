@@ -44,10 +44,10 @@
 /* The kernels: plain C loops, each timed call a real call (noinline) that the compiler may not
  * merge with the next (the memory clobber in time_kernel()). gcc at -O2/-O3 vectorises them for
  * SSE2 only; target_clones adds AVX2 and AVX-512 versions chosen at load time. Measured at P=1
- * on the reference VM, SSE2 -> clones, GB/s: 8 KiB arrays (L1) Copy 112 -> 229, Scale 58 -> 235,
- * Add 169 -> 282, Triad 86 -> 318; 64 KiB to 1 MiB (L2) Copy and Add the same (~115, ~97 past
- * L2), Scale 58 -> 115, Triad 87 -> 117. clang 14 and sanitized builds get the plain loops. Both
- * compilers would turn copy() into a call of memcpy, which for large sizes uses non-temporal
+ * on the Zen 4 VM of 2026-11-25, SSE2 -> clones, GB/s: 8 KiB arrays (L1) Copy 112 -> 229, Scale 58
+ * -> 235, Add 169 -> 282, Triad 86 -> 318; 64 KiB to 1 MiB (L2) Copy and Add the same (~115, ~97
+ * past L2), Scale 58 -> 115, Triad 87 -> 117. clang 14 and sanitized builds get the plain loops.
+ * Both compilers would turn copy() into a call of memcpy, which for large sizes uses non-temporal
  * stores: not what STREAM measures, so it is kept a loop. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(SANITIZED)
 #define KERNEL      __attribute__((noinline, target_clones("avx512f", "avx2", "default")))
@@ -243,7 +243,7 @@ static int settle_sizes(struct run *r)
  *
  * Where the arrays sit matters at L1-resident sizes. Each array 2 MiB-aligned, with ASLR
  * choosing the address bits above 21, Copy and Add on 8-16 KiB arrays ran at L2 speed (~115
- * GB/s instead of ~230 and ~280) in 5 of 16 runs on the reference VM (AMD EPYC), and with all
+ * GB/s instead of ~230 and ~280) in 5 of 16 runs on the Zen 4 VM of 2026-11-25, and with all
  * three 256 MiB-aligned, in every run (~80 GB/s): presumably L1's way predictor, which tells
  * the lines of one set apart by a hash of address bits 12-27, so two lines whose hashes agree
  * evict each other. Fixing bits 0-27 of every address (the 2^28 alignment) and starting b 1 MiB
@@ -251,7 +251,7 @@ static int settle_sizes(struct run *r)
  * never agree in those bits) gave the full speed in 16 of 16 runs, interleaved with the runs
  * above. The unused alignment costs address space only.
  *
- * Huge pages, measured at P=1 (THP is "madvise" on the reference VM): Copy on 128 MiB arrays
+ * Huge pages, measured at P=1 (THP is "madvise" on that VM): Copy on 128 MiB arrays
  * 28-31 GB/s with them, 23-27 without; 8 MiB arrays gain a little, smaller ones nothing. */
 static double *array_alloc(void **raw, size_t bytes, size_t offset)
 {
