@@ -37,11 +37,17 @@ int bench_is_rank0(void);
 /* Prints "shmcoll-bench: <message>" and a hint to stderr (rank 0 only); returns EXIT_USAGE. */
 int bench_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The end of a run whose command line every rank found wrong alike, before shmcoll_init:
- * rank 0 has printed why; the ranks meet in a barrier of a communicator made for it, so that
- * none exits before that message is out (the launcher stops the job when the first rank
- * fails). Returns rc. */
+/* The end of a run whose command line (or setup) every rank found wrong alike, before
+ * shmcoll_init: rank 0 has printed why; the ranks meet in a barrier of a communicator made for
+ * it, so that none exits before that message is out (the launcher stops the job when the
+ * first rank fails). Returns rc. */
 int bench_usage_exit(int rc);
+
+/* Before shmcoll_init: makes each rank's symmetric heap hold need bytes. A size already in
+ * SHMCOLL_ARENA_BYTES is kept and checked; else, if the default heap is too small, it is set
+ * to an arena that is large enough (every rank computes the same from SHMCOLL_SIZE), with a
+ * note on stderr. what prefixes the messages. 0, or -1 with the reason printed by rank 0. */
+int bench_fit_arena(const char *what, size_t need);
 
 /* A byte count with an optional K, M or G suffix (powers of 1024; fractions allowed, as in
  * mpi_coll_bench). 0 or -1 for garbage. */

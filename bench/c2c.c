@@ -366,33 +366,6 @@ static void unpin(void)
 	(void)sched_setaffinity(0, sizeof(set), &set);
 }
 
-/* The CPU's model name from /proc/cpuinfo, or "". */
-static void cpu_model(char *s, size_t len)
-{
-	char buf[512], *p;
-	size_t n;
-	FILE *f = fopen("/proc/cpuinfo", "r");
-
-	s[0] = 0;
-	if (!f)
-		return;
-	while (fgets(buf, sizeof(buf), f)) {
-		if (strncmp(buf, "model name", 10))
-			continue;
-		p = strchr(buf, ':');
-		if (!p)
-			break;
-		for (p++; *p == ' ' || *p == '\t'; p++)
-			;
-		n = strcspn(p, "\n");
-		while (n && p[n - 1] == ' ')
-			n--;
-		snprintf(s, len, "%.*s", (int)n, p);
-		break;
-	}
-	fclose(f);
-}
-
 enum cell { CELL_BOTH, CELL_MEDIAN, CELL_MIN };
 
 static void cell_text(const struct job *j, enum cell kind, int a, int b, char *s, size_t len)
@@ -553,7 +526,7 @@ static int plot(const struct job *j, const char *partner)
 	}
 	if (lo < 0)
 		lo = 0;
-	cpu_model(model, sizeof(model));
+	bench_cpu_model(model, sizeof(model));
 	snprintf(title, sizeof(title),
 	         "Core-to-core latency%s%s: one cache line ping-ponged between %s, CPUs %s\n"
 	         "median one-way ns of %d batches x %ld round trips per pair",

@@ -397,87 +397,6 @@ static uint64_t round_up(uint64_t v, uint64_t a)
 	return (v + a - 1) / a * a;
 }
 
-/* --symmetric puts both buffers in this rank's part of the symmetric heap, whose size follows
- * from the arena size (shmcoll__arena_layout in shm/arena.c): what the header, the control
- * blocks and P staging slots (two halves of at most 128 KiB) leave, split P ways, rounded down
- * to a cache line. With the default halves that is
- *     arena = default arena - P * default heap + P * need,
- * which the library's own layout function then confirms. A size already set in
- * SHMCOLL_ARENA_BYTES is kept, and checked. Runs before shmcoll_init, so P comes from the
- * launcher's SHMCOLL_SIZE. 0 or -1 (message printed). */
-static int fit_arena(size_t buf_bytes)
-{
-	const char *env = getenv("SHMCOLL_ARENA_BYTES"), *size = getenv("SHMCOLL_SIZE");
-	long P = size && *size ? strtol(size, NULL, 10) : 1;
-	struct shmcoll_layout lay;
-	uint64_t need, arena;
-	char err[160], num[32], *end;
-	int tries;
-
-	if (P < 1 || P > SHMCOLL_MAX_RANKS)
-		return 0; /* shmcoll_init will say what is wrong */
-	if (buf_bytes > SIZE_MAX / 4 / (size_t)P) {
-		if (bench_is_rank0())
-			fprintf(stderr,
-			        PROG ": --symmetric: %zu-byte buffers do not fit any arena\n",
-			        buf_bytes);
-		return -1;
-	}
-	/* The heap rounds each buffer up to a line; a page each is more than enough. */
-	need = 2 * round_up(buf_bytes, 4096);
-	if (env && *env) {
-		errno = 0;
-		arena = strtoull(env, &end, 10);
-		if (errno || *end ||
-		    shmcoll__arena_layout((uint32_t)P, arena, &lay, err, sizeof(err)) < 0)
-			return 0; /* shmcoll_init rejects it with its own message */
-		if (lay.heap_stride >= need)
-			return 0;
-		if (bench_is_rank0())
-			fprintf(
-			    stderr,
-			    PROG
-			    ": --symmetric: SHMCOLL_ARENA_BYTES=%s leaves a %llu-byte "
-			    "symmetric heap per rank, but two %zu-byte buffers need %llu; unset "
-			    "it (the benchmark then sizes the arena) or raise it\n",
-			    env, (unsigned long long)lay.heap_stride, buf_bytes,
-			    (unsigned long long)need);
-		return -1;
-	}
-	if (shmcoll__arena_layout((uint32_t)P, 0, &lay, err, sizeof(err)) < 0)
-		return 0;
-	if (lay.heap_stride >= need)
-		return 0;
-	arena = lay.total_bytes - (uint64_t)P * lay.heap_stride + (uint64_t)P * need;
-	for (tries = 0;; tries++) {
-		lay.heap_stride = 0;
-		if (shmcoll__arena_layout((uint32_t)P, arena, &lay, err, sizeof(err)) == 0 &&
-		    lay.heap_stride >= need)
-			break;
-		if (tries == 8) {
-			if (bench_is_rank0())
-				fprintf(stderr,
-				        PROG ": --symmetric: found no arena size whose heap holds "
-				             "%llu bytes per rank (last try %llu: %s)\n",
-				        (unsigned long long)need, (unsigned long long)arena, err);
-			return -1;
-		}
-		arena +=
-		    (uint64_t)P * (need - (lay.heap_stride < need ? lay.heap_stride : 0) + 4096);
-	}
-	snprintf(num, sizeof(num), "%llu", (unsigned long long)arena);
-	if (setenv("SHMCOLL_ARENA_BYTES", num, 1) != 0) {
-		fprintf(stderr, PROG ": setenv: %s\n", strerror(errno));
-		return -1;
-	}
-	if (bench_is_rank0())
-		fprintf(stderr,
-		        PROG ": --symmetric: SHMCOLL_ARENA_BYTES=%s for %ld ranks (a %llu-byte "
-		             "heap per rank)\n",
-		        num, P, (unsigned long long)lay.heap_stride);
-	return 0;
-}
-
 static int set_env(const char *name, const char *value)
 {
 	if (setenv(name, value, 1) != 0) {
@@ -561,8 +480,13 @@ int bench_coll_main(int argc, char **argv)
 		if (set_env("SHMCOLL_CHUNK_BYTES", num) < 0)
 			return EXIT_FAIL;
 	}
-	if (o.symmetric && fit_arena(cap) < 0)
-		return EXIT_FAIL;
+	/* --symmetric puts both buffers in this rank's part of the symmetric heap; the heap
+	 * rounds each up to a line, so a page each is more than enough. (Beyond SIZE_MAX / 4
+	 * they fit no arena, which bench_fit_arena says.) */
+	if (o.symmetric &&
+	    bench_fit_arena("--symmetric",
+	                    cap > SIZE_MAX / 4 ? SIZE_MAX / 2 : 2 * round_up(cap, 4096)) < 0)
+		return bench_usage_exit(EXIT_FAIL);
 	if (bench_out_open(&out, o.csv, bench_is_rank0()) < 0)
 		return EXIT_FAIL;
 

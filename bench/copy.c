@@ -330,83 +330,6 @@ static size_t block_bytes(const struct opts *o)
 	return sizeof(struct ring_hdr) + (size_t)o->slots * largest_chunk(o);
 }
 
-/* Makes each rank's symmetric heap hold need bytes, before shmcoll_init. The heap follows
- * from the arena size (shmcoll__arena_layout, shm/arena.c): what the header, the control
- * blocks and the P staging slots leave, split P ways. The default (4 MiB a rank) holds the
- * default ring of 8 x 128 KiB; a larger ring raises SHMCOLL_ARENA_BYTES if it is not set
- * (every rank computes the same value from SHMCOLL_SIZE), and a size set too small is an
- * error that says so. 0, or -1 with the message printed. */
-static int fit_arena(size_t need)
-{
-	const char *env = getenv("SHMCOLL_ARENA_BYTES"), *size = getenv("SHMCOLL_SIZE");
-	long P = size && *size ? strtol(size, NULL, 10) : 1;
-	struct shmcoll_layout lay;
-	uint64_t arena, per;
-	char err[160], num[32], b[32], *end;
-	int tries;
-
-	if (P < 1 || P > SHMCOLL_MAX_RANKS)
-		return 0; /* shmcoll_init says what is wrong */
-	need = (need + 4095) / 4096 * 4096;
-	if (env && *env) {
-		errno = 0;
-		arena = strtoull(env, &end, 10);
-		if (errno || *end ||
-		    shmcoll__arena_layout((uint32_t)P, arena, &lay, err, sizeof(err)) < 0)
-			return 0; /* shmcoll_init rejects it with its own message */
-		if (lay.heap_stride >= need)
-			return 0;
-		if (bench_is_rank0())
-			fprintf(stderr,
-			        PROG
-			        ": " MODE ": the ring needs %zu bytes of arena heap per rank, "
-			        "but SHMCOLL_ARENA_BYTES=%s leaves %llu for each of %ld ranks: "
-			        "raise it, or unset it and the benchmark sizes the arena\n",
-			        need, env, (unsigned long long)lay.heap_stride, P);
-		return -1;
-	}
-	if (shmcoll__arena_layout((uint32_t)P, 0, &lay, err, sizeof(err)) < 0 ||
-	    lay.heap_stride >= need)
-		return 0;
-	if (need > (UINT64_MAX / 4) / (uint64_t)P) {
-		if (bench_is_rank0())
-			fprintf(stderr, PROG ": " MODE ": a ring of %zu bytes fits no arena\n",
-			        need);
-		return -1;
-	}
-	/* The same staging, a bigger heap; the layout function has the last word. */
-	arena = lay.total_bytes - (uint64_t)P * lay.heap_stride + (uint64_t)P * need;
-	for (tries = 0;; tries++) {
-		lay.heap_stride = 0;
-		if (shmcoll__arena_layout((uint32_t)P, arena, &lay, err, sizeof(err)) == 0 &&
-		    lay.heap_stride >= need)
-			break;
-		if (tries == 8) {
-			if (bench_is_rank0())
-				fprintf(stderr,
-				        PROG
-				        ": " MODE ": found no arena size whose heap holds %zu "
-				        "bytes per rank; set SHMCOLL_ARENA_BYTES (last try %llu: "
-				        "%s)\n",
-				        need, (unsigned long long)arena, err);
-			return -1;
-		}
-		per = need - (lay.heap_stride < need ? lay.heap_stride : 0) + 4096;
-		arena += (uint64_t)P * per;
-	}
-	snprintf(num, sizeof(num), "%llu", (unsigned long long)arena);
-	if (setenv("SHMCOLL_ARENA_BYTES", num, 1) != 0) {
-		fprintf(stderr, PROG ": setenv: %s\n", strerror(errno));
-		return -1;
-	}
-	if (bench_is_rank0())
-		fprintf(stderr,
-		        PROG ": " MODE ": SHMCOLL_ARENA_BYTES=%s for the ring (%s of heap "
-		             "per rank)\n",
-		        num, bench_bytes_str((size_t)lay.heap_stride, b, sizeof(b)));
-	return 0;
-}
-
 /* --- meeting the partners between measurements ------------------------------------------ */
 
 static int team_sync(struct part *p)
@@ -899,18 +822,6 @@ static int write_csv(const struct part *p, FILE *f, const char *path)
 	return 0;
 }
 
-/* A string in single quotes for gnuplot, which doubles a quote inside them. */
-static void gp_quote(FILE *f, const char *s)
-{
-	fputc('\'', f);
-	for (; *s; s++) {
-		if (*s == '\'')
-			fputc('\'', f);
-		fputc(*s, f);
-	}
-	fputc('\'', f);
-}
-
 static int plot(const struct part *p, const char *path)
 {
 	const struct opts *o = p->o;
@@ -938,7 +849,7 @@ static int plot(const struct part *p, const char *path)
 	cpu_list(p, 0, snd, sizeof(snd));
 	cpu_list(p, 1, rcv, sizeof(rcv));
 	fprintf(f, "set terminal pngcairo size 1000,640 enhanced font ',10'\nset output ");
-	gp_quote(f, path);
+	bench_gp_quote(f, path);
 	fprintf(f,
 	        "\nset title \"" PROG " copy: private -> arena ring of %d slots -> private, "
 	        "one way, %s, CPU %s -> %s%s, best of %d\" noenhanced\n",
@@ -1057,7 +968,7 @@ int bench_copy_main(int argc, char **argv)
 		snprintf(what, sizeof(what), "%ld ranks", P);
 	if (rc == 0)
 		rc = bench_cpus_for(MODE, o.cpus, P == 1 ? 2 : (int)P, what, &cpus);
-	if (rc == 0 && fit_arena(block_bytes(&o)) < 0)
+	if (rc == 0 && bench_fit_arena(MODE, block_bytes(&o)) < 0)
 		rc = EXIT_FAIL;
 	/* Every rank found the same; they meet so that rank 0 has said why before any exits. */
 	status = bench_mem_init(MODE, &comm);

@@ -470,6 +470,43 @@ char *bench_bytes_str(size_t bytes, char *s, size_t len)
 	return s;
 }
 
+void bench_gp_quote(FILE *script, const char *s)
+{
+	fputc('\'', script);
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputc('\'', script);
+		fputc(*s, script);
+	}
+	fputc('\'', script);
+}
+
+void bench_cpu_model(char *s, size_t len)
+{
+	char buf[512], *p;
+	size_t n;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	s[0] = 0;
+	if (!f)
+		return;
+	while (fgets(buf, sizeof(buf), f)) {
+		if (strncmp(buf, "model name", 10))
+			continue;
+		p = strchr(buf, ':');
+		if (!p)
+			break;
+		for (p++; *p == ' ' || *p == '\t'; p++)
+			;
+		n = strcspn(p, "\n");
+		while (n && p[n - 1] == ' ')
+			n--;
+		snprintf(s, len, "%.*s", (int)n, p);
+		break;
+	}
+	fclose(f);
+}
+
 void bench_plot_cache_marks(FILE *script, const struct bench_caches *c)
 {
 	const struct {

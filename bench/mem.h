@@ -83,6 +83,12 @@ int bench_gnuplot(const char *script);
  * before it said anything. Returns rc. */
 int bench_stop_together(shmcoll_comm *comm, int rc);
 
+/* s in single quotes for gnuplot, which doubles a quote inside them. */
+void bench_gp_quote(FILE *script, const char *s);
+
+/* The CPU's model name from /proc/cpuinfo ("AMD EPYC"), or "" where there is none. */
+void bench_cpu_model(char *s, size_t len);
+
 /* Appends to a gnuplot script vertical dashed lines at the cache sizes, labelled "L1d 32 KiB"
  * and so on, for a plot whose x axis is bytes on a log scale. */
 void bench_plot_cache_marks(FILE *script, const struct bench_caches *c);

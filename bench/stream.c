@@ -535,42 +535,6 @@ static int write_csv(struct run *r)
 	return 0;
 }
 
-/* s as a gnuplot single-quoted string (a quote doubles). */
-static void gp_quote(FILE *f, const char *s)
-{
-	fputc('\'', f);
-	for (; *s; s++) {
-		if (*s == '\'')
-			fputc('\'', f);
-		fputc(*s, f);
-	}
-	fputc('\'', f);
-}
-
-/* The CPU's name from /proc/cpuinfo, or "" where there is none. */
-static void cpu_model(char *buf, size_t len)
-{
-	char line[256], *p;
-	FILE *f = fopen("/proc/cpuinfo", "r");
-
-	buf[0] = 0;
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "model name", 10))
-			continue;
-		p = strchr(line, ':');
-		if (!p)
-			break;
-		for (p++; *p == ' ' || *p == '\t'; p++)
-			;
-		p[strcspn(p, "\n")] = 0;
-		snprintf(buf, len, "%s", p);
-		break;
-	}
-	fclose(f);
-}
-
 static int plot(const struct run *r)
 {
 	static const char *const color[NKERNELS] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"};
@@ -585,7 +549,7 @@ static int plot(const struct run *r)
 		return -1;
 	}
 	gethostname(host, sizeof(host) - 1);
-	cpu_model(model, sizeof(model));
+	bench_cpu_model(model, sizeof(model));
 	used.n = r->size;
 	bench_cpus_format(&used, set, sizeof(set));
 	snprintf(title, sizeof(title),
@@ -595,7 +559,7 @@ static int plot(const struct run *r)
 	         r->size > 1 ? "GB/s summed over the ranks (thick) and per rank (thin)" : "GB/s",
 	         r->o.reps, r->size > 8 ? "; more than 8 ranks: the sum only" : "");
 	fprintf(f, "set terminal pngcairo noenhanced size 1000,640 font ',10'\nset output ");
-	gp_quote(f, r->o.plot);
+	bench_gp_quote(f, r->o.plot);
 	/* The title goes double-quoted so that \n breaks the line; host and CPU names carry no
 	 * double quotes or backslashes worth keeping. */
 	fprintf(f, "\nset title \"");
