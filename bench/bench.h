@@ -30,6 +30,10 @@ void bench_c2c_usage(FILE *f);
 void bench_copy_usage(FILE *f);
 void bench_usage(FILE *f);
 
+/* Non-zero when arg asks for help (--help, -h); the usage is then printed (rank 0 only) and
+ * the mode returns -1 from its parse, which ends the run with status 0. */
+int bench_help(const char *arg);
+
 /* Non-zero when this process should print: rank 0 of a launched job, or a process on its own.
  * Read from SHMCOLL_RANK, so it works before shmcoll_init. */
 int bench_is_rank0(void);

@@ -126,11 +126,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	*o = (struct opts){.rounds = 20000, .batches = 15};
 	for (i = 1; i < argc; i++) {
 		a = argv[i];
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			if (bench_is_rank0())
-				bench_usage(stdout);
+		if (bench_help(a))
 			return -1;
-		}
 		if (strcmp(a, "--rounds") && strcmp(a, "--batches") && strcmp(a, "--cpus") &&
 		    strcmp(a, "--csv") && strcmp(a, "--plot"))
 			return bench_usage_error("unknown option '%s' in the c2c mode", a);

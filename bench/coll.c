@@ -98,9 +98,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			if (bench_is_rank0())
-				bench_usage(stdout);
+		if (bench_help(a)) {
 			return -1;
 		} else if (!strcmp(a, "--sync")) {
 			o->sync = 1;

@@ -29,6 +29,15 @@ int bench_is_rank0(void)
 	return !r || !*r || atoi(r) == 0;
 }
 
+int bench_help(const char *arg)
+{
+	if (strcmp(arg, "--help") && strcmp(arg, "-h"))
+		return 0;
+	if (bench_is_rank0())
+		bench_usage(stdout);
+	return 1;
+}
+
 int bench_usage_error(const char *fmt, ...)
 {
 	va_list ap;

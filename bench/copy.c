@@ -262,11 +262,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	};
 	for (i = 1; i < argc; i++) {
 		a = argv[i];
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			if (bench_is_rank0())
-				bench_usage(stdout);
+		if (bench_help(a))
 			return -1;
-		}
 		if (strcmp(a, "--min-bytes") && strcmp(a, "--max-bytes") && strcmp(a, "--chunk") &&
 		    strcmp(a, "--slots") && strcmp(a, "--stores") && strcmp(a, "--reps") &&
 		    strcmp(a, "--cpus") && strcmp(a, "--csv") && strcmp(a, "--plot"))

@@ -69,11 +69,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	};
 	for (i = 1; i < argc; i++) {
 		a = argv[i];
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			if (bench_is_rank0())
-				bench_usage(stdout);
+		if (bench_help(a))
 			return -1;
-		}
 		if (!strcmp(a, "--no-header")) {
 			o->header = 0;
 			continue;

@@ -139,11 +139,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	*o = (struct opts){.reps = 10};
 	for (i = 1; i < argc; i++) {
 		a = argv[i];
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			if (bench_is_rank0())
-				bench_usage(stdout);
+		if (bench_help(a))
 			return -1;
-		}
 		if (strcmp(a, "--reps") && strcmp(a, "--min-bytes") && strcmp(a, "--max-bytes") &&
 		    strcmp(a, "--cpus") && strcmp(a, "--csv") && strcmp(a, "--plot"))
 			return bench_usage_error("unknown option '%s' in the stream mode", a);
