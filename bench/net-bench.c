@@ -35,7 +35,7 @@ static int cmp(const void *a, const void *b)
 }
 
 static int node_main(int node, int kind, int lfd, char (*addrs)[SHMCOLL_ADDR_MAX], int runs,
-		     long spin_us)
+                     long spin_us)
 {
 	struct shmcoll_net_cfg cfg = {.nnodes = 2,
 	                              .node = node,

@@ -20,7 +20,7 @@ static double now_us(void)
 static int fail(shmcoll_comm *comm, const char *what, int rc)
 {
 	fprintf(stderr, "latency: %s: %s: %s\n", what, shmcoll_strerror(rc),
-		shmcoll_last_error(comm));
+	        shmcoll_last_error(comm));
 	return 1;
 }
 
@@ -55,8 +55,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return fail(comm, "allreduce of the timings", rc);
 	if (shmcoll_comm_rank(comm) == 0)
-		printf("allreduce float32 sum, %zu bytes, %d ranks: %.3f us\n", count * sizeof(float),
-		       shmcoll_comm_size(comm), max);
+		printf("allreduce float32 sum, %zu bytes, %d ranks: %.3f us\n",
+		       count * sizeof(float), shmcoll_comm_size(comm), max);
 	shmcoll_comm_destroy(comm);
 	free(in);
 	free(out);

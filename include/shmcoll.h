@@ -54,7 +54,8 @@ typedef struct shmcoll_config {
 	int size;           /* ranks in the communicator, >= 1 */
 	const char *job;    /* name shared by every rank of one job; ranks with the same job meet */
 	size_t arena_bytes; /* 0: the library's default */
-	int timeout_ms;     /* 0: the default (SHMCOLL_TIMEOUT_MS or the library's own); <0: wait forever */
+	int timeout_ms;     /* 0: the default (SHMCOLL_TIMEOUT_MS or the library's own); <0: wait
+	                       forever */
 } shmcoll_config;
 
 /* Errors: every int function returns 0 or a negative errno value. */
@@ -80,15 +81,13 @@ SHMCOLL_API int shmcoll_free(shmcoll_comm *comm, void *ptr);
 SHMCOLL_API int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                   shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *comm);
 SHMCOLL_API int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
-                               shmcoll_dtype dtype, shmcoll_op op, int root,
-                               shmcoll_comm *comm);
+                               shmcoll_dtype dtype, shmcoll_op op, int root, shmcoll_comm *comm);
 SHMCOLL_API int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root,
                               shmcoll_comm *comm);
 SHMCOLL_API int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                   shmcoll_dtype dtype, shmcoll_comm *comm);
 SHMCOLL_API int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                       shmcoll_dtype dtype, shmcoll_op op,
-                                       shmcoll_comm *comm);
+                                       shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *comm);
 SHMCOLL_API int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                shmcoll_dtype dtype, int root, shmcoll_comm *comm);
 SHMCOLL_API int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -134,8 +133,7 @@ SHMCOLL_API int shmcoll_comm_create_oob(const shmcoll_oob *oob, shmcoll_comm **c
  * the new communicators are independent of it and of each other. On a
  * communicator that spans nodes, every new group must lie within one node
  * (-ENOTSUP otherwise, on every rank). */
-SHMCOLL_API int shmcoll_comm_split(shmcoll_comm *comm, int color, int key,
-                                   shmcoll_comm **newcomm);
+SHMCOLL_API int shmcoll_comm_split(shmcoll_comm *comm, int color, int key, shmcoll_comm **newcomm);
 /* Collective: a new communicator over the same ranks in the same order
  * (shmcoll_comm_split with one color, keys the ranks). */
 SHMCOLL_API int shmcoll_comm_dup(shmcoll_comm *comm, shmcoll_comm **newcomm);

@@ -9,28 +9,21 @@
 #include "lib/internal.h"
 
 static const char *const algo_names[ALGO_COUNT] = {
-	[ALGO_AUTO] = "auto",
-	[ALGO_FLAT] = "flat",
-	[ALGO_DIRECT] = "direct",
-	[ALGO_TREE] = "tree",
-	[ALGO_CMA] = "cma",
+    [ALGO_AUTO] = "auto", [ALGO_FLAT] = "flat", [ALGO_DIRECT] = "direct",
+    [ALGO_TREE] = "tree", [ALGO_CMA] = "cma",
 };
 
 /* The protocols each kind implements, as bits of (1 << algo). */
-#define FLAT (1u << ALGO_FLAT)
+#define FLAT   (1u << ALGO_FLAT)
 #define DIRECT (1u << ALGO_DIRECT)
-#define TREE (1u << ALGO_TREE)
-#define CMA (1u << ALGO_CMA)
+#define TREE   (1u << ALGO_TREE)
+#define CMA    (1u << ALGO_CMA)
 static const unsigned algo_supported[KIND_COUNT] = {
-	[KIND_BARRIER] = FLAT | TREE,
-	[KIND_BCAST] = FLAT | TREE | CMA,
-	[KIND_REDUCE] = FLAT | DIRECT,
-	[KIND_ALLREDUCE] = FLAT | DIRECT,
-	[KIND_ALLGATHER] = FLAT | CMA,
-	[KIND_REDUCE_SCATTER] = FLAT,
-	[KIND_GATHER] = FLAT | CMA,
-	[KIND_SCATTER] = FLAT | CMA,
-	[KIND_ALLTOALL] = FLAT | CMA,
+    [KIND_BARRIER] = FLAT | TREE,  [KIND_BCAST] = FLAT | TREE | CMA,
+    [KIND_REDUCE] = FLAT | DIRECT, [KIND_ALLREDUCE] = FLAT | DIRECT,
+    [KIND_ALLGATHER] = FLAT | CMA, [KIND_REDUCE_SCATTER] = FLAT,
+    [KIND_GATHER] = FLAT | CMA,    [KIND_SCATTER] = FLAT | CMA,
+    [KIND_ALLTOALL] = FLAT | CMA,
 };
 
 const char *shmcoll__algo_name(uint32_t algo)
@@ -71,7 +64,7 @@ static int force(shmcoll_comm *c, int kind, int algo, char *err, size_t errlen)
 			if (!kind)
 				continue;
 			snprintf(err, errlen, "SHMCOLL_ALGO: %s has no %s protocol",
-				 shmcoll__kind_name((uint32_t)k), algo_names[algo]);
+			         shmcoll__kind_name((uint32_t)k), algo_names[algo]);
 			return -EINVAL;
 		}
 		c->algo[k] = (uint8_t)algo;
@@ -79,7 +72,7 @@ static int force(shmcoll_comm *c, int kind, int algo, char *err, size_t errlen)
 	}
 	if (!any) {
 		snprintf(err, errlen, "SHMCOLL_ALGO: no collective has a %s protocol",
-			 algo_names[algo]);
+		         algo_names[algo]);
 		return -EINVAL;
 	}
 	return 0;
@@ -103,16 +96,17 @@ int shmcoll__algo_parse(shmcoll_comm *c, const char *spec, char *err, size_t err
 			kind = kind_lookup(item, (size_t)(colon - item));
 			if (kind < 0) {
 				snprintf(err, errlen, "SHMCOLL_ALGO: unknown collective '%.*s'",
-					 (int)(colon - item), item);
+				         (int)(colon - item), item);
 				return -EINVAL;
 			}
 			item = colon + 1;
 		}
 		algo = algo_lookup(item, (size_t)(end - item));
 		if (algo < 0) {
-			snprintf(err, errlen,
-				 "SHMCOLL_ALGO: unknown protocol '%.*s' (auto, flat, direct, tree, cma)",
-				 (int)(end - item), item);
+			snprintf(
+			    err, errlen,
+			    "SHMCOLL_ALGO: unknown protocol '%.*s' (auto, flat, direct, tree, cma)",
+			    (int)(end - item), item);
 			return -EINVAL;
 		}
 		rc = force(c, kind, algo, err, errlen);
@@ -123,7 +117,7 @@ int shmcoll__algo_parse(shmcoll_comm *c, const char *spec, char *err, size_t err
 }
 
 int shmcoll__algo_reduction(const shmcoll_comm *c, uint32_t kind, size_t bytes, size_t es,
-			    size_t direct_min)
+                            size_t direct_min)
 {
 	int algo = c->algo[kind];
 

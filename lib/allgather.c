@@ -30,7 +30,7 @@
  * block in its message and copies every peer's message into its block, its
  * own from sendbuf unless in place. */
 static int allgather_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
-			    const uint8_t *send, uint8_t *recv, size_t count, size_t bytes)
+                            const uint8_t *send, uint8_t *recv, size_t count, size_t bytes)
 {
 	struct shmcoll_desc *d;
 	int rc;
@@ -46,7 +46,7 @@ static int allgather_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype
  * every peer's from its memory; a second step holds it until all have read
  * its own. */
 static int allgather_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
-			 const uint8_t *send, uint8_t *recv, size_t bytes)
+                         const uint8_t *send, uint8_t *recv, size_t bytes)
 {
 	uint8_t *own = recv + (size_t)c->rank * bytes;
 	int p, rc;
@@ -68,7 +68,7 @@ static int allgather_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d
 }
 
 int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
-		      shmcoll_comm *c)
+                      shmcoll_comm *c)
 {
 	const char *fn = "shmcoll_allgather";
 	const uint8_t *send = sendbuf;

@@ -30,15 +30,15 @@
 /* Flat with the payload inline (struct shmcoll_msg): every rank publishes its
  * vector in its message line and folds everyone's, one transfer per peer. */
 static int allreduce_inline(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
-			    const uint8_t *send, uint8_t *recv, size_t count, size_t es,
-			    shmcoll__reduce_fn reduce)
+                            const uint8_t *send, uint8_t *recv, size_t count, size_t es,
+                            shmcoll__reduce_fn reduce)
 {
 	int p, rc;
 
 	shmcoll__msg_publish(c, d, send, count * es);
 	for (p = 0; p < c->size; p++) {
 		c->srcs[p] = p == c->rank ? shmcoll__msg(c, p, d->step)->data
-					  : shmcoll__msg_wait(c, fn, d, p, &rc);
+		                          : shmcoll__msg_wait(c, fn, d, p, &rc);
 		if (!c->srcs[p])
 			return rc;
 	}
@@ -49,8 +49,8 @@ static int allreduce_inline(shmcoll_comm *c, const char *fn, struct shmcoll_desc
 }
 
 static int allreduce_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
-			  const uint8_t *send, uint8_t *recv, size_t count, size_t es,
-			  shmcoll__reduce_fn reduce)
+                          const uint8_t *send, uint8_t *recv, size_t count, size_t es,
+                          shmcoll__reduce_fn reduce)
 {
 	size_t cap = shmcoll__chunk_elems(c, es, 1), done, n;
 	int p, rc;
@@ -72,7 +72,7 @@ static int allreduce_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *
 }
 
 int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
-		      shmcoll_op op, shmcoll_comm *c)
+                      shmcoll_op op, shmcoll_comm *c)
 {
 	const char *fn = "shmcoll_allreduce";
 	const uint8_t *send = sendbuf;
@@ -105,8 +105,8 @@ int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_
 	if (shmcoll__inline(c, algo, bytes)) {
 		rc = shmcoll__begin_msg(c, fn, KIND_ALLREDUCE, dtype, op, -1, count, &d);
 		return rc < 0 ? rc
-			      : allreduce_inline(c, fn, d, send, recv, count, es,
-						 shmcoll__reduce_lookup(dtype, op));
+		              : allreduce_inline(c, fn, d, send, recv, count, es,
+		                                 shmcoll__reduce_lookup(dtype, op));
 	}
 	rc = shmcoll__begin(c, fn, KIND_ALLREDUCE, dtype, op, -1, count, &d);
 	if (rc < 0)
@@ -116,6 +116,6 @@ int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_
 		d->src_off = shmcoll__heap_off(c, send, bytes);
 	if (algo == ALGO_DIRECT)
 		return shmcoll__reduce_direct(c, fn, d, send, recv, count, es,
-					      shmcoll__reduce_lookup(dtype, op), -1);
+		                              shmcoll__reduce_lookup(dtype, op), -1);
 	return allreduce_flat(c, fn, d, send, recv, count, es, shmcoll__reduce_lookup(dtype, op));
 }

@@ -33,7 +33,7 @@
  * message into its block p; its own block stays (in place) or is copied. The
  * message is written before recvbuf, so in place works. */
 static int alltoall_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
-			   const uint8_t *send, uint8_t *recv, size_t count, size_t bytes)
+                           const uint8_t *send, uint8_t *recv, size_t count, size_t bytes)
 {
 	size_t mine = (size_t)c->rank * bytes;
 	struct shmcoll_desc *d;
@@ -65,7 +65,7 @@ static int alltoall_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
  * all have read theirs. In place, a rank would overwrite blocks its peers
  * have still to read: it publishes a private copy instead. */
 static int alltoall_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
-			const uint8_t *send, uint8_t *recv, size_t bytes)
+                        const uint8_t *send, uint8_t *recv, size_t bytes)
 {
 	size_t mine = (size_t)c->rank * bytes, total = bytes * (size_t)c->size;
 	int p, rc;
@@ -77,8 +77,10 @@ static int alltoall_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 
 			if (!s) {
 				shmcoll__break(c, ENOMEM);
-				return shmcoll__fail(c, -ENOMEM, "%s: no memory for a %zu-byte "
-						     "copy of the in-place buffer", fn, total);
+				return shmcoll__fail(c, -ENOMEM,
+				                     "%s: no memory for a %zu-byte "
+				                     "copy of the in-place buffer",
+				                     fn, total);
 			}
 			c->scratch = s;
 			c->scratch_bytes = total;
@@ -104,7 +106,7 @@ static int alltoall_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 }
 
 int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
-		     shmcoll_comm *c)
+                     shmcoll_comm *c)
 {
 	const char *fn = "shmcoll_alltoall";
 	const uint8_t *send = sendbuf;
@@ -154,7 +156,7 @@ int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_d
 		for (p = 0; p < c->size; p++)
 			memcpy(recv + (size_t)p * bytes + done * es,
 			       c->zc[p] ? c->zc[p] + (size_t)c->rank * bytes + done * es
-					: shmcoll__slot(c, p, step) + (size_t)c->rank * n * es,
+			                : shmcoll__slot(c, p, step) + (size_t)c->rank * n * es,
 			       n * es);
 	}
 	return shmcoll__zc_release(c, fn, -1);

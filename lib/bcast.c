@@ -38,7 +38,7 @@
 #define TREE_MIN_RANKS 16
 
 static int bcast_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, uint8_t *b,
-		      size_t count, size_t es, int root)
+                      size_t count, size_t es, int root)
 {
 	size_t cap = shmcoll__chunk_elems(c, es, 1), done, n;
 	int rc, is_root = c->rank == root;
@@ -54,8 +54,8 @@ static int bcast_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, u
 				return rc;
 			memcpy(shmcoll__slot(c, c->rank, step), b + done * es, n * es);
 		}
-		rc = shmcoll__step_from(c, fn, d, done == 0, count * es,
-					is_root ? STEP_NONE : root);
+		rc =
+		    shmcoll__step_from(c, fn, d, done == 0, count * es, is_root ? STEP_NONE : root);
 		if (rc < 0)
 			return rc;
 		if (!is_root)
@@ -73,7 +73,7 @@ static int bcast_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, u
 /* Single copy (cma.c): the root publishes where buf is and waits, after
  * a second step, until everyone has read it; the others read it whole. */
 static int bcast_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, uint8_t *b,
-		     size_t bytes, int root)
+                     size_t bytes, int root)
 {
 	int rc, is_root = c->rank == root;
 
@@ -92,7 +92,7 @@ static int bcast_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, ui
 /* Flat with the payload inline: the root publishes its message and leaves;
  * the others publish the step and copy the root's message. */
 static int bcast_inline(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, uint8_t *b,
-			size_t bytes, int root)
+                        size_t bytes, int root)
 {
 	const uint8_t *m;
 	int rc;
@@ -112,7 +112,7 @@ static int bcast_inline(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 
 /* Waits until each of t's children has published want. */
 static int wait_children(shmcoll_comm *c, const char *fn, const struct shmcoll_tree *t,
-			 uint32_t want)
+                         uint32_t want)
 {
 	int i, rc;
 
@@ -125,7 +125,7 @@ static int wait_children(shmcoll_comm *c, const char *fn, const struct shmcoll_t
 }
 
 static int bcast_tree(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, uint8_t *b,
-		      size_t count, size_t es, int root)
+                      size_t count, size_t es, int root)
 {
 	size_t cap = shmcoll__chunk_elems(c, es, 1), done, n;
 	uint32_t first = c->seq + 1;

@@ -45,15 +45,15 @@
  * memcpy from the arena: single copies win only where they save a whole
  * copy of everything (scatter, alltoall) or for bcast from 1 MiB, and
  * gather and allgather keep staging. */
-#define KIB 1024u
+#define KIB   1024u
 #define NEVER SIZE_MAX
 static const size_t min_own_cpus[KIND_COUNT] = {
-	[KIND_BCAST] = 64 * KIB,     [KIND_GATHER] = 64 * KIB,   [KIND_SCATTER] = 32 * KIB,
-	[KIND_ALLGATHER] = 32 * KIB, [KIND_ALLTOALL] = 32 * KIB,
+    [KIND_BCAST] = 64 * KIB,     [KIND_GATHER] = 64 * KIB,   [KIND_SCATTER] = 32 * KIB,
+    [KIND_ALLGATHER] = 32 * KIB, [KIND_ALLTOALL] = 32 * KIB,
 };
 static const size_t min_shared_cpus[KIND_COUNT] = {
-	[KIND_BCAST] = 1024 * KIB, [KIND_GATHER] = NEVER,   [KIND_SCATTER] = 64 * KIB,
-	[KIND_ALLGATHER] = NEVER,  [KIND_ALLTOALL] = 64 * KIB,
+    [KIND_BCAST] = 1024 * KIB, [KIND_GATHER] = NEVER,      [KIND_SCATTER] = 64 * KIB,
+    [KIND_ALLGATHER] = NEVER,  [KIND_ALLTOALL] = 64 * KIB,
 };
 
 static uint64_t nonce_value(void)
@@ -81,11 +81,12 @@ int shmcoll__cma_offer(shmcoll_comm *c)
 		v = strtoull(min, &end, 10);
 		if (errno || *end || min[0] == '-')
 			return shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: SHMCOLL_CMA_MIN "
-						    "is not a byte count");
+			                                     "is not a byte count");
 		c->cma_min = v ? (size_t)v : 1;
 	}
 	if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
-		return shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: SHMCOLL_CMA is not 0 or 1");
+		return shmcoll__create_fail(-EINVAL,
+		                            "shmcoll_comm_create: SHMCOLL_CMA is not 0 or 1");
 	c->cma_nonce = nonce_value();
 	c->cma = !(env && !strcmp(env, "0"));
 	return 0;
@@ -149,7 +150,7 @@ int shmcoll__cma_pick(const shmcoll_comm *c, uint32_t kind, size_t block_bytes)
 	if (algo != ALGO_AUTO)
 		return 0;
 	min = c->cma_min ? c->cma_min
-			 : (c->waiter.oversubscribed ? min_shared_cpus : min_own_cpus)[kind];
+	                 : (c->waiter.oversubscribed ? min_shared_cpus : min_own_cpus)[kind];
 	return min && block_bytes >= min;
 }
 
@@ -170,17 +171,20 @@ static int read_failed(shmcoll_comm *c, const char *fn, int p, int e, uint64_t a
 			return shmcoll__enter(c, fn);
 		if (e == ESRCH || shmcoll__proc_state(&pc->proc) == SHMCOLL_PROC_DEAD) {
 			shmcoll__break_by(c, EOWNERDEAD, p);
-			return shmcoll__fail(c, -EOWNERDEAD, "%s: rank %d (pid %d) died while "
-					     "this rank read its buffer", fn, p, (int)pc->proc.pid);
+			return shmcoll__fail(c, -EOWNERDEAD,
+			                     "%s: rank %d (pid %d) died while "
+			                     "this rank read its buffer",
+			                     fn, p, (int)pc->proc.pid);
 		}
 		if (i == 200)
 			break;
 		nanosleep(&ms, NULL);
 	}
 	shmcoll__break(c, EIO);
-	return shmcoll__fail(c, -EIO, "%s: reading %zu bytes of rank %d's buffer at %#llx "
-			     "failed: %s (is its buffer as long as the call says?)", fn, n, p,
-			     (unsigned long long)addr, strerror(e));
+	return shmcoll__fail(c, -EIO,
+	                     "%s: reading %zu bytes of rank %d's buffer at %#llx "
+	                     "failed: %s (is its buffer as long as the call says?)",
+	                     fn, n, p, (unsigned long long)addr, strerror(e));
 }
 
 int shmcoll__cma_read(shmcoll_comm *c, const char *fn, int p, void *dst, uint64_t addr, size_t n)

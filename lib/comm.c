@@ -95,23 +95,27 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 
 	create_err[0] = '\0';
 	if (!out)
-		return shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: comm (the out pointer) is NULL");
+		return shmcoll__create_fail(-EINVAL,
+		                            "shmcoll_comm_create: comm (the out pointer) is NULL");
 	*out = NULL;
 	if (!cfg)
 		return shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: cfg is NULL");
 	if (cfg->size < 1 || cfg->size > SHMCOLL_MAX_RANKS)
-		return shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: size %d out of range 1..%d",
-				   cfg->size, SHMCOLL_MAX_RANKS);
+		return shmcoll__create_fail(-EINVAL,
+		                            "shmcoll_comm_create: size %d out of range 1..%d",
+		                            cfg->size, SHMCOLL_MAX_RANKS);
 	if (cfg->rank < 0 || cfg->rank >= cfg->size)
-		return shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: rank %d out of range 0..%d",
-				   cfg->rank, cfg->size - 1);
+		return shmcoll__create_fail(-EINVAL,
+		                            "shmcoll_comm_create: rank %d out of range 0..%d",
+		                            cfg->rank, cfg->size - 1);
 	if (!cfg->job || !cfg->job[0])
 		return shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: job is NULL or empty");
 	arena_bytes = cfg->arena_bytes;
 	if (!arena_bytes) {
 		rc = env_long("SHMCOLL_ARENA_BYTES", 0, LLONG_MAX, &env_arena);
 		if (rc < 0)
-			return shmcoll__create_fail(-EINVAL, "SHMCOLL_ARENA_BYTES is not a byte count");
+			return shmcoll__create_fail(-EINVAL,
+			                            "SHMCOLL_ARENA_BYTES is not a byte count");
 		if (rc > 0)
 			arena_bytes = (size_t)env_arena;
 	}
@@ -136,8 +140,9 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 	}
 	rc = env_long("SHMCOLL_CHUNK_BYTES", 64, LLONG_MAX, &env_chunk);
 	if (rc < 0) {
-		rc = shmcoll__create_fail(-EINVAL, "shmcoll_comm_create: SHMCOLL_CHUNK_BYTES is not a "
-					  "byte count of at least 64");
+		rc = shmcoll__create_fail(-EINVAL,
+		                          "shmcoll_comm_create: SHMCOLL_CHUNK_BYTES is not a "
+		                          "byte count of at least 64");
 		goto err_free;
 	}
 	c->chunk_bytes = rc > 0 ? (size_t)env_chunk : 0;
@@ -154,11 +159,11 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 		goto err_free;
 
 	if (c->rank == 0)
-		rc = shmcoll__arena_create(&c->arena, cfg->job, (uint32_t)c->size, arena_bytes,
-					   err, sizeof(err));
+		rc = shmcoll__arena_create(&c->arena, cfg->job, (uint32_t)c->size, arena_bytes, err,
+		                           sizeof(err));
 	else
 		rc = shmcoll__arena_attach(&c->arena, cfg->job, (uint32_t)c->size,
-					   c->waiter.timeout_ns, err, sizeof(err));
+		                           c->waiter.timeout_ns, err, sizeof(err));
 	if (rc < 0) {
 		shmcoll__create_fail(rc, "shmcoll_comm_create: rank %d: %s", c->rank, err);
 		goto err_free;
@@ -175,18 +180,20 @@ int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
 	attach_wait = c->waiter;
 	attach_wait.oversubscribed = 1;
 	rc = shmcoll__wait_geq(&attach_wait, &c->arena.hdr->attached,
-			       &c->arena.hdr->attach_sleepers, (uint32_t)c->size);
+	                       &c->arena.hdr->attach_sleepers, (uint32_t)c->size);
 	if (rc < 0) {
 		shmcoll__create_fail(rc, "shmcoll_comm_create: only %u of %d ranks attached to %s",
-			    load_relaxed(&c->arena.hdr->attached), c->size, c->arena.name);
+		                     load_relaxed(&c->arena.hdr->attached), c->size, c->arena.name);
 		shmcoll__arena_release(&c->arena, 1);
 		goto err_free;
 	}
 	c->waiter.oversubscribed = c->size > popcount_cpus(c->arena.hdr);
 	rc = shmcoll__cma_agree(c);
 	if (rc < 0) {
-		shmcoll__create_fail(rc, "shmcoll_comm_create: rank %d: not every rank of %s "
-				     "came to agree on single copies", c->rank, c->arena.name);
+		shmcoll__create_fail(rc,
+		                     "shmcoll_comm_create: rank %d: not every rank of %s "
+		                     "came to agree on single copies",
+		                     c->rank, c->arena.name);
 		shmcoll__arena_release(&c->arena, 0);
 		goto err_free;
 	}
@@ -214,7 +221,7 @@ err_free:
 /* shmcoll_init of a rank of a multi-node job (SHMCOLL_NNODES > 1): the
  * launcher's variables must agree with each other. */
 static int init_nodes(long long rank, long long size, long long nnodes, const char *job,
-		      shmcoll_comm **out)
+                      shmcoll_comm **out)
 {
 	struct shmcoll_hier_cfg hc = {0};
 	shmcoll_config cfg = {0};
@@ -227,18 +234,21 @@ static int init_nodes(long long rank, long long size, long long nnodes, const ch
 	    env_long("SHMCOLL_LOCAL_SIZE", 1, SHMCOLL_MAX_RANKS, &lsize) != 1 ||
 	    env_long("SHMCOLL_LOCAL_RANK", 0, lsize - 1, &lrank) != 1 || size != nnodes * lsize ||
 	    rank != node * lsize + lrank)
-		return shmcoll__create_fail(-EINVAL, "shmcoll_init: SHMCOLL_NODE_RANK, SHMCOLL_LOCAL_RANK "
-					    "and SHMCOLL_LOCAL_SIZE are missing or disagree with "
-					    "SHMCOLL_RANK=%lld, SHMCOLL_SIZE=%lld and "
-					    "SHMCOLL_NNODES=%lld",
-				   rank, size, nnodes);
+		return shmcoll__create_fail(-EINVAL,
+		                            "shmcoll_init: SHMCOLL_NODE_RANK, SHMCOLL_LOCAL_RANK "
+		                            "and SHMCOLL_LOCAL_SIZE are missing or disagree with "
+		                            "SHMCOLL_RANK=%lld, SHMCOLL_SIZE=%lld and "
+		                            "SHMCOLL_NNODES=%lld",
+		                            rank, size, nnodes);
 	hc.token = getenv("SHMCOLL_TOKEN");
 	hc.nodes = getenv("SHMCOLL_NODES");
 	if (!hc.token || !hc.nodes)
-		return shmcoll__create_fail(-EINVAL, "shmcoll_init: a multi-node job needs SHMCOLL_TOKEN "
-					    "and SHMCOLL_NODES (shmcoll-run --nnodes sets them)");
+		return shmcoll__create_fail(-EINVAL,
+		                            "shmcoll_init: a multi-node job needs SHMCOLL_TOKEN "
+		                            "and SHMCOLL_NODES (shmcoll-run --nnodes sets them)");
 	if (lrank == 0 && env_long("SHMCOLL_NET_FD", 0, INT_MAX, &fd) < 0)
-		return shmcoll__create_fail(-EINVAL, "shmcoll_init: SHMCOLL_NET_FD is not a descriptor");
+		return shmcoll__create_fail(-EINVAL,
+		                            "shmcoll_init: SHMCOLL_NET_FD is not a descriptor");
 	hc.nnodes = (int)nnodes;
 	hc.node = (int)node;
 	hc.nproc = (int)lsize;
@@ -263,31 +273,34 @@ int shmcoll_init(shmcoll_comm **out)
 
 	create_err[0] = '\0';
 	if (!out)
-		return shmcoll__create_fail(-EINVAL, "shmcoll_init: comm (the out pointer) is NULL");
+		return shmcoll__create_fail(-EINVAL,
+		                            "shmcoll_init: comm (the out pointer) is NULL");
 	*out = NULL;
 	r = env_long("SHMCOLL_RANK", 0, SHMCOLL_MAX_RANKS - 1, &rank);
 	s = env_long("SHMCOLL_SIZE", 1, SHMCOLL_MAX_RANKS, &size);
 	cfg.job = getenv("SHMCOLL_JOB");
 	if (r < 0 || s < 0)
 		return shmcoll__create_fail(-EINVAL, "shmcoll_init: SHMCOLL_RANK or SHMCOLL_SIZE "
-					    "is not a valid number");
+		                                     "is not a valid number");
 	if (r == 0 && s == 0 && (!cfg.job || !*cfg.job)) {
 		/* Started without a launcher: a job of one rank. */
 		if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
 			nonce = (uint64_t)shmcoll__now_ns();
 		snprintf(solo, sizeof(solo), "solo%d-%016llx", (int)getpid(),
-			 (unsigned long long)nonce);
+		         (unsigned long long)nonce);
 		cfg.job = solo;
 		rank = 0;
 		size = 1;
 	} else if (r == 0 || s == 0 || !cfg.job || !*cfg.job) {
 		return shmcoll__create_fail(-EINVAL, "shmcoll_init: SHMCOLL_RANK, SHMCOLL_SIZE and "
-					    "SHMCOLL_JOB must be set together");
+		                                     "SHMCOLL_JOB must be set together");
 	}
 	n = env_long("SHMCOLL_NNODES", 1, SHMCOLL_NODES_MAX, &nnodes);
 	if (n < 0)
-		return shmcoll__create_fail(-EINVAL, "shmcoll_init: SHMCOLL_NNODES is not a number of "
-					    "nodes from 1 to %d", SHMCOLL_NODES_MAX);
+		return shmcoll__create_fail(-EINVAL,
+		                            "shmcoll_init: SHMCOLL_NNODES is not a number of "
+		                            "nodes from 1 to %d",
+		                            SHMCOLL_NODES_MAX);
 	if (n > 0 && nnodes > 1)
 		return init_nodes(rank, size, nnodes, cfg.job, out);
 	cfg.rank = (int)rank;

@@ -35,7 +35,7 @@
 /* The elements [*off, *off + *len) of slice q of chunk i, for chunks of cn
  * elements cut into P slices. The last slices of a short chunk may be empty. */
 static void slice_of(size_t count, size_t cn, size_t P, size_t i, size_t q, size_t *off,
-		     size_t *len)
+                     size_t *len)
 {
 	size_t base = i * cn, n = min_size(cn, count - base), se = (n + P - 1) / P;
 	size_t lo = min_size(q * se, n);
@@ -55,7 +55,7 @@ static void *nt_copy(void *dst, const void *src, size_t n)
 static size_t slice_elems(const shmcoll_comm *c, size_t es)
 {
 	size_t chunk = c->chunk_bytes ? min_size(c->chunk_bytes, c->arena.lay.slot_half)
-				      : c->arena.lay.slot_half;
+	                              : c->arena.lay.slot_half;
 
 	return chunk / ((size_t)c->size * es);
 }
@@ -66,8 +66,8 @@ int shmcoll__direct_fits(const shmcoll_comm *c, size_t es)
 }
 
 int shmcoll__reduce_direct(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
-			   const uint8_t *send, uint8_t *recv, size_t count, size_t es,
-			   shmcoll__reduce_fn reduce, int root)
+                           const uint8_t *send, uint8_t *recv, size_t count, size_t es,
+                           shmcoll__reduce_fn reduce, int root)
 {
 	size_t P = (size_t)c->size, r = (size_t)c->rank, se = slice_elems(c, es), S = se * es;
 	size_t cn = se * P, nchunks = (count + cn - 1) / cn, i, q, off, len;
@@ -96,8 +96,8 @@ int shmcoll__reduce_direct(shmcoll_comm *c, const char *fn, struct shmcoll_desc 
 			slice_of(count, cn, P, i - 1, r, &off, &len);
 			for (p = 0; p < c->size; p++)
 				c->srcs[p] = (size_t)p == r ? send + off * es
-					     : c->zc[p]     ? c->zc[p] + off * es
-							    : shmcoll__slot(c, p, step - 1) + r * S;
+				             : c->zc[p]     ? c->zc[p] + off * es
+				                            : shmcoll__slot(c, p, step - 1) + r * S;
 			if (len && direct_out) {
 				reduce(recv + off * es, c->srcs, c->size, len);
 			} else if (len) {
@@ -111,9 +111,10 @@ int shmcoll__reduce_direct(shmcoll_comm *c, const char *fn, struct shmcoll_desc 
 				slice_of(count, cn, P, i - 2, q, &off, &len);
 				if (q != r)
 					copy_out(recv + off * es,
-						 c->zr[q] ? c->zr[q] + off * es
-							  : shmcoll__slot(c, (int)q, step - 1) + q * S,
-						 len * es);
+					         c->zr[q]
+					             ? c->zr[q] + off * es
+					             : shmcoll__slot(c, (int)q, step - 1) + q * S,
+					         len * es);
 			}
 		rc = shmcoll__chunk_step(c, fn, d, i == 0, count * es);
 		if (rc < 0)

@@ -55,36 +55,36 @@ static void fresh_job(char *buf, size_t len)
 	if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
 		nonce = (uint64_t)shmcoll__now_ns();
 	snprintf(buf, len, "oob%d-%u-%016llx", (int)getpid(), atomic_fetch_add(&counter, 1),
-		 (unsigned long long)nonce);
+	         (unsigned long long)nonce);
 }
 
 /* Checks rank r's record against this rank's view. 0 or -EINVAL with a
  * message in err. */
 static int check_rec(const struct oob_rec *all, int r, const struct oob_rec *me, char *err,
-		     size_t errlen)
+                     size_t errlen)
 {
 	const struct oob_rec *x = &all[r];
 
 	if (x->magic != OOB_MAGIC || x->version != OOB_VERSION) {
 		snprintf(err, errlen,
-			 "entry %d of the allgather is not a shmcoll record of this version (the "
-			 "host's allgather misplaced it, or ranks run different shmcoll versions)",
-			 r);
+		         "entry %d of the allgather is not a shmcoll record of this version (the "
+		         "host's allgather misplaced it, or ranks run different shmcoll versions)",
+		         r);
 		return -EINVAL;
 	}
 	if (x->rank != r || x->size != me->size) {
 		snprintf(err, errlen,
-			 "entry %d of the allgather is from rank %d of a group of %d, this rank "
-			 "is %d of %d: the ranks disagree on the group",
-			 r, (int)x->rank, (int)x->size, (int)me->rank, (int)me->size);
+		         "entry %d of the allgather is from rank %d of a group of %d, this rank "
+		         "is %d of %d: the ranks disagree on the group",
+		         r, (int)x->rank, (int)x->size, (int)me->rank, (int)me->size);
 		return -EINVAL;
 	}
 	if (x->uid != me->uid || strncmp(x->boot, me->boot, sizeof(x->boot)) != 0 ||
 	    memchr(x->job, '\0', sizeof(x->job)) == NULL) {
 		snprintf(err, errlen,
-			 "rank %d runs on another machine or as another user: shmcoll "
-			 "communicators join processes of one machine and user",
-			 r);
+		         "rank %d runs on another machine or as another user: shmcoll "
+		         "communicators join processes of one machine and user",
+		         r);
 		return -EINVAL;
 	}
 	return 0;
@@ -99,18 +99,19 @@ int shmcoll_comm_create_oob(const shmcoll_oob *oob, shmcoll_comm **out)
 
 	shmcoll__create_fail(0, "%s", "");
 	if (!out)
-		return shmcoll__create_fail(-EINVAL,
-					    "shmcoll_comm_create_oob: comm (the out pointer) is NULL");
+		return shmcoll__create_fail(
+		    -EINVAL, "shmcoll_comm_create_oob: comm (the out pointer) is NULL");
 	*out = NULL;
 	if (!oob || !oob->allgather)
-		return shmcoll__create_fail(-EINVAL,
-					    "shmcoll_comm_create_oob: oob or its allgather is NULL");
+		return shmcoll__create_fail(
+		    -EINVAL, "shmcoll_comm_create_oob: oob or its allgather is NULL");
 	if (oob->size < 1 || oob->size > SHMCOLL_MAX_RANKS || oob->rank < 0 ||
 	    oob->rank >= oob->size)
-		return shmcoll__create_fail(-EINVAL,
-					    "shmcoll_comm_create_oob: rank %d of %d is out of range "
-					    "(1 to %d ranks)",
-					    oob->rank, oob->size, SHMCOLL_MAX_RANKS);
+		return shmcoll__create_fail(
+		    -EINVAL,
+		    "shmcoll_comm_create_oob: rank %d of %d is out of range "
+		    "(1 to %d ranks)",
+		    oob->rank, oob->size, SHMCOLL_MAX_RANKS);
 	me.rank = oob->rank;
 	me.size = oob->size;
 	me.uid = (uint32_t)getuid();
@@ -123,9 +124,9 @@ int shmcoll_comm_create_oob(const shmcoll_oob *oob, shmcoll_comm **out)
 	if (rc != 0) {
 		free(all);
 		return shmcoll__create_fail(-EIO,
-					    "shmcoll_comm_create_oob: the host's allgather failed "
-					    "(returned %d)",
-					    rc);
+		                            "shmcoll_comm_create_oob: the host's allgather failed "
+		                            "(returned %d)",
+		                            rc);
 	}
 	for (r = 0; r < oob->size; r++) {
 		rc = check_rec(all, r, &me, err, sizeof(err));
@@ -181,9 +182,8 @@ int shmcoll_comm_split(shmcoll_comm *c, int color, int key, shmcoll_comm **newco
 		return shmcoll__fail(c, -EINVAL, "%s: newcomm (the out pointer) is NULL", fn);
 	*newcomm = NULL;
 	if (color < 0 && color != SHMCOLL_UNDEFINED)
-		return shmcoll__fail(c, -EINVAL,
-				     "%s: color %d is negative and not SHMCOLL_UNDEFINED", fn,
-				     color);
+		return shmcoll__fail(
+		    c, -EINVAL, "%s: color %d is negative and not SHMCOLL_UNDEFINED", fn, color);
 	all = malloc(sizeof(*all) * 2 * (size_t)c->size);
 	if (!all)
 		return shmcoll__fail(c, -ENOMEM, "%s: out of memory", fn);
@@ -214,9 +214,9 @@ int shmcoll_comm_split(shmcoll_comm *c, int color, int key, shmcoll_comm **newco
 	if (first_node >= 0) {
 		free(all);
 		return shmcoll__fail(c, -ENOTSUP,
-				     "%s: color %d has ranks on nodes %d and %d; a communicator "
-				     "over several nodes splits only into groups within a node",
-				     fn, bad_color, first_node, other_node);
+		                     "%s: color %d has ranks on nodes %d and %d; a communicator "
+		                     "over several nodes splits only into groups within a node",
+		                     fn, bad_color, first_node, other_node);
 	}
 	if (color == SHMCOLL_UNDEFINED) {
 		free(all);
@@ -233,8 +233,7 @@ int shmcoll_comm_split(shmcoll_comm *c, int color, int key, shmcoll_comm **newco
 	free(all);
 	/* The parent's arena name is unique to its job (and node): with the
 	 * split's number and the color, so is this. */
-	snprintf(job, sizeof(job), "%s|split%u|color%d", base_of(c)->arena.name, c->splits,
-		 color);
+	snprintf(job, sizeof(job), "%s|split%u|color%d", base_of(c)->arena.name, c->splits, color);
 	cfg.job = job;
 	cfg.timeout_ms = timeout_ms_of(c);
 	rc = shmcoll_comm_create(&cfg, newcomm);

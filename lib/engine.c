@@ -24,21 +24,21 @@ int shmcoll__fail(shmcoll_comm *c, int rc, const char *fn_fmt, ...)
 }
 
 static const char *const kind_names[KIND_COUNT] = {
-	[KIND_BARRIER] = "barrier",     [KIND_BCAST] = "bcast",
-	[KIND_REDUCE] = "reduce",       [KIND_ALLREDUCE] = "allreduce",
-	[KIND_ALLGATHER] = "allgather", [KIND_REDUCE_SCATTER] = "reduce_scatter",
-	[KIND_GATHER] = "gather",       [KIND_SCATTER] = "scatter",
-	[KIND_ALLTOALL] = "alltoall",   [KIND_MALLOC] = "malloc",
-	[KIND_FREE] = "free",
+    [KIND_BARRIER] = "barrier",     [KIND_BCAST] = "bcast",
+    [KIND_REDUCE] = "reduce",       [KIND_ALLREDUCE] = "allreduce",
+    [KIND_ALLGATHER] = "allgather", [KIND_REDUCE_SCATTER] = "reduce_scatter",
+    [KIND_GATHER] = "gather",       [KIND_SCATTER] = "scatter",
+    [KIND_ALLTOALL] = "alltoall",   [KIND_MALLOC] = "malloc",
+    [KIND_FREE] = "free",
 };
 
 static const char *const dtype_names[SHMCOLL_DTYPE_COUNT] = {
-	"int8", "uint8", "int32", "uint32", "int64", "uint64",
-	"float16", "bfloat16", "float32", "float64",
+    "int8",   "uint8",   "int32",    "uint32",  "int64",
+    "uint64", "float16", "bfloat16", "float32", "float64",
 };
 
 static const char *const op_names[SHMCOLL_OP_COUNT] = {
-	"sum", "prod", "min", "max", "avg", "band", "bor", "bxor",
+    "sum", "prod", "min", "max", "avg", "band", "bor", "bxor",
 };
 
 const char *shmcoll__kind_name(uint32_t kind)
@@ -70,7 +70,7 @@ int shmcoll__check_comm(shmcoll_comm *c, const char *fn)
 }
 
 int shmcoll__check_type(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, size_t count,
-			size_t mult, size_t *bytes)
+                        size_t mult, size_t *bytes)
 {
 	size_t es = shmcoll_dtype_size(dtype);
 
@@ -78,8 +78,8 @@ int shmcoll__check_type(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, si
 		return shmcoll__fail(c, -EINVAL, "%s: unknown dtype %d", fn, (int)dtype);
 	if (count > SIZE_MAX / es / mult)
 		return shmcoll__fail(c, -EINVAL,
-				     "%s: count %zu of %s (x%zu) overflows size_t bytes", fn,
-				     count, dtype_names[dtype], mult);
+		                     "%s: count %zu of %s (x%zu) overflows size_t bytes", fn, count,
+		                     dtype_names[dtype], mult);
 	*bytes = count * es * mult;
 	return 0;
 }
@@ -90,7 +90,7 @@ int shmcoll__check_op(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, shmc
 		return shmcoll__fail(c, -EINVAL, "%s: unknown op %d", fn, (int)op);
 	if (!shmcoll__reduce_lookup(dtype, op))
 		return shmcoll__fail(c, -EINVAL, "%s: op %s is not defined on dtype %s", fn,
-				     op_names[op], shmcoll__dtype_name(dtype));
+		                     op_names[op], shmcoll__dtype_name(dtype));
 	return 0;
 }
 
@@ -98,21 +98,21 @@ int shmcoll__check_root(shmcoll_comm *c, const char *fn, int root)
 {
 	if (root < 0 || root >= c->size)
 		return shmcoll__fail(c, -EINVAL, "%s: root %d out of range 0..%d", fn, root,
-				     c->size - 1);
+		                     c->size - 1);
 	return 0;
 }
 
 int shmcoll__check_buf(shmcoll_comm *c, const char *fn, const char *name, const void *buf,
-		       size_t bytes)
+                       size_t bytes)
 {
 	if (!buf && bytes)
-		return shmcoll__fail(c, -EINVAL, "%s: %s is NULL with %zu bytes to move", fn,
-				     name, bytes);
+		return shmcoll__fail(c, -EINVAL, "%s: %s is NULL with %zu bytes to move", fn, name,
+		                     bytes);
 	return 0;
 }
 
-int shmcoll__check_overlap(shmcoll_comm *c, const char *fn, const void *a, size_t na,
-			   const void *b, size_t nb, const void *inplace_a)
+int shmcoll__check_overlap(shmcoll_comm *c, const char *fn, const void *a, size_t na, const void *b,
+                           size_t nb, const void *inplace_a)
 {
 	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
 
@@ -120,9 +120,9 @@ int shmcoll__check_overlap(shmcoll_comm *c, const char *fn, const void *a, size_
 		return 0;
 	if (x < y + nb && y < x + na)
 		return shmcoll__fail(c, -EINVAL,
-				     "%s: sendbuf and recvbuf overlap without being the "
-				     "in-place form",
-				     fn);
+		                     "%s: sendbuf and recvbuf overlap without being the "
+		                     "in-place form",
+		                     fn);
 	return 0;
 }
 
@@ -147,16 +147,15 @@ int shmcoll__enter(shmcoll_comm *c, const char *fn)
 		atomic_store(&c->broken, why ? why : ECANCELED);
 		if (why == EPROTO)
 			return shmcoll__fail(c, -EPROTO, "%s: rank %d detected mismatched calls",
-					     fn, by);
+			                     fn, by);
 		/* A peer died while this rank was between calls: this call is
 		 * the one it would have waited in. */
 		if (why == EOWNERDEAD)
 			return shmcoll__fail(c, -EOWNERDEAD, "%s: rank %d (pid %d) died", fn, by,
-					     shmcoll__peer_pid(c, by));
+			                     shmcoll__peer_pid(c, by));
 	}
 	return shmcoll__fail(c, -ECANCELED, "%s: the communicator was aborted earlier%s%s", fn,
-			     c->cause[0] ? ": " : " (by a peer or shmcoll_comm_abort)",
-			     c->cause);
+	                     c->cause[0] ? ": " : " (by a peer or shmcoll_comm_abort)", c->cause);
 }
 
 int shmcoll__guard(shmcoll_comm *c, const char *fn)
@@ -181,7 +180,7 @@ int shmcoll__guard(shmcoll_comm *c, const char *fn)
  * next one. Both stay private until that step publishes them, so the line
  * peers poll changes once per step, not twice. */
 static struct shmcoll_desc *describe(shmcoll_comm *c, uint32_t kind, shmcoll_dtype dtype,
-				     shmcoll_op op, int root, uint64_t count)
+                                     shmcoll_op op, int root, uint64_t count)
 {
 	uint32_t step = c->seq + 1;
 	struct shmcoll_call *k = &c->call;
@@ -204,7 +203,7 @@ static struct shmcoll_desc *describe(shmcoll_comm *c, uint32_t kind, shmcoll_dty
 }
 
 int shmcoll__begin(shmcoll_comm *c, const char *fn, uint32_t kind, shmcoll_dtype dtype,
-		   shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **out)
+                   shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **out)
 {
 	*out = describe(c, kind, dtype, op, root, count);
 	/* Zero-copy buffers are learnt afresh by every call's checks. */
@@ -247,7 +246,7 @@ static int msg_guard(shmcoll_comm *c, const char *fn)
 }
 
 int shmcoll__begin_msg(shmcoll_comm *c, const char *fn, uint32_t kind, shmcoll_dtype dtype,
-		       shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **out)
+                       shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **out)
 {
 	*out = describe(c, kind, dtype, op, root, count);
 	return msg_guard(c, fn);
@@ -275,7 +274,7 @@ void shmcoll__break_by(shmcoll_comm *c, int why, int who)
 	 * after each futex sleep, which is woken or times out of its slice
 	 * (wait.c). Async-signal-safe: atomics and futex calls only. */
 	atomic_compare_exchange_strong(&c->arena.hdr->aborted, &none,
-				       ((uint32_t)(who + 1) << 8) | ((uint32_t)why & 0xff));
+	                               ((uint32_t)(who + 1) << 8) | ((uint32_t)why & 0xff));
 	for (p = 0; p < c->size; p++)
 		shmcoll__wake_all(&shmcoll__ctrl(&c->arena, (uint32_t)p)->seq);
 	shmcoll__wake_all(&c->arena.hdr->attached);
@@ -306,41 +305,39 @@ static int step_failed(shmcoll_comm *c, const char *fn, int rc, uint32_t step)
 	if (rc == -EOWNERDEAD) {
 		shmcoll__break_by(c, EOWNERDEAD, c->dead_rank);
 		return shmcoll__fail(c, rc,
-				     "%s: rank %d (pid %d) died; this rank was waiting for rank(s) "
-				     "%s (step %u)",
-				     fn, c->dead_rank, shmcoll__peer_pid(c, c->dead_rank), who,
-				     step);
+		                     "%s: rank %d (pid %d) died; this rank was waiting for rank(s) "
+		                     "%s (step %u)",
+		                     fn, c->dead_rank, shmcoll__peer_pid(c, c->dead_rank), who,
+		                     step);
 	}
 	if (rc == -EPROTO) {
 		shmcoll__break(c, EPROTO);
 		return shmcoll__fail(c, rc,
-				     "%s: mismatched calls: rank %d destroyed its communicator "
-				     "while this rank waits for it (step %u)",
-				     fn, c->left_rank, step);
+		                     "%s: mismatched calls: rank %d destroyed its communicator "
+		                     "while this rank waits for it (step %u)",
+		                     fn, c->left_rank, step);
 	}
 	if (rc == -ETIMEDOUT) {
 		shmcoll__break(c, ETIMEDOUT);
 		return shmcoll__fail(c, rc,
-				     "%s: timed out after %lld ms waiting for rank(s) %s (step %u)",
-				     fn, (long long)(c->waiter.timeout_ns / 1000000), who, step);
+		                     "%s: timed out after %lld ms waiting for rank(s) %s (step %u)",
+		                     fn, (long long)(c->waiter.timeout_ns / 1000000), who, step);
 	}
 	/* Woken by another rank's failure: report its cause as ours. */
 	atomic_store(&c->broken, why ? why : ECANCELED);
 	if (why == ETIMEDOUT)
 		return shmcoll__fail(c, -ETIMEDOUT,
-				     "%s: rank %d timed out; this rank was waiting for rank(s) "
-				     "%s (step %u)",
-				     fn, by, who, step);
+		                     "%s: rank %d timed out; this rank was waiting for rank(s) "
+		                     "%s (step %u)",
+		                     fn, by, who, step);
 	if (why == EPROTO)
-		return shmcoll__fail(c, -EPROTO, "%s: rank %d detected mismatched calls", fn,
-				     by);
+		return shmcoll__fail(c, -EPROTO, "%s: rank %d detected mismatched calls", fn, by);
 	if (why == EOWNERDEAD)
 		return shmcoll__fail(c, -EOWNERDEAD,
-				     "%s: rank %d (pid %d) died; this rank was waiting for rank(s) "
-				     "%s (step %u)",
-				     fn, by, shmcoll__peer_pid(c, by), who, step);
-	return shmcoll__fail(c, -ECANCELED, "%s: the communicator was aborted by rank %d", fn,
-			     by);
+		                     "%s: rank %d (pid %d) died; this rank was waiting for rank(s) "
+		                     "%s (step %u)",
+		                     fn, by, shmcoll__peer_pid(c, by), who, step);
+	return shmcoll__fail(c, -ECANCELED, "%s: the communicator was aborted by rank %d", fn, by);
 }
 
 void shmcoll__publish_next(shmcoll_comm *c, const struct shmcoll_desc *first)
@@ -393,38 +390,38 @@ int shmcoll__step(shmcoll_comm *c, const char *fn)
 }
 
 static int mismatch(shmcoll_comm *c, const char *fn, const struct shmcoll_call *mine, int p,
-		    const struct shmcoll_call *k)
+                    const struct shmcoll_call *k)
 {
 	shmcoll__break(c, EPROTO);
 	if (k->step != mine->step)
 		return shmcoll__fail(c, -EPROTO,
-				     "%s: mismatched calls: rank %d is inside a different "
-				     "collective at step %u (its %s began at step %u)",
-				     fn, p, mine->step, shmcoll__kind_name(k->kind), k->step);
+		                     "%s: mismatched calls: rank %d is inside a different "
+		                     "collective at step %u (its %s began at step %u)",
+		                     fn, p, mine->step, shmcoll__kind_name(k->kind), k->step);
 	if (k->algo != mine->algo)
 		return shmcoll__fail(c, -EPROTO,
-				     "%s: mismatched algorithms: rank %d runs %s, rank %d runs %s "
-				     "(is SHMCOLL_ALGO the same on every rank?)",
-				     fn, c->rank, shmcoll__algo_name(mine->algo), p,
-				     shmcoll__algo_name(k->algo));
+		                     "%s: mismatched algorithms: rank %d runs %s, rank %d runs %s "
+		                     "(is SHMCOLL_ALGO the same on every rank?)",
+		                     fn, c->rank, shmcoll__algo_name(mine->algo), p,
+		                     shmcoll__algo_name(k->algo));
 	return shmcoll__fail(c, -EPROTO,
-			     "%s: mismatched calls: rank %d called %s(count=%llu, %s, %s, "
-			     "root=%d), rank %d called %s(count=%llu, %s, %s, root=%d)",
-			     fn, c->rank, shmcoll__kind_name(mine->kind),
-			     (unsigned long long)mine->count, shmcoll__dtype_name(mine->dtype),
-			     shmcoll__op_name(mine->op), mine->root, p, shmcoll__kind_name(k->kind),
-			     (unsigned long long)k->count, shmcoll__dtype_name(k->dtype),
-			     shmcoll__op_name(k->op), k->root);
+	                     "%s: mismatched calls: rank %d called %s(count=%llu, %s, %s, "
+	                     "root=%d), rank %d called %s(count=%llu, %s, %s, root=%d)",
+	                     fn, c->rank, shmcoll__kind_name(mine->kind),
+	                     (unsigned long long)mine->count, shmcoll__dtype_name(mine->dtype),
+	                     shmcoll__op_name(mine->op), mine->root, p, shmcoll__kind_name(k->kind),
+	                     (unsigned long long)k->count, shmcoll__dtype_name(k->dtype),
+	                     shmcoll__op_name(k->op), k->root);
 }
 
 static int same_call(const struct shmcoll_call *a, const struct shmcoll_call *b)
 {
-	return a->step == b->step && a->kind == b->kind && a->dtype == b->dtype &&
-	       a->op == b->op && a->algo == b->algo && a->root == b->root && a->count == b->count;
+	return a->step == b->step && a->kind == b->kind && a->dtype == b->dtype && a->op == b->op &&
+	       a->algo == b->algo && a->root == b->root && a->count == b->count;
 }
 
 void shmcoll__msg_publish(shmcoll_comm *c, const struct shmcoll_desc *d, const void *data,
-			  size_t len)
+                          size_t len)
 {
 	struct shmcoll_msg *m = shmcoll__msg(c, c->rank, d->step);
 
@@ -440,7 +437,7 @@ void shmcoll__msg_publish(shmcoll_comm *c, const struct shmcoll_desc *d, const v
 }
 
 const uint8_t *shmcoll__msg_wait(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
-				 int p, int *rc)
+                                 int p, int *rc)
 {
 	const struct shmcoll_msg *m = shmcoll__msg(c, p, d->step);
 	int i;
@@ -476,7 +473,7 @@ const uint8_t *shmcoll__msg_wait(shmcoll_comm *c, const char *fn, const struct s
 }
 
 int shmcoll__msg_gather(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
-			const uint8_t *send, uint8_t *recv, size_t bytes)
+                        const uint8_t *send, uint8_t *recv, size_t bytes)
 {
 	const uint8_t *m;
 	int p, rc;
@@ -500,7 +497,7 @@ int shmcoll__msg_gather(shmcoll_comm *c, const char *fn, const struct shmcoll_de
 }
 
 int shmcoll__check_rank(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine, int p,
-			uint64_t src_bytes)
+                        uint64_t src_bytes)
 {
 	const struct shmcoll_layout *l = &c->arena.lay;
 	uint32_t par = mine->step & 1;
@@ -539,7 +536,7 @@ outside:
 }
 
 int shmcoll__check_peers(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine,
-			 uint64_t src_bytes)
+                         uint64_t src_bytes)
 {
 	int p, rc;
 
@@ -562,7 +559,7 @@ uint64_t shmcoll__heap_off(const shmcoll_comm *c, const void *buf, size_t bytes)
 }
 
 int shmcoll__step_from(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d, int first,
-		       uint64_t src_bytes, int from)
+                       uint64_t src_bytes, int from)
 {
 	int rc;
 
@@ -581,8 +578,8 @@ int shmcoll__step_from(shmcoll_comm *c, const char *fn, const struct shmcoll_des
 	return rc;
 }
 
-int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
-			int first, uint64_t src_bytes)
+int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d, int first,
+                        uint64_t src_bytes)
 {
 	return shmcoll__step_from(c, fn, d, first, src_bytes, STEP_ALL);
 }

@@ -4,19 +4,19 @@
 
 #include "lib/internal.h"
 
-#define SHMCOLL_ERRORS(X)                                                                 \
-	X(0, "success")                                                                   \
-	X(EINVAL, "invalid argument")                                                     \
-	X(ENOMEM, "out of memory")                                                        \
-	X(ENOSPC, "no room in the shared-memory filesystem for the arena")                \
-	X(ETIMEDOUT, "a peer did not arrive within the timeout")                          \
-	X(EOWNERDEAD, "a peer process died")                                              \
-	X(EPROTO, "ranks called mismatched collectives, or the arena is not valid")       \
-	X(ECANCELED, "the communicator was aborted")                                      \
-	X(EEXIST, "an arena for this job already exists")                                 \
-	X(EACCES, "permission denied on the shared-memory filesystem")                    \
-	X(EMFILE, "too many open files")                                                  \
-	X(ENOTSUP, "not supported by this build of shmcoll or on this communicator")       \
+#define SHMCOLL_ERRORS(X)                                                                          \
+	X(0, "success")                                                                            \
+	X(EINVAL, "invalid argument")                                                              \
+	X(ENOMEM, "out of memory")                                                                 \
+	X(ENOSPC, "no room in the shared-memory filesystem for the arena")                         \
+	X(ETIMEDOUT, "a peer did not arrive within the timeout")                                   \
+	X(EOWNERDEAD, "a peer process died")                                                       \
+	X(EPROTO, "ranks called mismatched collectives, or the arena is not valid")                \
+	X(ECANCELED, "the communicator was aborted")                                               \
+	X(EEXIST, "an arena for this job already exists")                                          \
+	X(EACCES, "permission denied on the shared-memory filesystem")                             \
+	X(EMFILE, "too many open files")                                                           \
+	X(ENOTSUP, "not supported by this build of shmcoll or on this communicator")               \
 	X(EIO, "the host's out-of-band exchange failed")
 
 const char *shmcoll_strerror(int err)
@@ -25,8 +25,8 @@ const char *shmcoll_strerror(int err)
 	if (err < 0 && err != INT_MIN)
 		err = -err;
 	switch (err) {
-#define CASE(code, text)                                                                  \
-	case code:                                                                        \
+#define CASE(code, text)                                                                           \
+	case code:                                                                                 \
 		return text;
 		SHMCOLL_ERRORS(CASE)
 #undef CASE

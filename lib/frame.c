@@ -55,8 +55,8 @@ static uint64_t get64(const uint8_t *p)
 	return get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
-__attribute__((format(printf, 3, 4))) static int refuse(char *why, size_t whylen,
-							const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int refuse(char *why, size_t whylen, const char *fmt,
+                                                        ...)
 {
 	va_list ap;
 
@@ -146,7 +146,7 @@ int shmcoll__hello_decode(const uint8_t *in, struct shmcoll_hello *h, char *why,
 	h->version = get16(in + 4);
 	if (h->version != SHMCOLL_WIRE_VERSION)
 		return refuse(why, whylen, "wire version %u, this side speaks %u", h->version,
-			      SHMCOLL_WIRE_VERSION);
+		              SHMCOLL_WIRE_VERSION);
 	h->role = get16(in + 6);
 	h->nnodes = get32(in + 8);
 	h->node = get32(in + 12);
@@ -159,8 +159,7 @@ int shmcoll__hello_decode(const uint8_t *in, struct shmcoll_hello *h, char *why,
 		return refuse(why, whylen, "node %u of %u out of range", h->node, h->nnodes);
 	if (h->nproc < 1 || h->nproc > SHMCOLL_MAX_RANKS)
 		return refuse(why, whylen, "%u ranks per node out of range", h->nproc);
-	if ((uint64_t)h->nnodes * h->nproc > INT32_MAX ||
-	    h->rank >= (uint64_t)h->nnodes * h->nproc)
+	if ((uint64_t)h->nnodes * h->nproc > INT32_MAX || h->rank >= (uint64_t)h->nnodes * h->nproc)
 		return refuse(why, whylen, "rank %u out of range", h->rank);
 	if (tl < 1 || tl > SHMCOLL_TOKEN_MAX || get32(in + 28) != 0)
 		return refuse(why, whylen, "token length %u out of range", tl);
@@ -176,7 +175,8 @@ int shmcoll__hello_decode(const uint8_t *in, struct shmcoll_hello *h, char *why,
 	memcpy(h->addr, in + H_ADDR, SHMCOLL_ADDR_MAX);
 	for (i = 0; h->addr[i]; i++)
 		if (!addr_char(h->addr[i]))
-			return refuse(why, whylen, "address has a character outside [0-9A-Za-z_.:[]-]");
+			return refuse(why, whylen,
+			              "address has a character outside [0-9A-Za-z_.:[]-]");
 	if (!zeros((const uint8_t *)h->addr + i, SHMCOLL_ADDR_MAX - i))
 		return refuse(why, whylen, "address padding is not zero");
 	return 0;
@@ -204,7 +204,7 @@ int shmcoll__frame_decode(const uint8_t *in, struct shmcoll_frame *f, char *why,
 	version = get16(in + 4);
 	if (version != SHMCOLL_WIRE_VERSION)
 		return refuse(why, whylen, "frame of wire version %u, this side speaks %u", version,
-			      SHMCOLL_WIRE_VERSION);
+		              SHMCOLL_WIRE_VERSION);
 	f->type = get16(in + 6);
 	f->seq = get32(in + 8);
 	f->node = get16(in + 12);
@@ -218,7 +218,7 @@ int shmcoll__frame_decode(const uint8_t *in, struct shmcoll_frame *f, char *why,
 		return refuse(why, whylen, "frame from node %u out of range", f->node);
 	if (f->len > SHMCOLL_FRAME_MAX_LEN)
 		return refuse(why, whylen, "frame length %llu out of range",
-			      (unsigned long long)f->len);
+		              (unsigned long long)f->len);
 	return 0;
 }
 

@@ -36,7 +36,7 @@ struct shmcoll_hello {
 	uint32_t nproc;   /* ranks per node, 1..SHMCOLL_MAX_RANKS */
 	uint32_t rank;    /* the sender's global rank (a launcher: its node's first) */
 	char token[SHMCOLL_TOKEN_MAX + 1]; /* NUL-terminated */
-	char addr[SHMCOLL_ADDR_MAX]; /* a launcher's: its leader's listener; else "" */
+	char addr[SHMCOLL_ADDR_MAX];       /* a launcher's: its leader's listener; else "" */
 };
 
 /* Frame types. */

@@ -35,8 +35,8 @@
 /* Inline (blocks of at most SHMCOLL_INLINE_MAX bytes): every non-root puts
  * its block in its message and leaves; the root copies each peer's message
  * into its block, and its own from sendbuf unless in place. */
-static int gather_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
-			 const uint8_t *send, uint8_t *recv, size_t count, size_t bytes, int root)
+static int gather_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, const uint8_t *send,
+                         uint8_t *recv, size_t count, size_t bytes, int root)
 {
 	struct shmcoll_desc *d;
 	int rc;
@@ -55,8 +55,8 @@ static int gather_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
 /* Single copy (cma.c): every other rank publishes where sendbuf is; the
  * root reads each into its block of recvbuf, then a second step releases
  * them. */
-static int gather_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
-		      const uint8_t *send, uint8_t *recv, size_t bytes, int root)
+static int gather_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, const uint8_t *send,
+                      uint8_t *recv, size_t bytes, int root)
 {
 	int p, rc, is_root = c->rank == root;
 
@@ -80,7 +80,7 @@ static int gather_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 }
 
 int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
-		   int root, shmcoll_comm *c)
+                   int root, shmcoll_comm *c)
 {
 	const char *fn = "shmcoll_gather";
 	const uint8_t *send = sendbuf;
@@ -135,7 +135,7 @@ int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll
 			memcpy(shmcoll__slot(c, c->rank, step), send + done * es, n * es);
 		}
 		rc = shmcoll__step_from(c, fn, d, done == 0, bytes,
-					is_root || !lagged ? STEP_ALL : STEP_NONE);
+		                        is_root || !lagged ? STEP_ALL : STEP_NONE);
 		if (rc < 0)
 			return rc;
 		if (!is_root)

@@ -79,7 +79,7 @@ static void heap_remove(shmcoll_comm *c, size_t i)
 
 /* One step in which every rank shows (kind, bytes, offset); 0 if all agree. */
 static int agree(shmcoll_comm *c, const char *fn, uint32_t kind, uint64_t bytes, uint64_t off,
-		 int *someone_failed)
+                 int *someone_failed)
 {
 	struct shmcoll_desc *d;
 	int p, rc;
@@ -93,18 +93,19 @@ static int agree(shmcoll_comm *c, const char *fn, uint32_t kind, uint64_t bytes,
 		return rc;
 	*someone_failed = 0;
 	for (p = 0; p < c->size; p++) {
-		const struct shmcoll_desc *pd = &shmcoll__ctrl(&c->arena, (uint32_t)p)->desc[d->step & 1];
+		const struct shmcoll_desc *pd =
+		    &shmcoll__ctrl(&c->arena, (uint32_t)p)->desc[d->step & 1];
 
 		if (pd->aux == NO_OFF)
 			*someone_failed = 1;
 		else if (pd->aux != off && off != NO_OFF) {
 			shmcoll__break(c, EPROTO);
 			return shmcoll__fail(c, -EPROTO,
-					     "%s: ranks disagree on the heap (rank %d at offset "
-					     "%llu, rank %d at %llu): calls were not made in the "
-					     "same order",
-					     fn, c->rank, (unsigned long long)off, p,
-					     (unsigned long long)pd->aux);
+			                     "%s: ranks disagree on the heap (rank %d at offset "
+			                     "%llu, rank %d at %llu): calls were not made in the "
+			                     "same order",
+			                     fn, c->rank, (unsigned long long)off, p,
+			                     (unsigned long long)pd->aux);
 		}
 	}
 	return 0;
@@ -127,9 +128,10 @@ void *shmcoll_malloc(shmcoll_comm *c, size_t bytes)
 		return NULL;
 	}
 	if (bytes > c->arena.lay.heap_stride) {
-		shmcoll__fail(c, -ENOMEM, "%s: %zu bytes exceed the %llu-byte heap of a rank "
-			      "(raise arena_bytes or SHMCOLL_ARENA_BYTES)", fn, bytes,
-			      (unsigned long long)c->arena.lay.heap_stride);
+		shmcoll__fail(c, -ENOMEM,
+		              "%s: %zu bytes exceed the %llu-byte heap of a rank "
+		              "(raise arena_bytes or SHMCOLL_ARENA_BYTES)",
+		              fn, bytes, (unsigned long long)c->arena.lay.heap_stride);
 		return NULL;
 	}
 	len = (bytes + HEAP_ALIGN - 1) / HEAP_ALIGN * HEAP_ALIGN;
@@ -139,9 +141,10 @@ void *shmcoll_malloc(shmcoll_comm *c, size_t bytes)
 		if (off != NO_OFF)
 			heap_remove(c, (size_t)heap_find(c, off));
 		if (rc == 0)
-			shmcoll__fail(c, -ENOMEM, "%s: %zu bytes do not fit in the symmetric heap "
-				      "of some rank (%llu bytes each)", fn, bytes,
-				      (unsigned long long)c->arena.lay.heap_stride);
+			shmcoll__fail(c, -ENOMEM,
+			              "%s: %zu bytes do not fit in the symmetric heap "
+			              "of some rank (%llu bytes each)",
+			              fn, bytes, (unsigned long long)c->arena.lay.heap_stride);
 		return NULL;
 	}
 	return c->heap + off;
@@ -166,8 +169,10 @@ int shmcoll_free(shmcoll_comm *c, void *ptr)
 	off = (uint64_t)((uintptr_t)ptr - (uintptr_t)c->heap);
 	i = (uintptr_t)ptr < (uintptr_t)c->heap ? -1 : heap_find(c, off);
 	if (i < 0)
-		return shmcoll__fail(c, -EINVAL, "%s: ptr %p did not come from shmcoll_malloc "
-				     "on this communicator", fn, ptr);
+		return shmcoll__fail(c, -EINVAL,
+		                     "%s: ptr %p did not come from shmcoll_malloc "
+		                     "on this communicator",
+		                     fn, ptr);
 	rc = agree(c, fn, KIND_FREE, 0, off, &failed);
 	if (rc < 0)
 		return rc;

@@ -52,7 +52,7 @@
 #include "lib/internal.h"
 #include "lib/net.h"
 
-#define CHUNK_BYTES   SHMCOLL_HIER_CHUNK_BYTES
+#define CHUNK_BYTES SHMCOLL_HIER_CHUNK_BYTES
 /* Leaders' allreduce: recursive doubling below, ring from here on. */
 #define LEAD_RING_MIN (64u << 10)
 /* How long a leader with a CPU of its own spins on its sockets before it
@@ -68,9 +68,9 @@ struct shmcoll_hier {
 	shmcoll_comm *local;     /* this node's ranks */
 	struct shmcoll_net *net; /* the leader's connections, else NULL */
 	int nnodes, node, nproc, lrank;
-	void *scr[SCR_COUNT];    /* working memory, grown on demand, kept */
+	void *scr[SCR_COUNT]; /* working memory, grown on demand, kept */
 	size_t cap[SCR_COUNT];
-	int xmode;               /* how the next leaders' exchange runs: X_RUN, ... */
+	int xmode; /* how the next leaders' exchange runs: X_RUN, ... */
 	struct shmcoll_xfer px[2 * SHMCOLL_NODES_MAX]; /* a posted exchange's transfers */
 };
 
@@ -93,8 +93,8 @@ struct wide {
 	int mode;
 	shmcoll_dtype dt; /* the type stages 1 and 2 reduce */
 	shmcoll_op op;
-	size_t es;        /* its element size */
-	size_t mult;      /* wide elements per element */
+	size_t es;   /* its element size */
+	size_t mult; /* wide elements per element */
 	shmcoll__reduce_fn fold;
 };
 
@@ -175,7 +175,7 @@ static void int_put(void *v, shmcoll_dtype dt, size_t i, int64_t x)
  * the pair (q, r) with x = q * S + r and 0 <= r < S, interleaved, so a sum
  * of pairs holds the exact sum of the xs as (sum q) * S + (sum r). */
 static void wide_in(const struct wide *w, void *dst, const void *src, size_t n, shmcoll_dtype dt,
-		    uint64_t S)
+                    uint64_t S)
 {
 	size_t i;
 
@@ -212,7 +212,7 @@ static void wide_in(const struct wide *w, void *dst, const void *src, size_t n, 
  * by S (integers truncated toward zero), 16-bit floats rounded once. dst may
  * be src for W_NATIVE. */
 static void wide_out(const struct wide *w, void *dst, const void *src, size_t n, shmcoll_dtype dt,
-		     shmcoll_op op, uint64_t S)
+                     shmcoll_op op, uint64_t S)
 {
 	size_t i;
 
@@ -299,8 +299,7 @@ static void *scratch(struct shmcoll_hier *h, int i, size_t bytes)
 static uint64_t call_word(uint32_t kind, shmcoll_dtype dt, shmcoll_op op, int root, size_t count)
 {
 	return (uint64_t)kind | (uint64_t)dt << 8 | (uint64_t)op << 16 |
-	       (uint64_t)((uint32_t)(root + 1) & 0xffffff) << 24 | (uint64_t)(count & 0xffff)
-	       << 48;
+	       (uint64_t)((uint32_t)(root + 1) & 0xffffff) << 24 | (uint64_t)(count & 0xffff) << 48;
 }
 
 /* Records a failure and breaks everything: the node communicator (its ranks
@@ -349,9 +348,9 @@ static int local_rc(shmcoll_comm *c, int rc)
 		return rc;
 	if (rc == -EOWNERDEAD && broken_by_live_leader(h))
 		shmcoll__fail(c, rc,
-			      "node %d: its leader (rank %d) lost its connection to another node: "
-			      "a rank or the leader there died or aborted",
-			      h->node, h->node * h->nproc);
+		              "node %d: its leader (rank %d) lost its connection to another node: "
+		              "a rank or the leader there died or aborted",
+		              h->node, h->node * h->nproc);
 	else
 		shmcoll__fail(c, rc, "node %d: %s", h->node, shmcoll_last_error(h->local));
 	return fail(c, rc);
@@ -394,7 +393,7 @@ static int net_run(shmcoll_comm *c, const char *fn, struct shmcoll_xfer *x, int 
 /* Sends slen bytes to node `to` and receives rlen from node `from` (either
  * -1: none), at once; or posts or resumes that (h->xmode). */
 static int sendrecv(shmcoll_comm *c, const char *fn, uint64_t call, int to, const void *sbuf,
-		    size_t slen, int from, void *rbuf, size_t rlen)
+                    size_t slen, int from, void *rbuf, size_t rlen)
 {
 	struct shmcoll_xfer *x = c->hier->px;
 	int nx = 0;
@@ -408,7 +407,7 @@ static int sendrecv(shmcoll_comm *c, const char *fn, uint64_t call, int to, cons
 
 /* buf = fold(a, b) over m wide elements, a first; tmp holds m of them. */
 static void fold2(const struct wide *w, void *buf, const void *a, const void *b, void *tmp,
-		  size_t m)
+                  size_t m)
 {
 	const void *srcs[2] = {a, b};
 
@@ -421,8 +420,8 @@ static void fold2(const struct wide *w, void *buf, const void *a, const void *b,
  * buf and a scratch vector, so nothing is copied; the last fold goes to
  * `final` instead if given (distinct from buf). *res says where the result
  * is: final, buf, or scratch. */
-static int lead_allreduce_rd(shmcoll_comm *c, const char *fn, const struct wide *w,
-			     uint64_t call, uint8_t *buf, size_t m, uint8_t *final, uint8_t **res)
+static int lead_allreduce_rd(shmcoll_comm *c, const char *fn, const struct wide *w, uint64_t call,
+                             uint8_t *buf, size_t m, uint8_t *final, uint8_t **res)
 {
 	struct shmcoll_hier *h = c->hier;
 	int N = h->nnodes, n = h->node, p2 = 1, mask, rc;
@@ -482,7 +481,7 @@ static void segment(size_t m, int N, int k, size_t *lo, size_t *len)
 /* Ring reduce-scatter: node n ends holding the fold of segment n of every
  * node's buf (segments of `seg` elements each if seg, else split evenly). */
 static int lead_ring_rs(shmcoll_comm *c, const char *fn, const struct wide *w, uint64_t call,
-			uint8_t *buf, size_t m, size_t seg)
+                        uint8_t *buf, size_t m, size_t seg)
 {
 	struct shmcoll_hier *h = c->hier;
 	int N = h->nnodes, n = h->node, s, rc;
@@ -505,7 +504,7 @@ static int lead_ring_rs(shmcoll_comm *c, const char *fn, const struct wide *w, u
 			segment(m, N, kr, &rlo, &rlen);
 		}
 		rc = sendrecv(c, fn, call, next, buf + slo * w->es, slen * w->es, prev, in,
-			      rlen * w->es);
+		              rlen * w->es);
 		if (rc)
 			return rc;
 		fold2(w, buf + rlo * w->es, in, buf + rlo * w->es, tmp, rlen);
@@ -516,7 +515,7 @@ static int lead_ring_rs(shmcoll_comm *c, const char *fn, const struct wide *w, u
 /* Ring allgather of byte blocks: node n has block n (at blk(n)) and ends with
  * all of them. */
 static int lead_ring_ag(shmcoll_comm *c, const char *fn, uint64_t call, uint8_t *buf, size_t m,
-			size_t es, size_t seg)
+                        size_t es, size_t seg)
 {
 	struct shmcoll_hier *h = c->hier;
 	int N = h->nnodes, n = h->node, s, rc;
@@ -534,7 +533,7 @@ static int lead_ring_ag(shmcoll_comm *c, const char *fn, uint64_t call, uint8_t 
 			segment(m, N, kr, &rlo, &rlen);
 		}
 		rc = sendrecv(c, fn, call, next, buf + slo * es, slen * es, prev, buf + rlo * es,
-			      rlen * es);
+		              rlen * es);
 		if (rc)
 			return rc;
 	}
@@ -548,7 +547,7 @@ static int lead_ring_ag(shmcoll_comm *c, const char *fn, uint64_t call, uint8_t 
  * 1-16 MiB: 1.2-1.5x). *res says where the result is: final if given and
  * used, buf, or scratch. */
 static int lead_allreduce(shmcoll_comm *c, const char *fn, const struct wide *w, uint64_t call,
-			  uint8_t *buf, size_t m, uint8_t *final, uint8_t **res)
+                          uint8_t *buf, size_t m, uint8_t *final, uint8_t **res)
 {
 	int N = c->hier->nnodes, rc;
 
@@ -572,7 +571,7 @@ static int lead_allreduce(shmcoll_comm *c, const char *fn, const struct wide *w,
 /* Moves bytes from local rank `from` (src) to local rank `to` (dst) through
  * node bcasts: every rank of the node takes part, the others into scratch. */
 static int local_move(shmcoll_comm *c, const char *fn, int from, int to, const uint8_t *src,
-		      uint8_t *dst, size_t bytes)
+                      uint8_t *dst, size_t bytes)
 {
 	struct shmcoll_hier *h = c->hier;
 	uint8_t *bin = NULL;
@@ -618,7 +617,7 @@ int shmcoll__hier_barrier(shmcoll_comm *c)
 		 * not, from the 2^(k+1) - 1 nodes before it. */
 		for (k = 1; k < h->nnodes; k <<= 1) {
 			rc = sendrecv(c, fn, call, (h->node + k) % h->nnodes, NULL, 0,
-				      (h->node - k + h->nnodes) % h->nnodes, NULL, 0);
+			              (h->node - k + h->nnodes) % h->nnodes, NULL, 0);
 			if (rc < 0)
 				return rc;
 		}
@@ -636,10 +635,10 @@ static size_t reduce_chunk(const struct wide *w)
  * X_POST) or run or resumed: the result ends in *res (the chunk of out if
  * the types allow). Returns 0, POSTED, or an error. */
 static int allreduce_lead(shmcoll_comm *c, const struct wide *w, uint64_t call, uint8_t *wres,
-			  size_t m, uint8_t *out, uint8_t **res)
+                          size_t m, uint8_t *out, uint8_t **res)
 {
 	return lead_allreduce(c, "shmcoll_allreduce", w, call, wres, m,
-			      w->mode == W_NATIVE ? out : NULL, res);
+	                      w->mode == W_NATIVE ? out : NULL, res);
 }
 
 /* Pipelined: the leader posts chunk k's exchange among the leaders and
@@ -649,7 +648,7 @@ static int allreduce_lead(shmcoll_comm *c, const struct wide *w, uint64_t call, 
  * node stages in the same order: reduce 0, reduce 1, bcast 0, reduce 2,
  * bcast 1, ... */
 int shmcoll__hier_allreduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t count,
-			    shmcoll_dtype dt, shmcoll_op op)
+                            shmcoll_dtype dt, shmcoll_op op)
 {
 	const char *fn = "shmcoll_allreduce";
 	struct shmcoll_hier *h = c->hier;
@@ -690,7 +689,8 @@ int shmcoll__hier_allreduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv,
 		if (lead && k >= 1) {
 			if (posted[pb]) {
 				h->xmode = X_RESUME;
-				rc = allreduce_lead(c, &w, call, wres[pb], pn * w.mult, pout, &res[pb]);
+				rc = allreduce_lead(c, &w, call, wres[pb], pn * w.mult, pout,
+				                    &res[pb]);
 				if (rc < 0)
 					return rc;
 			}
@@ -733,7 +733,7 @@ static int lead_wait(shmcoll_comm *c, const char *fn)
  * it reduces chunk k+1; the root's node's leader receives chunk k+1 while
  * its node reduces chunk k. */
 int shmcoll__hier_reduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t count,
-			 shmcoll_dtype dt, shmcoll_op op, int root)
+                         shmcoll_dtype dt, shmcoll_op op, int root)
 {
 	const char *fn = "shmcoll_reduce";
 	struct shmcoll_hier *h = c->hier;
@@ -753,7 +753,8 @@ int shmcoll__hier_reduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, si
 		 * (at home) every node's partials of two chunks; then the fold,
 		 * the transfers and the fold's sources. */
 		size_t parts = home ? (size_t)N : 1;
-		size_t bytes = 2 * parts * wa + wa + sizeof(*x) * (size_t)N + sizeof(*srcs) * (size_t)N;
+		size_t bytes =
+		    2 * parts * wa + wa + sizeof(*x) * (size_t)N + sizeof(*srcs) * (size_t)N;
 
 		bufs = scratch(h, SCR_RES, bytes);
 		if (!bufs)
@@ -763,7 +764,8 @@ int shmcoll__hier_reduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, si
 	}
 	for (k = 0; k < K; k++) {
 		size_t lo = k * cap, n = min_size(cap, count - lo), m = n * w.mult, wb = m * w.es;
-		uint8_t *out = c->rank == root ? recv + lo * es : NULL, *win = (uint8_t *)send + lo * es;
+		uint8_t *out = c->rank == root ? recv + lo * es : NULL,
+		        *win = (uint8_t *)send + lo * es;
 		uint8_t *wres = NULL;
 		int b = (int)(k & 1);
 
@@ -799,8 +801,8 @@ int shmcoll__hier_reduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, si
 			/* Chunk k's partials: posted last round, or now. */
 			for (q = 0, nx = 0; q < N && (rc == 0 && k == 0); q++)
 				if (q != nr)
-					x[nx++] = (struct shmcoll_xfer){q, XFER_RECV, part + (size_t)q * wa,
-								       wb, call, 0};
+					x[nx++] = (struct shmcoll_xfer){
+					    q, XFER_RECV, part + (size_t)q * wa, wb, call, 0};
 			if (rc == 0 && k == 0)
 				rc = net_run(c, fn, x, nx);
 			if (rc == 0 && k + 1 < K) {
@@ -810,7 +812,8 @@ int shmcoll__hier_reduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, si
 				for (q = 0, nx = 0; q < N; q++)
 					if (q != nr)
 						x[nx++] = (struct shmcoll_xfer){
-						    q, XFER_RECV, next + (size_t)q * wa, n1, call, 0};
+						    q,  XFER_RECV, next + (size_t)q * wa,
+						    n1, call,      0};
 				rc = lead_post(c, fn, x, nx);
 			}
 			if (rc < 0)
@@ -864,7 +867,8 @@ int shmcoll__hier_bcast(shmcoll_comm *c, uint8_t *buf, size_t count, shmcoll_dty
 				rc = lead_wait(c, fn);
 			for (q = 0, nx = 0; rc == 0 && lead && q < h->nnodes; q++)
 				if (q != nr)
-					x[nx++] = (struct shmcoll_xfer){q, XFER_SEND, p, n * es, call, 0};
+					x[nx++] =
+					    (struct shmcoll_xfer){q, XFER_SEND, p, n * es, call, 0};
 			if (rc == 0 && lead)
 				rc = lead_post(c, fn, x, nx);
 			continue;
@@ -874,8 +878,9 @@ int shmcoll__hier_bcast(shmcoll_comm *c, uint8_t *buf, size_t count, shmcoll_dty
 		if (lead && k > 0)
 			rc = lead_wait(c, fn);
 		if (rc == 0 && lead && k + 1 < K) {
-			x[0] = (struct shmcoll_xfer){nr, XFER_RECV, p + cap * es,
-						     min_size(cap, count - lo - cap) * es, call, 0};
+			x[0] = (struct shmcoll_xfer){
+			    nr,   XFER_RECV, p + cap * es, min_size(cap, count - lo - cap) * es,
+			    call, 0};
 			rc = lead_post(c, fn, x, 1);
 		}
 		if (rc == 0)
@@ -887,7 +892,7 @@ int shmcoll__hier_bcast(shmcoll_comm *c, uint8_t *buf, size_t count, shmcoll_dty
 }
 
 int shmcoll__hier_allgather(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t sc,
-			    shmcoll_dtype dt)
+                            shmcoll_dtype dt)
 {
 	const char *fn = "shmcoll_allgather";
 	struct shmcoll_hier *h = c->hier;
@@ -896,8 +901,8 @@ int shmcoll__hier_allgather(shmcoll_comm *c, const uint8_t *send, uint8_t *recv,
 	int rc, lead = h->lrank == 0;
 
 	/* The node's block lands in place in the leader's recvbuf. */
-	rc = local_rc(c, shmcoll_gather(send, lead ? recv + (size_t)h->node * block : NULL, sc,
-					dt, 0, h->local));
+	rc = local_rc(c, shmcoll_gather(send, lead ? recv + (size_t)h->node * block : NULL, sc, dt,
+	                                0, h->local));
 	if (rc == 0 && lead)
 		rc = lead_ring_ag(c, fn, call, recv, (size_t)h->nnodes, block, 1);
 	if (rc == 0)
@@ -906,7 +911,7 @@ int shmcoll__hier_allgather(shmcoll_comm *c, const uint8_t *send, uint8_t *recv,
 }
 
 int shmcoll__hier_reduce_scatter(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t rc_,
-				 shmcoll_dtype dt, shmcoll_op op)
+                                 shmcoll_dtype dt, shmcoll_op op)
 {
 	const char *fn = "shmcoll_reduce_scatter";
 	struct shmcoll_hier *h = c->hier;
@@ -934,7 +939,7 @@ int shmcoll__hier_reduce_scatter(shmcoll_comm *c, const uint8_t *send, uint8_t *
 		rc = lead_ring_rs(c, fn, &w, call, wres, m, seg);
 		if (rc == 0)
 			wide_out(&w, part, wres + (size_t)h->node * seg * w.es,
-				 (size_t)h->nproc * rc_, dt, op, S);
+			         (size_t)h->nproc * rc_, dt, op, S);
 	}
 	if (rc == 0)
 		rc = local_rc(c, shmcoll_scatter(part, recv, rc_, dt, 0, h->local));
@@ -942,7 +947,7 @@ int shmcoll__hier_reduce_scatter(shmcoll_comm *c, const uint8_t *send, uint8_t *
 }
 
 int shmcoll__hier_gather(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t sc,
-			 shmcoll_dtype dt, int root)
+                         shmcoll_dtype dt, int root)
 {
 	const char *fn = "shmcoll_gather";
 	struct shmcoll_hier *h = c->hier;
@@ -963,8 +968,8 @@ int shmcoll__hier_gather(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, si
 		return rc;
 	}
 	/* The root's node: its block goes straight to the root. */
-	rc = local_rc(c, shmcoll_gather(send, h->lrank == lr ? recv + (size_t)nr * block : NULL,
-					sc, dt, lr, h->local));
+	rc = local_rc(c, shmcoll_gather(send, h->lrank == lr ? recv + (size_t)nr * block : NULL, sc,
+	                                dt, lr, h->local));
 	if (rc < 0)
 		return rc;
 	/* The other nodes' blocks, in node order, into recvbuf if the leader is
@@ -978,7 +983,7 @@ int shmcoll__hier_gather(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, si
 			return oom(c, fn, (size_t)N * block);
 		for (q = 0, k = 0; q < N; q++) {
 			uint8_t *dst = lr == 0 ? recv + (size_t)q * block
-					       : far + (size_t)(q - (q > nr)) * block;
+			                       : far + (size_t)(q - (q > nr)) * block;
 
 			if (q != nr)
 				x[k++] = (struct shmcoll_xfer){q, XFER_RECV, dst, block, call, 0};
@@ -992,13 +997,13 @@ int shmcoll__hier_gather(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, si
 	rc = local_move(c, fn, 0, lr, far, recv, (size_t)nr * block);
 	if (rc == 0)
 		rc = local_move(c, fn, 0, lr, far ? far + (size_t)nr * block : NULL,
-				recv ? recv + (size_t)(nr + 1) * block : NULL,
-				(size_t)(N - 1 - nr) * block);
+		                recv ? recv + (size_t)(nr + 1) * block : NULL,
+		                (size_t)(N - 1 - nr) * block);
 	return rc;
 }
 
 int shmcoll__hier_scatter(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t rcount,
-			  shmcoll_dtype dt, int root)
+                          shmcoll_dtype dt, int root)
 {
 	const char *fn = "shmcoll_scatter";
 	struct shmcoll_hier *h = c->hier;
@@ -1030,34 +1035,34 @@ int shmcoll__hier_scatter(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, s
 			rc = local_move(c, fn, lr, 0, NULL, (uint8_t *)far, (size_t)nr * block);
 			if (rc == 0)
 				rc = local_move(c, fn, lr, 0, NULL,
-						(uint8_t *)far + (size_t)nr * block,
-						(size_t)(N - 1 - nr) * block);
+				                (uint8_t *)far + (size_t)nr * block,
+				                (size_t)(N - 1 - nr) * block);
 			if (rc < 0)
 				return rc;
 		}
 		for (q = 0, k = 0; q < N; q++) {
 			const uint8_t *src = lr == 0 ? send + (size_t)q * block
-						     : far + (size_t)(q - (q > nr)) * block;
+			                             : far + (size_t)(q - (q > nr)) * block;
 
 			if (q != nr)
-				x[k++] = (struct shmcoll_xfer){q, XFER_SEND, (void *)src, block,
-							       call, 0};
+				x[k++] = (struct shmcoll_xfer){q,     XFER_SEND, (void *)src,
+				                               block, call,      0};
 		}
 		rc = net_run(c, fn, x, k);
 	} else if (lr != 0) {
 		rc = local_move(c, fn, lr, 0, send, NULL, (size_t)nr * block);
 		if (rc == 0)
 			rc = local_move(c, fn, lr, 0, send ? send + (size_t)(nr + 1) * block : NULL,
-					NULL, (size_t)(N - 1 - nr) * block);
+			                NULL, (size_t)(N - 1 - nr) * block);
 	}
 	if (rc < 0)
 		return rc;
 	return local_rc(c, shmcoll_scatter(h->lrank == lr ? send + (size_t)nr * block : NULL, recv,
-					   rcount, dt, lr, h->local));
+	                                   rcount, dt, lr, h->local));
 }
 
 int shmcoll__hier_alltoall(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t count,
-			   shmcoll_dtype dt)
+                           shmcoll_dtype dt)
 {
 	const char *fn = "shmcoll_alltoall";
 	struct shmcoll_hier *h = c->hier;
@@ -1074,7 +1079,8 @@ int shmcoll__hier_alltoall(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, 
 		 * local rank, its recvbuf. */
 		G = scratch(h, SCR_IN, P * row);
 		O = scratch(h, SCR_RES, (size_t)N * nblk);
-		I = scratch(h, SCR_NET, align16((size_t)N * nblk) + sizeof(struct shmcoll_xfer) * 2 * N);
+		I = scratch(h, SCR_NET,
+		            align16((size_t)N * nblk) + sizeof(struct shmcoll_xfer) * 2 * N);
 		T = scratch(h, SCR_TMP, P * row);
 		if (!G || !O || !I || !T)
 			return oom(c, fn, 2 * P * row + 2 * (size_t)N * nblk);
@@ -1093,10 +1099,10 @@ int shmcoll__hier_alltoall(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, 
 		for (m = 0, k = 0; m < N; m++) {
 			if (m == h->node)
 				continue;
-			x[k++] = (struct shmcoll_xfer){m, XFER_SEND, O + (size_t)m * nblk, nblk,
-						       call, 0};
-			x[k++] = (struct shmcoll_xfer){m, XFER_RECV, I + (size_t)m * nblk, nblk,
-						       call, 0};
+			x[k++] = (struct shmcoll_xfer){m,    XFER_SEND, O + (size_t)m * nblk,
+			                               nblk, call,      0};
+			x[k++] = (struct shmcoll_xfer){m,    XFER_RECV, I + (size_t)m * nblk,
+			                               nblk, call,      0};
 		}
 		memcpy(I + (size_t)h->node * nblk, O + (size_t)h->node * nblk, nblk);
 		rc = net_run(c, fn, x, k);
@@ -1133,8 +1139,8 @@ int shmcoll__hier_enter(shmcoll_comm *c, const char *fn)
 
 	if (load_relaxed(&c->broken))
 		return shmcoll__fail(c, -ECANCELED, "%s: the communicator was aborted earlier%s%s",
-				     fn, c->cause[0] ? ": " : " (by a peer or shmcoll_comm_abort)",
-				     c->cause);
+		                     fn, c->cause[0] ? ": " : " (by a peer or shmcoll_comm_abort)",
+		                     c->cause);
 	/* A rank of this node failed between calls. */
 	rc = shmcoll__enter(c->hier->local, fn);
 	if (rc < 0)
@@ -1192,7 +1198,7 @@ static int colocated_oversubscribed(shmcoll_comm *c, int ncpus)
 		return oom(c, "shmcoll_init", idn * (size_t)h->nnodes);
 	memcpy(all + idn * (size_t)h->node, id, idn);
 	rc = lead_ring_ag(c, "shmcoll_init", call_word(KIND_BARRIER, 0, 0, -1, 0), (uint8_t *)all,
-			  (size_t)h->nnodes, idn, 1);
+	                  (size_t)h->nnodes, idn, 1);
 	if (rc < 0)
 		return rc;
 	for (n = 0; n < h->nnodes; n++)
@@ -1232,10 +1238,10 @@ static int parse_nodes(const char *s, int n, char (*addrs)[SHMCOLL_ADDR_MAX])
 }
 
 int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, shmcoll_comm **out, char *err,
-			 size_t errlen)
+                         size_t errlen)
 {
 	char nerr[SHMCOLL_ERR_LEN - 64];
-	char (*addrs)[SHMCOLL_ADDR_MAX] = NULL;
+	char(*addrs)[SHMCOLL_ADDR_MAX] = NULL;
 	shmcoll_config lc = {0};
 	struct shmcoll_hier *h;
 	shmcoll_comm *c;
@@ -1252,7 +1258,7 @@ int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, shmcoll_comm **out,
 	}
 	if (parse_nodes(cfg->nodes, cfg->nnodes, addrs) < 0) {
 		snprintf(err, errlen, "SHMCOLL_NODES is not %d comma-separated host:port addresses",
-			 cfg->nnodes);
+		         cfg->nnodes);
 		rc = -EINVAL;
 		goto err_free;
 	}
@@ -1290,12 +1296,12 @@ int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, shmcoll_comm **out,
 		status = shmcoll__net_open(&nc, &h->net, nerr, sizeof(nerr));
 		if (status < 0)
 			snprintf(err, errlen, "node %d's leader (rank %d): %s", cfg->node, c->rank,
-				 nerr);
+			         nerr);
 		if (status == 0) {
 			status = colocated_oversubscribed(c, online_cpus());
 			if (status < 0)
 				snprintf(err, errlen, "node %d's leader (rank %d): %s", cfg->node,
-					 c->rank, c->err);
+				         c->rank, c->err);
 		}
 	}
 	/* Every rank of the node learns whether its leader got through, and
@@ -1307,8 +1313,9 @@ int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, shmcoll_comm **out,
 	}
 	if (status < 0) {
 		if (h->lrank != 0)
-			snprintf(err, errlen, "node %d's leader could not reach the other nodes (%s)",
-				 cfg->node, shmcoll_strerror(status));
+			snprintf(err, errlen,
+			         "node %d's leader could not reach the other nodes (%s)", cfg->node,
+			         shmcoll_strerror(status));
 		rc = status;
 		goto err_local;
 	}

@@ -32,7 +32,7 @@ struct shmcoll_hier_cfg {
  * fails alike if its leader cannot connect. Returns 0 or a negative errno
  * with a message in err. */
 int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, shmcoll_comm **out, char *err,
-			 size_t errlen);
+                         size_t errlen);
 void shmcoll__hier_destroy(shmcoll_comm *c);
 void shmcoll__hier_abort(shmcoll_comm *c);
 int shmcoll__hier_enter(shmcoll_comm *c, const char *fn);
@@ -45,20 +45,20 @@ const char *shmcoll__hier_transport(const shmcoll_comm *c);
 /* The collectives, arguments already checked, count > 0. */
 int shmcoll__hier_barrier(shmcoll_comm *c);
 int shmcoll__hier_allreduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t count,
-			    shmcoll_dtype dt, shmcoll_op op);
+                            shmcoll_dtype dt, shmcoll_op op);
 int shmcoll__hier_reduce(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t count,
-			 shmcoll_dtype dt, shmcoll_op op, int root);
+                         shmcoll_dtype dt, shmcoll_op op, int root);
 int shmcoll__hier_bcast(shmcoll_comm *c, uint8_t *buf, size_t count, shmcoll_dtype dt, int root);
 int shmcoll__hier_allgather(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t sc,
-			    shmcoll_dtype dt);
-int shmcoll__hier_reduce_scatter(shmcoll_comm *c, const uint8_t *send, uint8_t *recv,
-				 size_t rcount, shmcoll_dtype dt, shmcoll_op op);
+                            shmcoll_dtype dt);
+int shmcoll__hier_reduce_scatter(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t rcount,
+                                 shmcoll_dtype dt, shmcoll_op op);
 int shmcoll__hier_gather(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t sc,
-			 shmcoll_dtype dt, int root);
+                         shmcoll_dtype dt, int root);
 int shmcoll__hier_scatter(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t rcount,
-			  shmcoll_dtype dt, int root);
+                          shmcoll_dtype dt, int root);
 int shmcoll__hier_alltoall(shmcoll_comm *c, const uint8_t *send, uint8_t *recv, size_t count,
-			   shmcoll_dtype dt);
+                           shmcoll_dtype dt);
 void *shmcoll__hier_malloc(shmcoll_comm *c, size_t bytes);
 int shmcoll__hier_free(shmcoll_comm *c, void *ptr);
 

@@ -14,7 +14,7 @@
 #include "lib/kernels.h"
 
 #define SHMCOLL_ERR_LEN 320
-#define NO_OFF UINT64_MAX
+#define NO_OFF          UINT64_MAX
 
 /* What a descriptor's kind field says; also the names in messages. */
 enum shmcoll_kind {
@@ -46,7 +46,7 @@ enum shmcoll_algo {
 /* Radix of the k-nomial tree (tree.c): depth log4(P), at most 3 children per
  * level, so a parent waits on few ranks and the release reaches 64 ranks in
  * three hops. */
-#define SHMCOLL_TREE_RADIX 4
+#define SHMCOLL_TREE_RADIX        4
 #define SHMCOLL_TREE_MAX_CHILDREN ((SHMCOLL_TREE_RADIX - 1) * 6) /* P <= 4^5 */
 
 struct shmcoll_tree {
@@ -65,8 +65,8 @@ struct shmcoll_hier;
 struct shmcoll_comm {
 	int rank, size;
 	struct shmcoll_hier *hier; /* set: a communicator over several nodes (hier.c);
-				    * then only rank, size, broken, err and cause
-				    * below mean anything */
+	                            * then only rank, size, broken, err and cause
+	                            * below mean anything */
 	struct shmcoll_arena arena;
 	struct shmcoll_waiter waiter;
 	struct shmcoll_ctrl *me; /* this rank's control block */
@@ -75,9 +75,9 @@ struct shmcoll_comm {
 	uint8_t *heap;           /* this rank's heap partition, in this mapping */
 	struct heap_block *blocks;
 	size_t nblocks, cap_blocks;
-	const void **srcs;       /* size entries: kernel sources of one chunk */
-	const uint8_t **zc;      /* size entries: each rank's zero-copy source or NULL */
-	const uint8_t **zr;      /* size entries: each rank's result, readable in place, or NULL */
+	const void **srcs;        /* size entries: kernel sources of one chunk */
+	const uint8_t **zc;       /* size entries: each rank's zero-copy source or NULL */
+	const uint8_t **zr;       /* size entries: each rank's result, readable in place, or NULL */
 	uint8_t algo[KIND_COUNT]; /* SHMCOLL_ALGO: forced protocol per kind, or ALGO_AUTO */
 	size_t chunk_bytes;       /* SHMCOLL_CHUNK_BYTES, or 0: chosen per call */
 	int nt_stores;            /* SHMCOLL_NT (default 0): streaming stores for huge results */
@@ -87,16 +87,16 @@ struct shmcoll_comm {
 	uint32_t splits;          /* shmcoll_comm_split/dup calls so far: names their jobs */
 	int cma;                  /* every rank can read every peer's memory (cma.c) */
 	size_t cma_min;           /* SHMCOLL_CMA_MIN: single copies from this block size on;
-				   * 0: the measured defaults (cma.c) */
+	                           * 0: the measured defaults (cma.c) */
 	uint64_t cma_nonce;       /* what peers read here to prove they can (cma.c) */
 	uint8_t *scratch;         /* private copy of an in-place alltoall's buffer */
 	size_t scratch_bytes;
-	struct shmcoll_peer *peers; /* liveness of each rank (live.c) */
-	int waiting_for;          /* the rank the current wait is for, or -1 */
-	uint32_t waiting_step;    /* and the step it waits for */
-	int left_rank;            /* set by shmcoll__live_check before -EPROTO */
-	int live_next;            /* the next rank the liveness check looks at */
-	int dead_rank;            /* set by shmcoll__live_check before -EOWNERDEAD */
+	struct shmcoll_peer *peers;  /* liveness of each rank (live.c) */
+	int waiting_for;             /* the rank the current wait is for, or -1 */
+	uint32_t waiting_step;       /* and the step it waits for */
+	int left_rank;               /* set by shmcoll__live_check before -EPROTO */
+	int live_next;               /* the next rank the liveness check looks at */
+	int dead_rank;               /* set by shmcoll__live_check before -EOWNERDEAD */
 	char err[SHMCOLL_ERR_LEN];   /* shmcoll_last_error() */
 	char cause[SHMCOLL_ERR_LEN]; /* the failure that broke the communicator */
 };
@@ -118,7 +118,7 @@ int shmcoll__create_fail(int rc, const char *fmt, ...) __attribute__((format(pri
 
 /* Records a message for shmcoll_last_error() and returns rc. */
 int shmcoll__fail(shmcoll_comm *c, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 const char *shmcoll__kind_name(uint32_t kind);
 const char *shmcoll__dtype_name(uint32_t dtype);
@@ -133,14 +133,14 @@ int shmcoll__algo_parse(shmcoll_comm *c, const char *spec, char *err, size_t err
  * argument. They run before any rank waits on another. */
 int shmcoll__check_comm(shmcoll_comm *c, const char *fn);
 int shmcoll__check_type(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, size_t count,
-			size_t mult, size_t *bytes);
+                        size_t mult, size_t *bytes);
 int shmcoll__check_op(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, shmcoll_op op);
 int shmcoll__check_root(shmcoll_comm *c, const char *fn, int root);
 int shmcoll__check_buf(shmcoll_comm *c, const char *fn, const char *name, const void *buf,
-		       size_t bytes);
+                       size_t bytes);
 /* Fails unless [a, a+na) and [b, b+nb) are disjoint or a == inplace_a. */
-int shmcoll__check_overlap(shmcoll_comm *c, const char *fn, const void *a, size_t na,
-			   const void *b, size_t nb, const void *inplace_a);
+int shmcoll__check_overlap(shmcoll_comm *c, const char *fn, const void *a, size_t na, const void *b,
+                           size_t nb, const void *inplace_a);
 
 /* Returns -ECANCELED (with a message) if the communicator was aborted. */
 int shmcoll__enter(shmcoll_comm *c, const char *fn);
@@ -150,7 +150,7 @@ int shmcoll__enter(shmcoll_comm *c, const char *fn);
  * src_off or aux) and guards the step (shmcoll__guard). Returns 0 or the
  * error of a failed wait. */
 int shmcoll__begin(shmcoll_comm *c, const char *fn, uint32_t kind, shmcoll_dtype dtype,
-		   shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **d);
+                   shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **d);
 
 /* Before writing anything shared for step s = seq + 1 (a staging half, a call
  * word): makes sure every rank that may read what this rank wrote at s - 2
@@ -180,7 +180,7 @@ int shmcoll__wait_rank(shmcoll_comm *c, const char *fn, int p, uint32_t want);
  * ranks only, each checking the ones it waited for at the call's first
  * step, while those cannot yet have begun another call. */
 int shmcoll__check_rank(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine, int p,
-			uint64_t src_bytes);
+                        uint64_t src_bytes);
 
 /* The inline path of single-step calls whose contribution fits
  * SHMCOLL_INLINE_MAX bytes (struct shmcoll_msg). Such a call begins with
@@ -193,18 +193,18 @@ int shmcoll__check_rank(shmcoll_comm *c, const char *fn, const struct shmcoll_de
  * mismatch, or the error of the wait). */
 #define SHMCOLL_MSG_SPINS 4096
 int shmcoll__begin_msg(shmcoll_comm *c, const char *fn, uint32_t kind, shmcoll_dtype dtype,
-		       shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **d);
+                       shmcoll_op op, int root, uint64_t count, struct shmcoll_desc **d);
 void shmcoll__msg_publish(shmcoll_comm *c, const struct shmcoll_desc *d, const void *data,
-			  size_t len);
+                          size_t len);
 const uint8_t *shmcoll__msg_wait(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
-				 int p, int *rc);
+                                 int p, int *rc);
 
 /* After publishing its message for the call d began: puts every rank's block
  * of bytes bytes, in rank order, into recv - this rank's from send unless it
  * is there already (in place), every peer's from its message. Returns 0 or
  * the error of shmcoll__msg_wait. (gather's root, allgather.) */
 int shmcoll__msg_gather(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
-			const uint8_t *send, uint8_t *recv, size_t bytes);
+                        const uint8_t *send, uint8_t *recv, size_t bytes);
 
 /* Rank's message slot for step. */
 static inline struct shmcoll_msg *shmcoll__msg(const shmcoll_comm *c, int rank, uint32_t step)
@@ -235,13 +235,13 @@ static inline int shmcoll__inline(const shmcoll_comm *c, int algo, size_t bytes)
  * zero-copy source (NULL where it staged), each checked to lie inside its
  * heap for src_bytes bytes. */
 int shmcoll__check_peers(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *mine,
-			 uint64_t src_bytes);
+                         uint64_t src_bytes);
 
 /* One step of a call, waiting for every peer. The first one (first != 0)
  * also publishes the call word and then checks the peers' (see
  * shmcoll__check_peers). */
-int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
-			int first, uint64_t src_bytes);
+int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d, int first,
+                        uint64_t src_bytes);
 
 /* shmcoll__chunk_step, waiting for rank from only (checking its call word on
  * the first step), for every peer (STEP_ALL), or for nobody (STEP_NONE): the
@@ -249,7 +249,7 @@ int shmcoll__chunk_step(shmcoll_comm *c, const char *fn, const struct shmcoll_de
 #define STEP_ALL  (-1)
 #define STEP_NONE (-2)
 int shmcoll__step_from(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d, int first,
-		       uint64_t src_bytes, int from);
+                       uint64_t src_bytes, int from);
 
 /* After the last chunk: if any rank other than skip (-1: none) let peers read
  * its buffer in place, one more step so nobody returns (and lets its caller
@@ -260,7 +260,7 @@ int shmcoll__zc_release(shmcoll_comm *c, const char *fn, int skip);
  * starts at q * block) at position q * len of slot: the layout of the
  * collectives that split every chunk per peer. */
 static inline void shmcoll__stage_split(uint8_t *slot, const uint8_t *src, size_t parts,
-					size_t block, size_t off, size_t len)
+                                        size_t block, size_t off, size_t len)
 {
 	for (size_t q = 0; q < parts; q++)
 		memcpy(slot + q * len, src + q * block + off, len);
@@ -301,7 +301,7 @@ static inline size_t shmcoll__chunk_elems(const shmcoll_comm *c, size_t es, size
  * elements: SHMCOLL_ALGO's, else direct from direct_min bytes on; flat where
  * the direct protocol cannot run. */
 int shmcoll__algo_reduction(const shmcoll_comm *c, uint32_t kind, size_t bytes, size_t es,
-			    size_t direct_min);
+                            size_t direct_min);
 
 /* Whether the direct protocol can run: more than one rank, and a staging
  * half that holds one element per rank. The same on every rank. */
@@ -310,8 +310,8 @@ int shmcoll__direct_fits(const shmcoll_comm *c, size_t es);
 /* The direct reduce-scatter + allgather protocol (direct.c) for the call d
  * began: the result goes to recvbuf on every rank (root < 0) or on root. */
 int shmcoll__reduce_direct(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
-			   const uint8_t *send, uint8_t *recv, size_t count, size_t es,
-			   shmcoll__reduce_fn reduce, int root);
+                           const uint8_t *send, uint8_t *recv, size_t count, size_t es,
+                           shmcoll__reduce_fn reduce, int root);
 
 /* memcpy with non-temporal stores (copy.c): for results far larger than the
  * caches, which would otherwise be read before being overwritten. */
@@ -338,21 +338,19 @@ int shmcoll__cma_agree(shmcoll_comm *c);
 int shmcoll__cma_pick(const shmcoll_comm *c, uint32_t kind, size_t block_bytes);
 /* Copies n bytes at address addr of rank p's (a peer's) memory into dst. Returns 0, or
  * breaks the communicator and returns -EOWNERDEAD (p is gone) or -EIO. */
-int shmcoll__cma_read(shmcoll_comm *c, const char *fn, int p, void *dst, uint64_t addr,
-		      size_t n);
+int shmcoll__cma_read(shmcoll_comm *c, const char *fn, int p, void *dst, uint64_t addr, size_t n);
 /* Copies bytes [off, off+n) of the buffer rank p published for the call d
  * began (its desc addr, or in place from its heap when it lies there) into
  * dst. Only after a step that waited for p. */
 static inline int shmcoll__cma_fetch(shmcoll_comm *c, const char *fn, const struct shmcoll_desc *d,
-				     int p, void *dst, size_t off, size_t n)
+                                     int p, void *dst, size_t off, size_t n)
 {
 	if (c->zc[p]) {
 		memcpy(dst, c->zc[p] + off, n);
 		return 0;
 	}
-	return shmcoll__cma_read(c, fn, p, dst,
-				 shmcoll__ctrl(&c->arena, (uint32_t)p)->desc[d->step & 1].addr + off,
-				 n);
+	return shmcoll__cma_read(
+	    c, fn, p, dst, shmcoll__ctrl(&c->arena, (uint32_t)p)->desc[d->step & 1].addr + off, n);
 }
 
 void shmcoll__heap_init(shmcoll_comm *c);

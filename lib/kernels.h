@@ -28,8 +28,8 @@
  * Float arithmetic follows the caller's MXCSR (rounding mode, FTZ/DAZ) at
  * every level alike; the float16/bfloat16 narrowing is always to nearest
  * even. */
-typedef void (*shmcoll__reduce_fn)(void *restrict dst, const void *const *restrict srcs,
-				   int nsrc, size_t count);
+typedef void (*shmcoll__reduce_fn)(void *restrict dst, const void *const *restrict srcs, int nsrc,
+                                   size_t count);
 
 /* Instruction-set levels of the kernels, lowest first. Every level gives the
  * same bits as the scalar reference; a level without its own kernel for a

@@ -84,8 +84,8 @@ struct job {
 	int got_sig;      /* SIGINT or SIGTERM the launcher received, 0 if none */
 	int kill_pending; /* SIGKILL is due at kill_at */
 	struct timespec kill_at;
-	int bind;           /* pin rank i to cpus[(cpu0 + i) % ncpus] */
-	int *cpus;          /* the launcher's allowed CPUs, in order */
+	int bind;  /* pin rank i to cpus[(cpu0 + i) % ncpus] */
+	int *cpus; /* the launcher's allowed CPUs, in order */
 	int ncpus, cpu0;
 	int rank0;          /* global rank of this node's rank 0 (node * size) */
 	int leader_fd;      /* multi-node: the leader's listener until rank 0 is forked, else -1 */
@@ -106,10 +106,11 @@ static void format_cpus(const int *cpus, int n, char *s, size_t len)
 		for (j = i; j + 1 < n && cpus[j + 1] == cpus[j] + 1; j++)
 			;
 		if (j > i)
-			used += (size_t)snprintf(s + used, len - used, "%s%d-%d", i ? "," : "", cpus[i],
-			                         cpus[j]);
+			used += (size_t)snprintf(s + used, len - used, "%s%d-%d", i ? "," : "",
+			                         cpus[i], cpus[j]);
 		else
-			used += (size_t)snprintf(s + used, len - used, "%s%d", i ? "," : "", cpus[i]);
+			used +=
+			    (size_t)snprintf(s + used, len - used, "%s%d", i ? "," : "", cpus[i]);
 		i = j + 1;
 	}
 }

@@ -23,10 +23,10 @@ enum shmcoll_net_kind {
 };
 
 struct shmcoll_net_cfg {
-	int nnodes;         /* nodes in the job, >= 2 */
-	int node;           /* this node, 0..nnodes-1 */
-	int nproc;          /* ranks per node (checked in every hello) */
-	const char *token;  /* the job's secret (shmcoll__token_valid) */
+	int nnodes;                            /* nodes in the job, >= 2 */
+	int node;                              /* this node, 0..nnodes-1 */
+	int nproc;                             /* ranks per node (checked in every hello) */
+	const char *token;                     /* the job's secret (shmcoll__token_valid) */
 	const char (*addrs)[SHMCOLL_ADDR_MAX]; /* nnodes entries: every leader's listener */
 	int listen_fd;      /* this node's listening socket (inherited), or -1: bind addrs[node] */
 	int64_t timeout_ns; /* the deadline of every operation, connecting included; < 0: none */
@@ -45,7 +45,7 @@ struct shmcoll_net;
  * without liburing: multi-node jobs need it), or another negative errno of
  * the socket calls, with a message in err. */
 int shmcoll__net_open(const struct shmcoll_net_cfg *cfg, struct shmcoll_net **out, char *err,
-		      size_t errlen);
+                      size_t errlen);
 
 /* Closes every socket and frees n (NULL: nothing). */
 void shmcoll__net_close(struct shmcoll_net *n);
@@ -60,12 +60,12 @@ enum { XFER_SEND, XFER_RECV };
 
 /* One message to or from one peer node. */
 struct shmcoll_xfer {
-	int peer;         /* node, != this one */
-	int dir;          /* XFER_SEND or XFER_RECV */
-	void *buf;        /* the payload (a send only reads it) */
-	size_t len;       /* its bytes; a receive fails unless the frame has exactly these */
-	uint64_t call;    /* sent in the header, or what the received header must carry */
-	uint64_t got;     /* out, receive: the call word the peer sent */
+	int peer;      /* node, != this one */
+	int dir;       /* XFER_SEND or XFER_RECV */
+	void *buf;     /* the payload (a send only reads it) */
+	size_t len;    /* its bytes; a receive fails unless the frame has exactly these */
+	uint64_t call; /* sent in the header, or what the received header must carry */
+	uint64_t got;  /* out, receive: the call word the peer sent */
 };
 
 /* Moves every transfer of x to completion, concurrently (at most one send
@@ -79,7 +79,7 @@ struct shmcoll_xfer {
  *   -ECANCELED   n was broken before
  * with a message naming the peer in err. */
 int shmcoll__net_run(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, char *err,
-		     size_t errlen);
+                     size_t errlen);
 
 /* shmcoll__net_run in two halves, so the transfers move while the caller does
  * other work: post validates and starts them (io_uring: submitted to the
@@ -90,7 +90,7 @@ int shmcoll__net_run(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, char
  * reaps it and returns the failure). Both return as net_run; post also
  * -EBUSY when a call is posted already. Waiting with none posted returns 0. */
 int shmcoll__net_post(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, char *err,
-		      size_t errlen);
+                      size_t errlen);
 int shmcoll__net_wait(struct shmcoll_net *n, char *err, size_t errlen);
 
 /* How long a wait spins (retrying, without sleeping) before it sleeps: 0

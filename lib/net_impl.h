@@ -31,8 +31,8 @@ struct net_op {
 	int dir; /* XFER_SEND or XFER_RECV */
 	int fd;
 	int complete;
-	int checked; /* a receive's header has passed */
-	size_t done; /* bytes of header + payload moved so far */
+	int checked;                                  /* a receive's header has passed */
+	size_t done;                                  /* bytes of header + payload moved so far */
 	uint8_t hdr[SHMCOLL_FRAME_BYTES + NET_SMALL]; /* the header; a small receive's payload */
 	/* io_uring only: the msghdr of a send lives here while its SQE is in
 	 * flight, as does the linked timeout's timespec. */

@@ -32,8 +32,8 @@
 /* Flat with the payload inline: non-roots publish their message and leave;
  * the root folds every message (its own vector straight from sendbuf). */
 static int reduce_inline(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
-			 const uint8_t *send, uint8_t *recv, size_t count, size_t es,
-			 shmcoll__reduce_fn reduce, int root)
+                         const uint8_t *send, uint8_t *recv, size_t count, size_t es,
+                         shmcoll__reduce_fn reduce, int root)
 {
 	int p, rc;
 
@@ -63,9 +63,8 @@ static int reduce_inline(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d
 	return 0;
 }
 
-static int reduce_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
-		       const uint8_t *send, uint8_t *recv, size_t count, size_t es,
-		       shmcoll__reduce_fn reduce, int root)
+static int reduce_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, const uint8_t *send,
+                       uint8_t *recv, size_t count, size_t es, shmcoll__reduce_fn reduce, int root)
 {
 	size_t cap = shmcoll__chunk_elems(c, es, 1), done, n;
 	int p, rc, is_root = c->rank == root, inplace = is_root && send == recv;
@@ -80,7 +79,7 @@ static int reduce_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 			memcpy(shmcoll__slot(c, c->rank, step), send + done * es, n * es);
 		}
 		rc = shmcoll__step_from(c, fn, d, done == 0, count * es,
-					is_root ? STEP_ALL : STEP_NONE);
+		                        is_root ? STEP_ALL : STEP_NONE);
 		if (rc < 0)
 			return rc;
 		if (!is_root)
@@ -95,7 +94,7 @@ static int reduce_flat(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 }
 
 int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
-		   shmcoll_op op, int root, shmcoll_comm *c)
+                   shmcoll_op op, int root, shmcoll_comm *c)
 {
 	const char *fn = "shmcoll_reduce";
 	const uint8_t *send = sendbuf;
@@ -130,8 +129,8 @@ int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dty
 	if (shmcoll__inline(c, algo, bytes)) {
 		rc = shmcoll__begin_msg(c, fn, KIND_REDUCE, dtype, op, root, count, &d);
 		return rc < 0 ? rc
-			      : reduce_inline(c, fn, d, send, recv, count, es,
-					      shmcoll__reduce_lookup(dtype, op), root);
+		              : reduce_inline(c, fn, d, send, recv, count, es,
+		                              shmcoll__reduce_lookup(dtype, op), root);
 	}
 	rc = shmcoll__begin(c, fn, KIND_REDUCE, dtype, op, root, count, &d);
 	if (rc < 0)
@@ -139,11 +138,11 @@ int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dty
 	shmcoll__call(c)->algo = (uint8_t)algo;
 	if (algo == ALGO_FLAT)
 		return reduce_flat(c, fn, d, send, recv, count, es,
-				   shmcoll__reduce_lookup(dtype, op), root);
+		                   shmcoll__reduce_lookup(dtype, op), root);
 	/* Peers read this rank's sendbuf in place unless the root reduces into
 	 * it; a non-root rank's recvbuf is never touched. */
 	if (!is_root || send != recv)
 		d->src_off = shmcoll__heap_off(c, send, bytes);
 	return shmcoll__reduce_direct(c, fn, d, send, recv, count, es,
-				      shmcoll__reduce_lookup(dtype, op), root);
+	                              shmcoll__reduce_lookup(dtype, op), root);
 }

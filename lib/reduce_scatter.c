@@ -32,8 +32,8 @@
  * puts its sendbuf in its message, then folds block r of every message, its
  * own included (so recvbuf may be its own block: in place needs no copy). */
 static int reduce_scatter_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
-				 shmcoll_op op, const uint8_t *send, uint8_t *recv, size_t count,
-				 size_t bytes, shmcoll__reduce_fn reduce)
+                                 shmcoll_op op, const uint8_t *send, uint8_t *recv, size_t count,
+                                 size_t bytes, shmcoll__reduce_fn reduce)
 {
 	size_t mine = (size_t)c->rank * bytes;
 	struct shmcoll_desc *d;
@@ -46,7 +46,7 @@ static int reduce_scatter_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype 
 	shmcoll__msg_publish(c, d, send, (size_t)c->size * bytes);
 	for (p = 0; p < c->size; p++) {
 		m = p == c->rank ? shmcoll__msg(c, p, d->step)->data
-				 : shmcoll__msg_wait(c, fn, d, p, &rc);
+		                 : shmcoll__msg_wait(c, fn, d, p, &rc);
 		if (!m)
 			return rc;
 		c->srcs[p] = m + mine;
@@ -58,7 +58,7 @@ static int reduce_scatter_inline(shmcoll_comm *c, const char *fn, shmcoll_dtype 
 }
 
 int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-			   shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *c)
+                           shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *c)
 {
 	const char *fn = "shmcoll_reduce_scatter";
 	const uint8_t *send = sendbuf;
@@ -80,7 +80,7 @@ int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 		rc = shmcoll__check_buf(c, fn, "recvbuf", recvbuf, bytes);
 	if (!rc)
 		rc = shmcoll__check_overlap(c, fn, recvbuf, bytes, sendbuf, total,
-					    send ? send + (size_t)c->rank * bytes : NULL);
+		                            send ? send + (size_t)c->rank * bytes : NULL);
 	if (!rc)
 		rc = shmcoll__enter(c, fn);
 	if (rc || !recvcount)
@@ -90,7 +90,8 @@ int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 
 	reduce = shmcoll__reduce_lookup(dtype, op);
 	if (total <= INLINE_MAX_BYTES && shmcoll__inline(c, ALGO_FLAT, total))
-		return reduce_scatter_inline(c, fn, dtype, op, send, recv, recvcount, bytes, reduce);
+		return reduce_scatter_inline(c, fn, dtype, op, send, recv, recvcount, bytes,
+		                             reduce);
 	es = shmcoll_dtype_size(dtype);
 	cap = shmcoll__chunk_elems(c, es, (size_t)c->size);
 	rc = shmcoll__begin(c, fn, KIND_REDUCE_SCATTER, dtype, op, -1, recvcount, &d);
@@ -114,9 +115,9 @@ int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 			return rc;
 		for (p = 0; p < c->size; p++)
 			c->srcs[p] = c->zc[p] ? c->zc[p] + (size_t)c->rank * bytes + done * es
-				     : p == c->rank && !inplace
-					     ? send + (size_t)c->rank * bytes + done * es
-					     : shmcoll__slot(c, p, step) + (size_t)c->rank * n * es;
+			             : p == c->rank && !inplace
+			                 ? send + (size_t)c->rank * bytes + done * es
+			                 : shmcoll__slot(c, p, step) + (size_t)c->rank * n * es;
 		reduce(recv + done * es, c->srcs, c->size, n);
 	}
 	return shmcoll__zc_release(c, fn, -1);

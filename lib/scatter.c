@@ -25,8 +25,8 @@
 
 /* Single copy (cma.c): the root publishes where sendbuf is and waits, after
  * a second step, until every rank has read its block from there. */
-static int scatter_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
-		       const uint8_t *send, uint8_t *recv, size_t bytes, int root)
+static int scatter_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d, const uint8_t *send,
+                       uint8_t *recv, size_t bytes, int root)
 {
 	const uint8_t *own = send + (size_t)root * bytes;
 	int rc, is_root = c->rank == root;
@@ -47,7 +47,7 @@ static int scatter_cma(shmcoll_comm *c, const char *fn, struct shmcoll_desc *d,
 }
 
 int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcoll_dtype dtype,
-		    int root, shmcoll_comm *c)
+                    int root, shmcoll_comm *c)
 {
 	const char *fn = "shmcoll_scatter";
 	const uint8_t *send = sendbuf, *own = NULL;
@@ -85,7 +85,7 @@ int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcol
 		const uint8_t *m;
 
 		rc = shmcoll__begin_msg(c, fn, KIND_SCATTER, dtype, SHMCOLL_SUM, root, recvcount,
-					&d);
+		                        &d);
 		if (rc < 0)
 			return rc;
 		if (is_root) {
@@ -127,8 +127,9 @@ int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcol
 				memcpy(recv + done * es, own + done * es, n * es);
 		} else {
 			memcpy(recv + done * es,
-			       c->zc[root] ? c->zc[root] + (size_t)c->rank * bytes + done * es
-					   : shmcoll__slot(c, root, step) + (size_t)c->rank * n * es,
+			       c->zc[root]
+			           ? c->zc[root] + (size_t)c->rank * bytes + done * es
+			           : shmcoll__slot(c, root, step) + (size_t)c->rank * n * es,
 			       n * es);
 		}
 	}

@@ -18,8 +18,8 @@ enum coll {
 };
 
 static const char *const coll_names[C_COUNT] = {
-	"MPI_Allreduce", "MPI_Reduce",  "MPI_Bcast",    "MPI_Allgather", "MPI_Reduce_scatter_block",
-	"MPI_Gather",    "MPI_Scatter", "MPI_Alltoall", "MPI_Barrier",
+    "MPI_Allreduce", "MPI_Reduce",  "MPI_Bcast",    "MPI_Allgather", "MPI_Reduce_scatter_block",
+    "MPI_Gather",    "MPI_Scatter", "MPI_Alltoall", "MPI_Barrier",
 };
 
 #endif

@@ -106,32 +106,31 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-
 /* One per MPI communicator that reached setup. A usable one is only ever
  * touched by the thread in a collective on its communicator (MPI's rule);
  * the list links are guarded by list_lock. */
 struct cstate {
 	struct cstate *prev, *next;
-	MPI_Comm comm;       /* the user's communicator */
-	int usable;          /* 0: PMPI for good (inter-communicator, setup or a call failed) */
-	int rank, size;      /* in comm */
-	shmcoll_comm *shm;   /* the whole of comm, or (multi) this rank's node */
-	int multi;           /* comm spans nodes: compose */
-	MPI_Comm node;       /* multi: this rank's node, in comm's rank order */
-	MPI_Comm leaders;    /* multi: the nodes' local ranks 0; MPI_COMM_NULL elsewhere */
-	int lrank;           /* multi: rank in node */
-	int my_node;         /* multi: this node's rank in leaders */
-	int *node_of;        /* multi: per rank of comm, its node's rank in leaders */
-	int *lrank_of;       /* multi: per rank of comm, its rank in its node */
+	MPI_Comm comm;     /* the user's communicator */
+	int usable;        /* 0: PMPI for good (inter-communicator, setup or a call failed) */
+	int rank, size;    /* in comm */
+	shmcoll_comm *shm; /* the whole of comm, or (multi) this rank's node */
+	int multi;         /* comm spans nodes: compose */
+	MPI_Comm node;     /* multi: this rank's node, in comm's rank order */
+	MPI_Comm leaders;  /* multi: the nodes' local ranks 0; MPI_COMM_NULL elsewhere */
+	int lrank;         /* multi: rank in node */
+	int my_node;       /* multi: this node's rank in leaders */
+	int *node_of;      /* multi: per rank of comm, its node's rank in leaders */
+	int *lrank_of;     /* multi: per rank of comm, its rank in its node */
 	/* Node order: node 0's ranks in local order, then node 1's, ...: how
 	 * the leaders lay out whole node blocks (see node_order). */
-	int nnodes;          /* multi: nodes, the size of leaders */
-	int max_node;        /* multi: ranks in the largest node */
-	int ordered;         /* multi: node order is comm's rank order */
-	int *node_start;     /* multi: per node, its first position (nnodes + 1 entries) */
-	int *rank_at;        /* multi: per position, the rank of comm there */
-	int *vc;             /* multi: 4 * size ints, a leaders' v-collective's counts */
-	void *scratch[2];    /* multi: a leader's partial results and reordered blocks */
+	int nnodes;       /* multi: nodes, the size of leaders */
+	int max_node;     /* multi: ranks in the largest node */
+	int ordered;      /* multi: node order is comm's rank order */
+	int *node_start;  /* multi: per node, its first position (nnodes + 1 entries) */
+	int *rank_at;     /* multi: per position, the rank of comm there */
+	int *vc;          /* multi: 4 * size ints, a leaders' v-collective's counts */
+	void *scratch[2]; /* multi: a leader's partial results and reordered blocks */
 	size_t scratch_bytes[2];
 };
 
@@ -181,8 +180,10 @@ static void read_env(void)
 	errno = 0;
 	k = strtol(s, &end, 10);
 	if (errno || end == s || *end || k < 1 || k > INT_MAX) {
-		fprintf(stderr, "shmcoll-mpi: SHMCOLL_MPI_NODE_SPLIT=%s is not k or cyclic:k with "
-				"k >= 1; ignored\n", getenv("SHMCOLL_MPI_NODE_SPLIT"));
+		fprintf(stderr,
+		        "shmcoll-mpi: SHMCOLL_MPI_NODE_SPLIT=%s is not k or cyclic:k with "
+		        "k >= 1; ignored\n",
+		        getenv("SHMCOLL_MPI_NODE_SPLIT"));
 		env.cyclic = 0;
 		return;
 	}
@@ -227,26 +228,26 @@ static const struct {
 	MPI_Datatype dt;
 	enum kind kind;
 } red_types[] = {
-	{MPI_INT, K_SINT},
-	{MPI_DOUBLE, K_FLOAT},
-	{MPI_FLOAT, K_FLOAT},
-	{MPI_LONG, K_SINT},
-	{MPI_UNSIGNED, K_UINT},
-	{MPI_UNSIGNED_LONG, K_UINT},
-	{MPI_LONG_LONG, K_SINT},
-	{MPI_UNSIGNED_LONG_LONG, K_UINT},
-	{MPI_SIGNED_CHAR, K_SINT},
-	{MPI_UNSIGNED_CHAR, K_UINT},
-	{MPI_INT8_T, K_SINT},
-	{MPI_UINT8_T, K_UINT},
-	{MPI_INT32_T, K_SINT},
-	{MPI_UINT32_T, K_UINT},
-	{MPI_INT64_T, K_SINT},
-	{MPI_UINT64_T, K_UINT},
-	/* Not MPI_OFFSET: Open MPI 4.1 reduces it as unsigned (MIN of -2 and
-	 * 4 is 4), and the results must be the MPI's own. */
-	{MPI_AINT, K_SINT},
-	{MPI_COUNT, K_SINT},
+    {MPI_INT, K_SINT},
+    {MPI_DOUBLE, K_FLOAT},
+    {MPI_FLOAT, K_FLOAT},
+    {MPI_LONG, K_SINT},
+    {MPI_UNSIGNED, K_UINT},
+    {MPI_UNSIGNED_LONG, K_UINT},
+    {MPI_LONG_LONG, K_SINT},
+    {MPI_UNSIGNED_LONG_LONG, K_UINT},
+    {MPI_SIGNED_CHAR, K_SINT},
+    {MPI_UNSIGNED_CHAR, K_UINT},
+    {MPI_INT8_T, K_SINT},
+    {MPI_UINT8_T, K_UINT},
+    {MPI_INT32_T, K_SINT},
+    {MPI_UINT32_T, K_UINT},
+    {MPI_INT64_T, K_SINT},
+    {MPI_UINT64_T, K_UINT},
+    /* Not MPI_OFFSET: Open MPI 4.1 reduces it as unsigned (MIN of -2 and
+     * 4 is 4), and the results must be the MPI's own. */
+    {MPI_AINT, K_SINT},
+    {MPI_COUNT, K_SINT},
 };
 
 static const struct {
@@ -254,9 +255,9 @@ static const struct {
 	shmcoll_op sop;
 	int bitwise;
 } red_ops[] = {
-	{MPI_SUM, SHMCOLL_SUM, 0},   {MPI_MAX, SHMCOLL_MAX, 0},   {MPI_MIN, SHMCOLL_MIN, 0},
-	{MPI_PROD, SHMCOLL_PROD, 0}, {MPI_BAND, SHMCOLL_BAND, 1}, {MPI_BOR, SHMCOLL_BOR, 1},
-	{MPI_BXOR, SHMCOLL_BXOR, 1},
+    {MPI_SUM, SHMCOLL_SUM, 0},   {MPI_MAX, SHMCOLL_MAX, 0},   {MPI_MIN, SHMCOLL_MIN, 0},
+    {MPI_PROD, SHMCOLL_PROD, 0}, {MPI_BAND, SHMCOLL_BAND, 1}, {MPI_BOR, SHMCOLL_BOR, 1},
+    {MPI_BXOR, SHMCOLL_BXOR, 1},
 };
 
 /* shmcoll's dtype for a reduction type of each kind and size. */
@@ -265,9 +266,9 @@ static const struct {
 	int size;
 	shmcoll_dtype sdt;
 } red_map[] = {
-	{K_SINT, 1, SHMCOLL_INT8},    {K_SINT, 4, SHMCOLL_INT32},    {K_SINT, 8, SHMCOLL_INT64},
-	{K_UINT, 1, SHMCOLL_UINT8},   {K_UINT, 4, SHMCOLL_UINT32},   {K_UINT, 8, SHMCOLL_UINT64},
-	{K_FLOAT, 4, SHMCOLL_FLOAT32}, {K_FLOAT, 8, SHMCOLL_FLOAT64},
+    {K_SINT, 1, SHMCOLL_INT8},     {K_SINT, 4, SHMCOLL_INT32},    {K_SINT, 8, SHMCOLL_INT64},
+    {K_UINT, 1, SHMCOLL_UINT8},    {K_UINT, 4, SHMCOLL_UINT32},   {K_UINT, 8, SHMCOLL_UINT64},
+    {K_FLOAT, 4, SHMCOLL_FLOAT32}, {K_FLOAT, 8, SHMCOLL_FLOAT64},
 };
 
 /* 0 and shmcoll's dtype and op for a reduction shmcoll can run, else -1. A
@@ -351,7 +352,7 @@ static void make_job(char *buf, size_t len)
 	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
 		rnd = (uint32_t)ts.tv_nsec * 2654435761u;
 	snprintf(buf, len, "mpi.%x.%llx.%08x.%x", (unsigned)getpid(), (unsigned long long)ts.tv_sec,
-		 rnd, atomic_fetch_add(&counter, 1));
+	         rnd, atomic_fetch_add(&counter, 1));
 }
 
 /* Releases what st holds; local, so the order in which ranks do it does
@@ -426,7 +427,7 @@ static int split_nodes(struct cstate *st, MPI_Comm *node)
 
 	if (!env.split)
 		return PMPI_Comm_split_type(st->comm, MPI_COMM_TYPE_SHARED, st->rank, MPI_INFO_NULL,
-					    node);
+		                            node);
 	color = env.cyclic ? st->rank % env.split : st->rank / env.split;
 	return PMPI_Comm_split(st->comm, color, st->rank, node);
 }
@@ -647,15 +648,15 @@ static int fail(struct cstate *st, enum coll c, const char *what, int rc)
 		/* shmcoll's own message names the function. */
 		if (*shmcoll_last_error(st->shm))
 			fprintf(stderr, "shmcoll-mpi: %s on rank %d: %s\n", coll_names[c], st->rank,
-				shmcoll_last_error(st->shm));
+			        shmcoll_last_error(st->shm));
 		else
 			fprintf(stderr, "shmcoll-mpi: %s on rank %d: %s: %s\n", coll_names[c],
-				st->rank, what, shmcoll_strerror(rc));
+			        st->rank, what, shmcoll_strerror(rc));
 		rc = MPI_ERR_OTHER;
 	} else {
 		PMPI_Error_string(rc, msg, &len);
-		fprintf(stderr, "shmcoll-mpi: %s on rank %d: %s: %s\n", coll_names[c], st->rank, what,
-			msg);
+		fprintf(stderr, "shmcoll-mpi: %s on rank %d: %s: %s\n", coll_names[c], st->rank,
+		        what, msg);
 	}
 	shmcoll_comm_abort(st->shm);
 	st->usable = 0;
@@ -690,8 +691,8 @@ static void *scratch(struct cstate *st, int i, size_t bytes)
 /* Composed collectives (multi: the communicator spans nodes) */
 
 /* Reduce to each node's leader, allreduce among leaders, bcast in the node. */
-static int allreduce_multi(struct cstate *st, const void *in, void *out, int count,
-			   MPI_Datatype dt, MPI_Op op, shmcoll_dtype sdt, shmcoll_op sop)
+static int allreduce_multi(struct cstate *st, const void *in, void *out, int count, MPI_Datatype dt,
+                           MPI_Op op, shmcoll_dtype sdt, shmcoll_op sop)
 {
 	int rc;
 
@@ -715,7 +716,7 @@ static int allreduce_multi(struct cstate *st, const void *in, void *out, int cou
  * (MPIR_CVAR_REDUCE_DEVICE_COLLECTIVE=0 avoids it). in is the root's recvbuf
  * when it reduces in place. */
 static int reduce_multi(struct cstate *st, const void *in, void *out, int count, MPI_Datatype dt,
-			MPI_Op op, shmcoll_dtype sdt, shmcoll_op sop, int root, size_t bytes)
+                        MPI_Op op, shmcoll_dtype sdt, shmcoll_op sop, int root, size_t bytes)
 {
 	int rnode = st->node_of[root], rlocal = st->lrank_of[root], rc = MPI_SUCCESS;
 	char *part = NULL, *dst = NULL;
@@ -750,7 +751,7 @@ static int reduce_multi(struct cstate *st, const void *in, void *out, int count,
 /* The root's node first (everyone there, its leader included, gets the
  * data from the root), then the leaders, then every other node. */
 static int bcast_multi(struct cstate *st, void *buf, int count, MPI_Datatype dt, int root,
-		       size_t bytes)
+                       size_t bytes)
 {
 	int rnode = st->node_of[root], rc;
 
@@ -863,7 +864,7 @@ static int allgather_multi(struct cstate *st, const void *own, void *recvbuf, si
 	if (st->lrank == 0) {
 		node_counts(st, b);
 		rc = PMPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, all, st->vc, st->vc + st->nnodes,
-				     MPI_BYTE, st->leaders);
+		                     MPI_BYTE, st->leaders);
 		if (rc != MPI_SUCCESS)
 			return fail(st, C_ALLGATHER, "MPI_Allgatherv among leaders", rc);
 		if (!st->ordered)
@@ -883,7 +884,7 @@ static int allgather_multi(struct cstate *st, const void *own, void *recvbuf, si
  * in place, and out is written only by the last step, so MPI's in-place
  * form needs nothing more. */
 static int reduce_scatter_multi(struct cstate *st, const void *in, void *out, int count,
-				MPI_Datatype dt, MPI_Op op, shmcoll_dtype sdt, shmcoll_op sop)
+                                MPI_Datatype dt, MPI_Op op, shmcoll_dtype sdt, shmcoll_op sop)
 {
 	size_t b = shmcoll_dtype_size(sdt) * (size_t)count, all = b * (size_t)st->size;
 	char *part = NULL, *vec = NULL, *res = NULL;
@@ -911,7 +912,7 @@ static int reduce_scatter_multi(struct cstate *st, const void *in, void *out, in
 		rc = PMPI_Reduce_scatter(vec, res, st->vc, dt, op, st->leaders);
 		if (rc != MPI_SUCCESS)
 			return fail(st, C_REDUCE_SCATTER_BLOCK, "MPI_Reduce_scatter among leaders",
-				    rc);
+			            rc);
 	}
 	rc = shmcoll_scatter(res, out, b, SHMCOLL_UINT8, 0, st->shm);
 	return shm_done(st, C_REDUCE_SCATTER_BLOCK, "shmcoll_scatter", rc);
@@ -955,10 +956,10 @@ static int gather_multi(struct cstate *st, const void *own, void *recvbuf, size_
 		node_counts(st, b);
 		if (st->my_node == rnode)
 			rc = PMPI_Gatherv(MPI_IN_PLACE, 0, MPI_BYTE, nodes, st->vc,
-					  st->vc + st->nnodes, MPI_BYTE, rnode, st->leaders);
+			                  st->vc + st->nnodes, MPI_BYTE, rnode, st->leaders);
 		else
 			rc = PMPI_Gatherv(mine, st->vc[st->my_node], MPI_BYTE, NULL, st->vc,
-					  st->vc + st->nnodes, MPI_BYTE, rnode, st->leaders);
+			                  st->vc + st->nnodes, MPI_BYTE, rnode, st->leaders);
 		if (rc != MPI_SUCCESS)
 			return fail(st, C_GATHER, "MPI_Gatherv among leaders", rc);
 		if (st->my_node == rnode && !st->ordered)
@@ -969,7 +970,7 @@ static int gather_multi(struct cstate *st, const void *own, void *recvbuf, size_
 			rc = PMPI_Send(ranked, (int)all, MPI_BYTE, rlocal, 0, st->node);
 		else if (st->rank == root)
 			rc = PMPI_Recv(recvbuf, (int)all, MPI_BYTE, 0, 0, st->node,
-				       MPI_STATUS_IGNORE);
+			               MPI_STATUS_IGNORE);
 		if (rc != MPI_SUCCESS)
 			return fail(st, C_GATHER, "leader to root", rc);
 	}
@@ -1014,7 +1015,7 @@ static int scatter_multi(struct cstate *st, const void *sendbuf, void *own, size
 	if (st->my_node == rnode && rlocal != 0) {
 		if (st->lrank == 0)
 			rc = PMPI_Recv(ranked, (int)all, MPI_BYTE, rlocal, 0, st->node,
-				       MPI_STATUS_IGNORE);
+			               MPI_STATUS_IGNORE);
 		else if (st->rank == root)
 			rc = PMPI_Send(sendbuf, (int)all, MPI_BYTE, 0, 0, st->node);
 		if (rc != MPI_SUCCESS)
@@ -1025,12 +1026,12 @@ static int scatter_multi(struct cstate *st, const void *sendbuf, void *own, size
 			to_node_order(st, buf, rlocal == 0 ? sendbuf : ranked, b);
 		node_counts(st, b);
 		if (st->my_node == rnode) {
-			rc = PMPI_Scatterv(nodes, st->vc, st->vc + st->nnodes, MPI_BYTE, MPI_IN_PLACE,
-					   0, MPI_BYTE, rnode, st->leaders);
+			rc = PMPI_Scatterv(nodes, st->vc, st->vc + st->nnodes, MPI_BYTE,
+			                   MPI_IN_PLACE, 0, MPI_BYTE, rnode, st->leaders);
 			mine = (char *)nodes + (size_t)st->node_start[rnode] * b;
 		} else {
 			rc = PMPI_Scatterv(NULL, st->vc, st->vc + st->nnodes, MPI_BYTE, mine,
-					   st->vc[st->my_node], MPI_BYTE, rnode, st->leaders);
+			                   st->vc[st->my_node], MPI_BYTE, rnode, st->leaders);
 		}
 		if (rc != MPI_SUCCESS)
 			return fail(st, C_SCATTER, "MPI_Scatterv among leaders", rc);
@@ -1083,7 +1084,7 @@ static int alltoall_multi(struct cstate *st, const void *in, void *recvbuf, size
 				for (l = 0; l < ln; l++)
 					memcpy(piece + ((size_t)q * (size_t)ln + (size_t)l) * b,
 					       a + (size_t)l * row +
-						       (size_t)st->rank_at[first + q] * b,
+					           (size_t)st->rank_at[first + q] * b,
 					       b);
 		}
 		rc = PMPI_Alltoallv(x, sc, sd, MPI_BYTE, a, rcnt, rd, MPI_BYTE, st->leaders);
@@ -1101,7 +1102,8 @@ static int alltoall_multi(struct cstate *st, const void *in, void *recvbuf, size
 					continue;
 				}
 				for (l = 0; l < ns; l++)
-					memcpy(x + (size_t)q * row + (size_t)st->rank_at[first + l] * b,
+					memcpy(x + (size_t)q * row +
+					           (size_t)st->rank_at[first + l] * b,
 					       piece + ((size_t)q * (size_t)ns + (size_t)l) * b, b);
 			}
 		}
@@ -1116,7 +1118,7 @@ static int alltoall_multi(struct cstate *st, const void *in, void *recvbuf, size
  * so it returns at once, and counts as shmcoll's. */
 
 EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
-			 MPI_Op op, MPI_Comm comm)
+                         MPI_Op op, MPI_Comm comm)
 {
 	const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
 	struct cstate *st = NULL;
@@ -1127,17 +1129,17 @@ EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Data
 		st = state_of(comm);
 	if (!st)
 		return pmpi(C_ALLREDUCE,
-			    PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm));
+		            PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm));
 	if (!count)
 		return via_shm(C_ALLREDUCE);
 	if (st->multi)
 		return allreduce_multi(st, in, recvbuf, count, datatype, op, sdt, sop);
 	return shm_done(st, C_ALLREDUCE, "shmcoll_allreduce",
-			shmcoll_allreduce(in, recvbuf, (size_t)count, sdt, sop, st->shm));
+	                shmcoll_allreduce(in, recvbuf, (size_t)count, sdt, sop, st->shm));
 }
 
 EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
-		      MPI_Op op, int root, MPI_Comm comm)
+                      MPI_Op op, int root, MPI_Comm comm)
 {
 	struct cstate *st = NULL;
 	shmcoll_dtype sdt;
@@ -1150,7 +1152,7 @@ EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
 	/* MPI_IN_PLACE off the root is an error PMPI reports. */
 	if (!st || root < 0 || root >= st->size || (sendbuf == MPI_IN_PLACE && st->rank != root))
 		return pmpi(C_REDUCE,
-			    PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm));
+		            PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm));
 	if (!count)
 		return via_shm(C_REDUCE);
 	if (st->rank == root) {
@@ -1160,9 +1162,9 @@ EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
 	}
 	if (st->multi)
 		return reduce_multi(st, in, out, count, datatype, op, sdt, sop, root,
-				    shmcoll_dtype_size(sdt) * (size_t)count);
+		                    shmcoll_dtype_size(sdt) * (size_t)count);
 	return shm_done(st, C_REDUCE, "shmcoll_reduce",
-			shmcoll_reduce(in, out, (size_t)count, sdt, sop, root, st->shm));
+	                shmcoll_reduce(in, out, (size_t)count, sdt, sop, root, st->shm));
 }
 
 EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
@@ -1177,14 +1179,14 @@ EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, M
 	if (st->multi)
 		return bcast_multi(st, buffer, count, datatype, root, (size_t)bytes);
 	return shm_done(st, C_BCAST, "shmcoll_bcast",
-			shmcoll_bcast(buffer, (size_t)bytes, SHMCOLL_UINT8, root, st->shm));
+	                shmcoll_bcast(buffer, (size_t)bytes, SHMCOLL_UINT8, root, st->shm));
 }
 
 /* The block of an allgather or alltoall (MPI gives them the same arguments):
  * recv*'s bytes where send* describes the same bytes or is MPI_IN_PLACE,
  * else -1 (PMPI). */
 static long long same_blocks(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-			     int recvcount, MPI_Datatype recvtype)
+                             int recvcount, MPI_Datatype recvtype)
 {
 	long long block = move_bytes(recvtype, recvcount);
 
@@ -1194,7 +1196,7 @@ static long long same_blocks(const void *sendbuf, int sendcount, MPI_Datatype se
 }
 
 EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-			 int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+                         int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
 	long long block = same_blocks(sendbuf, sendcount, sendtype, recvcount, recvtype);
 	int inplace = sendbuf == MPI_IN_PLACE;
@@ -1202,7 +1204,7 @@ EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendty
 
 	if (!st || (st->multi && !fits(st->size, 1, block)))
 		return pmpi(C_ALLGATHER, PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf,
-							 recvcount, recvtype, comm));
+		                                        recvcount, recvtype, comm));
 	if (!block)
 		return via_shm(C_ALLGATHER);
 	/* In place, this rank's block is already in recvbuf: shmcoll's form. */
@@ -1211,11 +1213,11 @@ EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendty
 	if (st->multi)
 		return allgather_multi(st, sendbuf, recvbuf, (size_t)block);
 	return shm_done(st, C_ALLGATHER, "shmcoll_allgather",
-			shmcoll_allgather(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, st->shm));
+	                shmcoll_allgather(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, st->shm));
 }
 
 EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
-				    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+                                    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
 	struct cstate *st = NULL;
 	shmcoll_dtype sdt;
@@ -1227,17 +1229,18 @@ EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recv
 	if (recvcount >= 0 && red_args(datatype, op, &sdt, &sop) == 0)
 		st = state_of(comm);
 	if (!st || (st->multi && !fits(st->size, 1, recvcount)))
-		return pmpi(C_REDUCE_SCATTER_BLOCK,
-			    PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm));
+		return pmpi(
+		    C_REDUCE_SCATTER_BLOCK,
+		    PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm));
 	if (!recvcount)
 		return via_shm(C_REDUCE_SCATTER_BLOCK);
 	if (st->multi)
-		return reduce_scatter_multi(st, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf,
-					    recvcount, datatype, op, sdt, sop);
+		return reduce_scatter_multi(st, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
+		                            recvbuf, recvcount, datatype, op, sdt, sop);
 	if (sendbuf != MPI_IN_PLACE)
-		return shm_done(st, C_REDUCE_SCATTER_BLOCK, "shmcoll_reduce_scatter",
-				shmcoll_reduce_scatter(sendbuf, recvbuf, (size_t)recvcount, sdt, sop,
-						       st->shm));
+		return shm_done(
+		    st, C_REDUCE_SCATTER_BLOCK, "shmcoll_reduce_scatter",
+		    shmcoll_reduce_scatter(sendbuf, recvbuf, (size_t)recvcount, sdt, sop, st->shm));
 	/* MPI's in place takes the input from recvbuf and leaves the result at
 	 * its start; shmcoll's leaves it at the rank's own block, so the
 	 * result moves down (rank > 0: the two blocks are disjoint). */
@@ -1256,7 +1259,7 @@ EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recv
  * rank's block is the same size (MPI's rule), so across nodes all of them
  * agree on whether the leaders' exchange fits. */
 static long long rooted_block(const struct cstate *st, int root, MPI_Datatype own_t, int own_n,
-			      MPI_Datatype root_t, int root_n, int root_in_place)
+                              MPI_Datatype root_t, int root_n, int root_in_place)
 {
 	long long block;
 
@@ -1275,16 +1278,16 @@ static long long rooted_block(const struct cstate *st, int root, MPI_Datatype ow
 }
 
 EXPORT int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-		      int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+                      int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
 	struct cstate *st = state_of(comm);
 	long long block = rooted_block(st, root, sendtype, sendcount, recvtype, recvcount,
-				       sendbuf == MPI_IN_PLACE);
+	                               sendbuf == MPI_IN_PLACE);
 	int is_root = block >= 0 && st->rank == root;
 
 	if (block < 0)
 		return pmpi(C_GATHER, PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-						  recvtype, root, comm));
+		                                  recvtype, root, comm));
 	if (!block)
 		return via_shm(C_GATHER);
 	if (!is_root)
@@ -1293,22 +1296,22 @@ EXPORT int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 		sendbuf = (const char *)recvbuf + (size_t)root * (size_t)block;
 	if (st->multi)
 		return gather_multi(st, sendbuf, recvbuf, (size_t)block, root);
-	return shm_done(st, C_GATHER, "shmcoll_gather",
-			shmcoll_gather(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, root,
-				       st->shm));
+	return shm_done(
+	    st, C_GATHER, "shmcoll_gather",
+	    shmcoll_gather(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, root, st->shm));
 }
 
 EXPORT int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-		       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+                       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
 	struct cstate *st = state_of(comm);
 	long long block = rooted_block(st, root, recvtype, recvcount, sendtype, sendcount,
-				       recvbuf == MPI_IN_PLACE);
+	                               recvbuf == MPI_IN_PLACE);
 	int is_root = block >= 0 && st->rank == root;
 
 	if (block < 0)
 		return pmpi(C_SCATTER, PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf,
-						    recvcount, recvtype, root, comm));
+		                                    recvcount, recvtype, root, comm));
 	if (!block)
 		return via_shm(C_SCATTER);
 	if (!is_root)
@@ -1317,16 +1320,16 @@ EXPORT int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 	 * scatter reads it from: scatter_multi takes in place as NULL. */
 	if (st->multi)
 		return scatter_multi(st, sendbuf, recvbuf == MPI_IN_PLACE ? NULL : recvbuf,
-				     (size_t)block, root);
+		                     (size_t)block, root);
 	if (is_root && recvbuf == MPI_IN_PLACE)
 		recvbuf = (char *)sendbuf + (size_t)root * (size_t)block;
-	return shm_done(st, C_SCATTER, "shmcoll_scatter",
-			shmcoll_scatter(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, root,
-					st->shm));
+	return shm_done(
+	    st, C_SCATTER, "shmcoll_scatter",
+	    shmcoll_scatter(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, root, st->shm));
 }
 
 EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-			int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+                        int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
 	long long block = same_blocks(sendbuf, sendcount, sendtype, recvcount, recvtype);
 	int inplace = sendbuf == MPI_IN_PLACE;
@@ -1334,14 +1337,14 @@ EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
 
 	if (!st || (st->multi && !fits(st->max_node, st->size, block)))
 		return pmpi(C_ALLTOALL, PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf,
-						       recvcount, recvtype, comm));
+		                                      recvcount, recvtype, comm));
 	if (!block)
 		return via_shm(C_ALLTOALL);
 	if (st->multi)
 		return alltoall_multi(st, inplace ? recvbuf : sendbuf, recvbuf, (size_t)block);
 	return shm_done(st, C_ALLTOALL, "shmcoll_alltoall",
-			shmcoll_alltoall(inplace ? recvbuf : sendbuf, recvbuf, (size_t)block,
-					 SHMCOLL_UINT8, st->shm));
+	                shmcoll_alltoall(inplace ? recvbuf : sendbuf, recvbuf, (size_t)block,
+	                                 SHMCOLL_UINT8, st->shm));
 }
 
 EXPORT int MPI_Barrier(MPI_Comm comm)
@@ -1368,14 +1371,14 @@ static void print_stats(void)
 		mine[C_COUNT + c] = atomic_load_explicit(&n_pmpi[c], memory_order_relaxed);
 	}
 	if (PMPI_Reduce(mine, sum, 2 * C_COUNT, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0,
-			MPI_COMM_WORLD) != MPI_SUCCESS ||
+	                MPI_COMM_WORLD) != MPI_SUCCESS ||
 	    PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS || rank != 0)
 		return;
 	if (env.off)
 		fprintf(stderr, "shmcoll-mpi: off (SHMCOLL_MPI=0): every call went to PMPI\n");
 	for (c = 0; c < C_COUNT; c++)
 		fprintf(stderr, "shmcoll-mpi: %s %llu via shmcoll, %llu fallback\n", coll_names[c],
-			sum[c], sum[C_COUNT + c]);
+		        sum[c], sum[C_COUNT + c]);
 }
 
 /* The first state still cached, NULL when none is. */

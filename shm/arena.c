@@ -144,7 +144,8 @@ int shmcoll__arena_validate(const struct shmcoll_arena_hdr *h, uint64_t file_byt
 	/* The caller's count, not the segment's, but the checks below divide
 	 * by it: a count the layout could never have is refused first. */
 	if (nranks < 1 || nranks > SHMCOLL_MAX_RANKS) {
-		snprintf(err, errlen, "rank count %u out of range 1..%d", nranks, SHMCOLL_MAX_RANKS);
+		snprintf(err, errlen, "rank count %u out of range 1..%d", nranks,
+		         SHMCOLL_MAX_RANKS);
 		return -EPROTO;
 	}
 	if (h->magic != SHMCOLL_ARENA_MAGIC) {

@@ -42,7 +42,7 @@ struct shmcoll_call {
 	uint8_t kind;  /* which collective (lib/ numbering) */
 	uint8_t dtype;
 	uint8_t op;
-	uint8_t algo;  /* the protocol it runs: all ranks must agree */
+	uint8_t algo; /* the protocol it runs: all ranks must agree */
 	int32_t root;
 	uint32_t zc; /* bit 0: desc[s & 1].src_off, bit 1: its res_off name a heap buffer */
 	uint64_t count;
@@ -64,7 +64,7 @@ struct shmcoll_desc {
 	uint32_t pad0;
 	uint64_t res_off; /* offset of the result in the owner's heap, or UINT64_MAX */
 	uint64_t addr;    /* single-copy protocol: the owner's address of the buffer its
-			   * peers read with process_vm_readv (lib/cma.c), else 0 */
+	                   * peers read with process_vm_readv (lib/cma.c), else 0 */
 };
 static_assert(sizeof(struct shmcoll_desc) == 64, "a descriptor is one 64-byte line");
 
@@ -93,19 +93,19 @@ struct shmcoll_msg {
 };
 static_assert(sizeof(struct shmcoll_msg) % 64 == 0, "a message is whole 64-byte lines");
 static_assert(offsetof(struct shmcoll_msg, data) + 32 <= 64,
-	      "the stamp, call word and 32 bytes of data share the first line");
+              "the stamp, call word and 32 bytes of data share the first line");
 
 /* Inline messages per rank, a power of two: how many small calls a rank can
  * run ahead of its slowest reader (docs/BENCHMARKS.md has the measurement). */
 #define SHMCOLL_MSG_RING 4
 static_assert((SHMCOLL_MSG_RING & (SHMCOLL_MSG_RING - 1)) == 0 && SHMCOLL_MSG_RING >= 2,
-	      "the ring is indexed by step % SHMCOLL_MSG_RING and holds the step parity");
+              "the ring is indexed by step % SHMCOLL_MSG_RING and holds the step parity");
 
 /* Per-rank control block. Writer of each line in its comment. */
 struct shmcoll_ctrl {
-	_Alignas(SHMCOLL_LINE) _Atomic uint32_t seq; /* owner: the last step it published */
-	struct shmcoll_call call[2];                 /* owner, by step parity */
-	_Alignas(SHMCOLL_LINE) _Atomic uint32_t sleepers; /* peers: count asleep on seq */
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t seq;        /* owner: the last step it published */
+	struct shmcoll_call call[2];                        /* owner, by step parity */
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t sleepers;   /* peers: count asleep on seq */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_desc desc[2]; /* owner, by step parity */
 	/* owner, once at attach (before it counts itself attached): who it is,
 	 * for the peers' liveness checks (lib/live.c). */
@@ -119,10 +119,10 @@ struct shmcoll_ctrl {
 	_Alignas(SHMCOLL_LINE) struct shmcoll_msg msg[SHMCOLL_MSG_RING]; /* owner, by step */
 };
 static_assert(sizeof(struct shmcoll_ctrl) ==
-		      4 * SHMCOLL_LINE + SHMCOLL_MSG_RING * sizeof(struct shmcoll_msg),
-	      "four lines plus the message ring per rank");
+                  4 * SHMCOLL_LINE + SHMCOLL_MSG_RING * sizeof(struct shmcoll_msg),
+              "four lines plus the message ring per rank");
 static_assert(offsetof(struct shmcoll_ctrl, call) + sizeof(struct shmcoll_call[2]) <= 64,
-	      "seq and the call words share one 64-byte coherence line");
+              "seq and the call words share one 64-byte coherence line");
 
 struct shmcoll_arena_hdr {
 	/* Written by the creator before it stores `ready`; read-only after. */
@@ -179,7 +179,7 @@ struct shmcoll_arena {
  * or -EINVAL (nranks out of range, or arena_bytes too small: the message in
  * err says the minimum). Pure: no shared memory touched. */
 int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_layout *out,
-			  char *err, size_t errlen);
+                          char *err, size_t errlen);
 
 /* The least arena_bytes a layout for nranks takes: the header page, the
  * control blocks, and two staging halves of the least size per rank. */
@@ -189,7 +189,7 @@ uint64_t shmcoll__arena_min_bytes(uint32_t nranks);
  * rules and the expected rank count. Returns 0 or -EPROTO with a message. It
  * reads only the given copy, so a hostile segment cannot change it meanwhile. */
 int shmcoll__arena_validate(const struct shmcoll_arena_hdr *hdr, uint64_t file_bytes,
-			    uint32_t nranks, char *err, size_t errlen);
+                            uint32_t nranks, char *err, size_t errlen);
 
 /* The default layout (arena_bytes == 0) shrunk to fit room bytes: the heap
  * first, down to nothing, then the staging halves, down to the least the
@@ -205,7 +205,7 @@ int shmcoll__arena_fit(uint32_t nranks, uint64_t room, struct shmcoll_layout *ou
  * *room is UINT64_MAX when no level has a limit or nothing can be read, and
  * where (if not NULL) names the directory of the tightest level. */
 void shmcoll__memcg_room(const char *cgroup_file, const char *mountinfo_file, uint64_t *room,
-			 char *where, size_t wherelen);
+                         char *where, size_t wherelen);
 
 /* What a new arena may take: the free space of the shared-memory filesystem
  * (statvfs of /dev/shm) or the memory cgroup's room, whichever is less;
@@ -222,7 +222,7 @@ uint64_t shmcoll__arena_room(char *why, size_t whylen);
  * the space is still an -ENOSPC from posix_fallocate, never a SIGBUS later).
  * -EEXIST if the name is taken, -EINVAL for a bad size. */
 int shmcoll__arena_create(struct shmcoll_arena *a, const char *job, uint32_t nranks,
-			  size_t arena_bytes, char *err, size_t errlen);
+                          size_t arena_bytes, char *err, size_t errlen);
 
 /* Opens and maps the segment the creator of job made, retrying until it
  * exists and is ready or timeout_ns passes (-ETIMEDOUT; < 0: forever). A
@@ -244,7 +244,7 @@ int shmcoll__arena_create(struct shmcoll_arena *a, const char *job, uint32_t nra
  * take SIGBUS. Only the owner can do that while the name exists (mode 0600), and nobody without
  * ptrace rights once the last rank has attached and the name is gone. */
 int shmcoll__arena_attach(struct shmcoll_arena *a, const char *job, uint32_t nranks,
-			  int64_t timeout_ns, char *err, size_t errlen);
+                          int64_t timeout_ns, char *err, size_t errlen);
 
 /* Registers rank as attached; the last rank to attach unlinks the name, so
  * from then on no crash can leak the segment. */

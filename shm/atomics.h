@@ -26,19 +26,19 @@
 #endif
 
 #ifdef SHMCOLL_TSAN
-#define load_relaxed(p)     atomic_load_explicit((p), memory_order_acquire)
+#define load_relaxed(p) atomic_load_explicit((p), memory_order_acquire)
 #else
-#define load_relaxed(p)     atomic_load_explicit((p), memory_order_relaxed)
+#define load_relaxed(p) atomic_load_explicit((p), memory_order_relaxed)
 #endif
-#define load_acquire(p)     atomic_load_explicit((p), memory_order_acquire)
-#define load_seqcst(p)      atomic_load_explicit((p), memory_order_seq_cst)
-#define store_relaxed(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
-#define store_release(p, v) atomic_store_explicit((p), (v), memory_order_release)
-#define store_seqcst(p, v)  atomic_store_explicit((p), (v), memory_order_seq_cst)
+#define load_acquire(p)        atomic_load_explicit((p), memory_order_acquire)
+#define load_seqcst(p)         atomic_load_explicit((p), memory_order_seq_cst)
+#define store_relaxed(p, v)    atomic_store_explicit((p), (v), memory_order_relaxed)
+#define store_release(p, v)    atomic_store_explicit((p), (v), memory_order_release)
+#define store_seqcst(p, v)     atomic_store_explicit((p), (v), memory_order_seq_cst)
 #define fetch_add_seqcst(p, v) atomic_fetch_add_explicit((p), (v), memory_order_seq_cst)
 #define fetch_sub_seqcst(p, v) atomic_fetch_sub_explicit((p), (v), memory_order_seq_cst)
 #define fetch_or_relaxed(p, v) atomic_fetch_or_explicit((p), (v), memory_order_relaxed)
-#define fence_acquire()     atomic_thread_fence(memory_order_acquire)
+#define fence_acquire()        atomic_thread_fence(memory_order_acquire)
 
 /* Sequence numbers only grow and wrap: compare by signed distance. */
 static inline int seq_reached(uint32_t cur, uint32_t want)

@@ -37,11 +37,11 @@ int shmcoll__arena_name(char *buf, size_t len, const char *job)
 	for (i = 0; job[i] && n < sizeof(safe) - 1; i++) {
 		char c = job[i];
 		int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			 (c >= '0' && c <= '9') || c == '-' || c == '_';
+		         (c >= '0' && c <= '9') || c == '-' || c == '_';
 		safe[n++] = ok ? c : '_';
 	}
 	safe[n] = '\0';
 	snprintf(buf, len, "/shmcoll.%u.%s.%016llx", (unsigned)getuid(), safe,
-		 (unsigned long long)fnv1a(job));
+	         (unsigned long long)fnv1a(job));
 	return 0;
 }

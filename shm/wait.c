@@ -58,7 +58,7 @@ void shmcoll__publish(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32
 }
 
 static void futex_sleep(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t want,
-			int64_t ns)
+                        int64_t ns)
 {
 	uint32_t cur;
 
@@ -71,7 +71,7 @@ static void futex_sleep(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint
 }
 
 int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
-		      _Atomic uint32_t *sleepers, uint32_t want)
+                      _Atomic uint32_t *sleepers, uint32_t want)
 {
 	int64_t start, now, slice, checked;
 	int i, rc;

@@ -9,9 +9,9 @@
 
 /* How one rank waits. Filled once per communicator. */
 struct shmcoll_waiter {
-	int64_t timeout_ns;         /* < 0: wait forever */
+	int64_t timeout_ns;                 /* < 0: wait forever */
 	const _Atomic uint32_t *abort_word; /* non-zero: give up with -ECANCELED */
-	int oversubscribed;         /* more ranks than CPUs: never spin, yield at once */
+	int oversubscribed;                 /* more ranks than CPUs: never spin, yield at once */
 	/* Optional, on the slow path only: called at most every
 	 * SHMCOLL_CHECK_NS while a wait lasts; a negative return (say
 	 * -EOWNERDEAD from a liveness check) ends the wait with that code. */
@@ -35,7 +35,7 @@ void shmcoll__publish(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32
  * what the waiter's check returned when that was negative.
  * The fast path costs one relaxed load per spin and no system call. */
 int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
-		      _Atomic uint32_t *sleepers, uint32_t want);
+                      _Atomic uint32_t *sleepers, uint32_t want);
 
 /* Wakes every sleeper on word without changing it (abort uses this). */
 void shmcoll__wake_all(_Atomic uint32_t *word);

@@ -1307,9 +1307,8 @@ static int run_in_place(th_checker *ck, const th_case *kc, const th_shape *sh, u
 	return err ? err : e;
 }
 
-static int run_out_of_place(th_checker *ck, const th_case *kc, const th_shape *sh,
-                            unsigned char *A, unsigned char *B, size_t off, uint64_t sa,
-                            uint64_t sb)
+static int run_out_of_place(th_checker *ck, const th_case *kc, const th_shape *sh, unsigned char *A,
+                            unsigned char *B, size_t off, uint64_t sa, uint64_t sb)
 {
 	size_t es = th_dtype_size(kc->dtype);
 	size_t snb = sh->sendn * es, rnb = sh->recvn * es;

@@ -130,4 +130,3 @@ size_t th_matrix_sym_arena(th_coll c, int P)
 {
 	return 4 * (size_t)P * (max_region_bytes(c, P, PHASE_SYM) + 4096) + (1u << 20);
 }
-

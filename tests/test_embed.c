@@ -30,9 +30,9 @@
 
 struct group {
 	shmcoll_comm *parent;
-	int n;            /* members */
-	int members[16];  /* parent ranks, in group order */
-	int calls;        /* allgathers made through it */
+	int n;           /* members */
+	int members[16]; /* parent ranks, in group order */
+	int calls;       /* allgathers made through it */
 };
 
 /* Every parent rank calls this at once (each for its own group): one
@@ -88,8 +88,7 @@ static int check_sum(shmcoll_comm *comm, const int *members, int n, int64_t salt
 		want += salt + members[i];
 	for (size_t i = 0; i < count; i++)
 		v[i] = salt + members[me] + (int64_t)i;
-	if (shmcoll_allreduce(v, v, count, SHMCOLL_INT64, SHMCOLL_SUM,
-	                      comm) != 0)
+	if (shmcoll_allreduce(v, v, count, SHMCOLL_INT64, SHMCOLL_SUM, comm) != 0)
 		rc = -2;
 	for (size_t i = 0; rc == 0 && i < count; i++)
 		if (v[i] != want + (int64_t)i * n)
@@ -394,8 +393,8 @@ Test(embed, bad_input)
 	cr_expect(strstr(shmcoll_last_error(NULL), "returned 5"), "%s", shmcoll_last_error(NULL));
 	cr_expect(strstr(shmcoll_strerror(-EIO), "out-of-band"), "%s", shmcoll_strerror(-EIO));
 	for (size_t i = 0; i < sizeof(fakes) / sizeof(fakes[0]); i++) {
-		shmcoll_oob two = {.allgather = fake_allgather, .ctx = &fakes[i].f, .rank = 0,
-		                   .size = 2};
+		shmcoll_oob two = {
+		    .allgather = fake_allgather, .ctx = &fakes[i].f, .rank = 0, .size = 2};
 
 		cr_expect_eq(shmcoll_comm_create_oob(&two, &c), -EINVAL, "fake %zu", i);
 		cr_expect(strstr(shmcoll_last_error(NULL), fakes[i].msg), "fake %zu: %s", i,
@@ -435,8 +434,8 @@ Test(embed, split_bad_arguments, .timeout = 60)
  * child reads a word another changed after the fork. */
 static int siblings_can_read(void)
 {
-	volatile uint64_t *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	volatile uint64_t *w =
+	    mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	static uint64_t mine;
 	pid_t target, reader;
 	int ok, st;
@@ -460,7 +459,7 @@ static int siblings_can_read(void)
 		while (w[0] == 0)
 			usleep(1000);
 		w[1] = 1 + (process_vm_readv(target, &l, 1, &r, 1, 0) == (ssize_t)sizeof(got) &&
-			    got == 0x5eed5eed5eedull);
+		            got == 0x5eed5eed5eedull);
 		_exit(0);
 	}
 	if (reader < 0)
@@ -519,6 +518,6 @@ Test(embed, single_copies_need_every_ranks_consent, .timeout = 60)
 
 	if (!on)
 		cr_log_warn("process_vm_readv is not allowed here (ptrace_scope, seccomp): "
-			    "checking only that the library agrees and falls back");
+		            "checking only that the library agrees and falls back");
 	run(3, cma_vote_body, &on);
 }

@@ -21,8 +21,8 @@ struct shared {
 
 static struct shared *shared_new(void)
 {
-	struct shared *s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
-				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct shared *s =
+	    mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
 	cr_assert_neq(s, MAP_FAILED);
 	atomic_init(&s->returned, 0);
@@ -30,14 +30,14 @@ static struct shared *shared_new(void)
 }
 
 /* Polls until cond holds; bounded so a broken library fails, not hangs. */
-#define AWAIT(cond)                                                                       \
-	do {                                                                              \
-		int tries_ = 0;                                                           \
-		while (!(cond)) {                                                         \
-			if (++tries_ > 60000)                                             \
-				return 90;                                                \
-			usleep(1000);                                                     \
-		}                                                                         \
+#define AWAIT(cond)                                                                                \
+	do {                                                                                       \
+		int tries_ = 0;                                                                    \
+		while (!(cond)) {                                                                  \
+			if (++tries_ > 60000)                                                      \
+				return 90;                                                         \
+			usleep(1000);                                                              \
+		}                                                                                  \
 	} while (0)
 
 static int timeout_body(shmcoll_comm *c, int rank, void *arg)
@@ -265,7 +265,8 @@ Test(failures, bad_tuning_variables_fail_create, .timeout = 60)
 		cfg.job = job;
 		cr_assert(setenv(cases[i][0], cases[i][1], 1) == 0);
 		rc = shmcoll_comm_create(&cfg, &c);
-		cr_assert_eq(rc, -EINVAL, "%s=%s: create returned %d", cases[i][0], cases[i][1], rc);
+		cr_assert_eq(rc, -EINVAL, "%s=%s: create returned %d", cases[i][0], cases[i][1],
+		             rc);
 		cr_assert(strstr(shmcoll_last_error(NULL), cases[i][2]), "%s=%s: message '%s'",
 		          cases[i][0], cases[i][1], shmcoll_last_error(NULL));
 		cr_assert(unsetenv(cases[i][0]) == 0);

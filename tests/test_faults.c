@@ -29,11 +29,11 @@
 #include "lib/internal.h"
 #include "tests/harness.h"
 
-#define P 3
-#define VICTIM (P - 1)
-#define SMALL_COUNT 5                 /* int32 elements: the inline and flat paths */
-#define LARGE_COUNT (256 * 1024)      /* 1 MiB of int32 per rank */
-#define LARGE_CHUNK "4096"            /* so a large call takes hundreds of steps */
+#define P           3
+#define VICTIM      (P - 1)
+#define SMALL_COUNT 5            /* int32 elements: the inline and flat paths */
+#define LARGE_COUNT (256 * 1024) /* 1 MiB of int32 per rank */
+#define LARGE_CHUNK "4096"       /* so a large call takes hundreds of steps */
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
@@ -51,9 +51,9 @@ struct fault {
 	int root;
 	int how; /* how the victim dies: DIE_KILL, DIE_EXIT, DIE_CRASH */
 	/* Shared by the forked ranks (MAP_SHARED before the fork). */
-	_Atomic int64_t death_ns;  /* when the victim died (or was killed) */
-	_Atomic int64_t worst_ns;  /* the slowest survivor's detection time */
-	_Atomic int outcome[P];    /* 1: the call itself failed, 2: it completed first */
+	_Atomic int64_t death_ns; /* when the victim died (or was killed) */
+	_Atomic int64_t worst_ns; /* the slowest survivor's detection time */
+	_Atomic int outcome[P];   /* 1: the call itself failed, 2: it completed first */
 };
 
 static int64_t now_ns(void)
@@ -297,8 +297,8 @@ static const char *const when_names[] = {"before", "during", "after"};
 
 static void run_fault_how(th_coll coll, enum when when, int large, int root, enum how how)
 {
-	struct fault *f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-	                       -1, 0);
+	struct fault *f =
+	    mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	th_opts o = {.timeout_ms = 60000, .wall_ms = 100000, .grace_ms = 60000};
 	char name[128];
 	th_result res;
@@ -443,8 +443,8 @@ static int stop_body(shmcoll_comm *c, int rank, void *arg)
 
 Test(faults, stopped_rank_times_out, .timeout = 200)
 {
-	struct stop *s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-	                      -1, 0);
+	struct stop *s =
+	    mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	th_opts o = {.timeout_ms = 1500, .wall_ms = 100000, .grace_ms = 60000};
 	th_result res;
 
@@ -482,8 +482,8 @@ static int abort_body(shmcoll_comm *c, int rank, void *arg)
 	if (rank == 1) {
 		/* Abort once both peers wait inside the barrier. */
 		for (int p = 0; p < P; p += 2)
-			while (!seq_reached(load_acquire(&shmcoll__ctrl(&c->arena, (uint32_t)p)->seq),
-			                    c->seq + 1))
+			while (!seq_reached(
+			    load_acquire(&shmcoll__ctrl(&c->arena, (uint32_t)p)->seq), c->seq + 1))
 				sched_yield();
 		if (how == 0) {
 			struct sigaction sa = {.sa_handler = on_usr1};
@@ -544,7 +544,7 @@ static int left_body(shmcoll_comm *c, int rank, void *arg)
 	} else if (rc != -EPROTO) {
 		return 1;
 	} else if (!strstr(shmcoll_last_error(c), "rank 2 destroyed its communicator") &&
-		   !strstr(shmcoll_last_error(c), "detected mismatched calls")) {
+	           !strstr(shmcoll_last_error(c), "detected mismatched calls")) {
 		return 2; /* the other survivor may see it first and break it */
 	}
 	return shmcoll_barrier(c) == -ECANCELED ? 0 : 3;

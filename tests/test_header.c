@@ -53,8 +53,8 @@ Test(header, dtype_sizes)
 
 Test(header, strerror_covers_every_contract_code)
 {
-	static const int codes[] = {EINVAL, ENOMEM, ENOSPC, ETIMEDOUT, EOWNERDEAD, EPROTO,
-				    ECANCELED};
+	static const int codes[] = {EINVAL,     ENOMEM, ENOSPC,   ETIMEDOUT,
+	                            EOWNERDEAD, EPROTO, ECANCELED};
 	size_t i, j;
 
 	for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
@@ -63,12 +63,12 @@ Test(header, strerror_covers_every_contract_code)
 		cr_assert(s && *s);
 		cr_assert_str_eq(s, shmcoll_strerror(codes[i]), "sign does not matter");
 		cr_assert_str_neq(s, shmcoll_strerror(-12345), "code %d has its own text",
-				  codes[i]);
+		                  codes[i]);
 		for (j = 0; j < i; j++)
 			cr_assert_str_neq(s, shmcoll_strerror(-codes[j]));
 	}
 	cr_assert_not_null(shmcoll_strerror(-12345));
 	cr_assert_str_eq(shmcoll_strerror(INT_MIN), shmcoll_strerror(-12345),
-			 "INT_MIN is unknown, not negated (UB)");
+	                 "INT_MIN is unknown, not negated (UB)");
 	cr_assert_str_eq(shmcoll_strerror(0), "success");
 }

@@ -601,7 +601,7 @@ Test(launcher, bind)
 Test(launcher, cpus_env)
 {
 	static struct run r;
-	char *argv[] = {(char *)launcher(), "-n", "2", "--", "/bin/sh", "-c",
+	char *argv[] = {(char *)launcher(),       "-n", "2", "--", "/bin/sh", "-c",
 	                "echo \"$SHMCOLL_CPUS\"", NULL};
 	char list[64], want[160];
 
@@ -1243,7 +1243,8 @@ static void check_netenv(struct run *r, int nnodes, int node, int ppn, char *nod
 
 			snprintf(want, sizeof(want), "%d", cpus[rank % ncpus]);
 			cr_assert_str_eq(field(line, "CPUS", buf, sizeof(buf)), want,
-			                 "rank %d is not bound where it should be: '%s'", rank, line);
+			                 "rank %d is not bound where it should be: '%s'", rank,
+			                 line);
 		}
 		field(line, "SHMCOLL_NODES", buf, sizeof(buf));
 		if (!*nodes_seen)

@@ -38,8 +38,8 @@
 
 struct mn_job {
 	int nnodes, nproc;
-	const char *net;     /* SHMCOLL_NET, or NULL */
-	int timeout_ms;      /* SHMCOLL_TIMEOUT_MS */
+	const char *net;         /* SHMCOLL_NET, or NULL */
+	int timeout_ms;          /* SHMCOLL_TIMEOUT_MS */
 	const char *const *argv; /* the program and its arguments */
 	/* mn_launch only: node i's launcher runs in network namespace ns[i]
 	 * (ip netns exec) with its leader on net_prefix(i + 1); NULL: every node
@@ -88,7 +88,7 @@ static int listener(int node, char *addr, size_t len)
 	cr_assert(fd >= 0, "socket: %s", strerror(errno));
 	sa.sin_addr.s_addr = htonl(0x7f000001u + (uint32_t)node);
 	cr_assert(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind 127.0.0.%d: %s",
-		  node + 1, strerror(errno));
+	          node + 1, strerror(errno));
 	cr_assert(listen(fd, 64) == 0);
 	cr_assert(getsockname(fd, (struct sockaddr *)&sa, &sl) == 0);
 	snprintf(addr, len, "127.0.0.%d:%u", node + 1, ntohs(sa.sin_port));
@@ -105,7 +105,7 @@ static void setenv_int(const char *name, long v)
 
 /* Runs in the child: rank `rank` of the job, its output to its file. */
 static void exec_rank(const struct mn_job *j, const struct mn_run *r, int rank, int lfd,
-		      const char *nodes)
+                      const char *nodes)
 {
 	int node = rank / j->nproc, local = rank % j->nproc, fd;
 	char path[128];
@@ -197,10 +197,10 @@ static void mn_spawn(const struct mn_job *j, struct mn_run *r)
 	snprintf(r->token, sizeof(r->token), "t%016llx", (unsigned long long)nonce);
 	for (n = 0; n < j->nnodes; n++) {
 		snprintf(r->job[n], sizeof(r->job[n]), "mn%d-%d-%08llx", (int)getpid(), n,
-			 (unsigned long long)(nonce >> 32));
+		         (unsigned long long)(nonce >> 32));
 		lfd[n] = listener(n, addr, sizeof(addr));
-		snprintf(nodes + strlen(nodes), sizeof(nodes) - strlen(nodes), "%s%s",
-			 n ? "," : "", addr);
+		snprintf(nodes + strlen(nodes), sizeof(nodes) - strlen(nodes), "%s%s", n ? "," : "",
+		         addr);
 	}
 	fflush(NULL);
 	t0 = now_s();
@@ -247,7 +247,7 @@ static void mn_spawn(const struct mn_job *j, struct mn_run *r)
 	}
 	rmdir(r->dir);
 	cr_log_info("job of %d x %d (%s): %.2f s", j->nnodes, j->nproc, j->net ? j->net : "auto",
-		    r->secs);
+	            r->secs);
 	cr_expect(!r->hung, "the job hung and was killed after %.0f s", RUN_CAP_S);
 	cr_expect_eq(leftovers(r, j->nnodes), 0, "the job left an arena in /dev/shm");
 }
@@ -322,15 +322,28 @@ static void mn_launch(const struct mn_job *j, struct mn_launch *l)
 		for (n = 0; n < j->nnodes; n++) {
 			snprintf(ni[n], sizeof(ni[n]), "%d", n);
 			snprintf(addr[n], sizeof(addr[n]), "%s%d",
-				 j->ns ? j->net_prefix : "127.0.0.", n + 1);
+			         j->ns ? j->net_prefix : "127.0.0.", n + 1);
 			l->pid[n] = fork();
 			cr_assert(l->pid[n] >= 0);
 			if (l->pid[n] == 0) {
-				const char *argv[40] = {"ip", "netns", "exec", j->ns ? j->ns[n] : "",
-							env_path("SHMCOLL_RUN"), "--nnodes", nn,
-							"--node-rank", ni[n], "--nproc-per-node",
-							np, "--root", root, "--node-addr", addr[n],
-							"--timeout-ms", tmo, "--"};
+				const char *argv[40] = {"ip",
+				                        "netns",
+				                        "exec",
+				                        j->ns ? j->ns[n] : "",
+				                        env_path("SHMCOLL_RUN"),
+				                        "--nnodes",
+				                        nn,
+				                        "--node-rank",
+				                        ni[n],
+				                        "--nproc-per-node",
+				                        np,
+				                        "--root",
+				                        root,
+				                        "--node-addr",
+				                        addr[n],
+				                        "--timeout-ms",
+				                        tmo,
+				                        "--"};
 				int a = 18, k, fd;
 
 				for (k = 0; j->argv[k] && a < 39; k++)
@@ -385,7 +398,7 @@ static void mn_launch(const struct mn_job *j, struct mn_launch *l)
 		strcpy(dir, "/tmp/shmcoll-mnl-XXXXXX");
 	}
 	cr_log_info("launched %d x %d (%s): %.2f s", j->nnodes, j->nproc, j->net ? j->net : "auto",
-		    l->secs);
+	            l->secs);
 	cr_expect(!l->hung, "the job hung and was killed after %.0f s", RUN_CAP_S);
 	cr_expect_eq(launcher_leftovers(l->pid, j->nnodes), 0, "the job left an arena in /dev/shm");
 }
@@ -403,34 +416,37 @@ struct shape {
 static void run_matrix(const struct shape *s)
 {
 	const char *argv[] = {env_path("SHMCOLL_NODEMATRIX"), NULL};
-	struct mn_job j = {.nnodes = s->nnodes, .nproc = s->nproc, .net = s->net, .timeout_ms = 60000,
-			   .argv = argv};
+	struct mn_job j = {.nnodes = s->nnodes,
+	                   .nproc = s->nproc,
+	                   .net = s->net,
+	                   .timeout_ms = 60000,
+	                   .argv = argv};
 	static struct mn_launch l;
 	int n, c;
 
 	mn_launch(&j, &l);
 	for (n = 0; n < s->nnodes; n++)
 		cr_expect_eq(exit_code(l.status[n]), 0, "node %d's launcher exited %d:\n%s", n,
-			     exit_code(l.status[n]), l.out[n]);
+		             exit_code(l.status[n]), l.out[n]);
 	for (c = 0; c < TH_COLL_COUNT; c++) {
 		char line[64];
 
 		snprintf(line, sizeof(line), "ok %s rank 0 of %d\n", th_coll_name(c),
-			 s->nnodes * s->nproc);
+		         s->nnodes * s->nproc);
 		cr_expect(strstr(l.out[0], line), "rank 0 did not report '%s':\n%s", line,
-			  l.out[0]);
+		          l.out[0]);
 	}
 	cr_expect(strstr(l.out[0], s->net[0] == 'u' ? "transport io_uring" : "transport poll"),
-		  "the leader did not use the %s transport:\n%s", s->net, l.out[0]);
+	          "the leader did not use the %s transport:\n%s", s->net, l.out[0]);
 }
 
 /* One test per shape and transport (plain Test()s: the ThreadSanitizer
  * build's stand-in runner has no parameterized tests). */
-#define MATRIX(N, P, NET)                                                           \
-	Test(multinode, matrix_##N##x##P##_##NET, .timeout = 900)                   \
-	{                                                                           \
-		const struct shape s = {N, P, #NET};                                \
-		run_matrix(&s);                                                     \
+#define MATRIX(N, P, NET)                                                                          \
+	Test(multinode, matrix_##N##x##P##_##NET, .timeout = 900)                                  \
+	{                                                                                          \
+		const struct shape s = {N, P, #NET};                                               \
+		run_matrix(&s);                                                                    \
 	}
 MATRIX(2, 1, uring)
 MATRIX(2, 2, uring)
@@ -450,8 +466,11 @@ MATRIX(3, 3, poll)
 static void run_chunks(const struct shape *s)
 {
 	const char *argv[] = {env_path("SHMCOLL_NODEMATRIX"), "chunks", NULL};
-	struct mn_job j = {.nnodes = s->nnodes, .nproc = s->nproc, .net = s->net, .timeout_ms = 60000,
-			   .argv = argv};
+	struct mn_job j = {.nnodes = s->nnodes,
+	                   .nproc = s->nproc,
+	                   .net = s->net,
+	                   .timeout_ms = 60000,
+	                   .argv = argv};
 	static struct mn_launch l;
 	char line[64];
 	int n;
@@ -459,16 +478,16 @@ static void run_chunks(const struct shape *s)
 	mn_launch(&j, &l);
 	for (n = 0; n < s->nnodes; n++)
 		cr_expect_eq(exit_code(l.status[n]), 0, "node %d's launcher exited %d:\n%s", n,
-			     exit_code(l.status[n]), l.out[n]);
+		             exit_code(l.status[n]), l.out[n]);
 	snprintf(line, sizeof(line), "ok chunks rank 0 of %d\n", s->nnodes * s->nproc);
 	cr_expect(strstr(l.out[0], line), "rank 0 did not report '%s':\n%s", line, l.out[0]);
 }
 
-#define CHUNKS(N, P, NET)                                                           \
-	Test(multinode, chunks_##N##x##P##_##NET, .timeout = 900)                   \
-	{                                                                           \
-		const struct shape s = {N, P, #NET};                                \
-		run_chunks(&s);                                                     \
+#define CHUNKS(N, P, NET)                                                                          \
+	Test(multinode, chunks_##N##x##P##_##NET, .timeout = 900)                                  \
+	{                                                                                          \
+		const struct shape s = {N, P, #NET};                                               \
+		run_chunks(&s);                                                                    \
 	}
 CHUNKS(2, 1, uring)
 CHUNKS(2, 2, poll)
@@ -479,17 +498,17 @@ CHUNKS(3, 2, uring)
 Test(multinode, split_2x2, .timeout = 300)
 {
 	const char *argv[] = {env_path("SHMCOLL_NODEMATRIX"), "split", NULL};
-	struct mn_job j = {.nnodes = 2, .nproc = 2, .net = "uring", .timeout_ms = 60000,
-			   .argv = argv};
+	struct mn_job j = {
+	    .nnodes = 2, .nproc = 2, .net = "uring", .timeout_ms = 60000, .argv = argv};
 	static struct mn_launch l;
 	int n;
 
 	mn_launch(&j, &l);
 	for (n = 0; n < 2; n++)
 		cr_expect_eq(exit_code(l.status[n]), 0, "node %d's launcher exited %d:\n%s", n,
-			     exit_code(l.status[n]), l.out[n]);
+		             exit_code(l.status[n]), l.out[n]);
 	cr_expect(strstr(l.out[0], "ok split rank 0 of 4\n"), "rank 0 did not report:\n%s",
-		  l.out[0]);
+	          l.out[0]);
 }
 
 /* ---- faults ---- */
@@ -506,8 +525,11 @@ static void run_fault(const struct fault *f)
 	char victim[16];
 	const char *argv[] = {env_path("SHMCOLL_NODEFAULT"), f->mode, victim, "57", NULL};
 	/* A short timeout for the stopped rank; the others fail long before. */
-	struct mn_job j = {.nnodes = f->nnodes, .nproc = f->nproc, .net = f->net, .timeout_ms = 3000,
-			   .argv = argv};
+	struct mn_job j = {.nnodes = f->nnodes,
+	                   .nproc = f->nproc,
+	                   .net = f->net,
+	                   .timeout_ms = 3000,
+	                   .argv = argv};
 	static struct mn_run r;
 	int g;
 
@@ -519,18 +541,18 @@ static void run_fault(const struct fault *f)
 		if (g == f->victim) {
 			if (!strcmp(f->mode, "abort"))
 				cr_expect_eq(code, 0, "the aborting rank exited %d:\n%s", code,
-					     r.out[g]);
+				             r.out[g]);
 			continue;
 		}
 		cr_log_info("rank %d: %s", g, r.out[g]);
 		if (!strcmp(f->mode, "abort"))
 			cr_expect(code == 10 || code == 12,
-				  "rank %d exited %d, not -EOWNERDEAD/-ECANCELED:\n%s", g, code,
-				  r.out[g]);
+			          "rank %d exited %d, not -EOWNERDEAD/-ECANCELED:\n%s", g, code,
+			          r.out[g]);
 		else
 			cr_expect(code == 10 || code == 11,
-				  "rank %d exited %d, not -EOWNERDEAD/-ETIMEDOUT:\n%s", g, code,
-				  r.out[g]);
+			          "rank %d exited %d, not -EOWNERDEAD/-ETIMEDOUT:\n%s", g, code,
+			          r.out[g]);
 	}
 	if (!strcmp(f->mode, "stop")) {
 		/* mn_spawn waits for every rank: the stopped one is still there. */
@@ -538,15 +560,15 @@ static void run_fault(const struct fault *f)
 	}
 }
 
-#define FAULT(NAME, MODE, N, P, VICTIM, NET)                                        \
-	Test(multinode, NAME, .timeout = 300)                                       \
-	{                                                                           \
-		const struct fault f = {MODE, N, P, VICTIM, NET};                   \
-		run_fault(&f);                                                      \
+#define FAULT(NAME, MODE, N, P, VICTIM, NET)                                                       \
+	Test(multinode, NAME, .timeout = 300)                                                      \
+	{                                                                                          \
+		const struct fault f = {MODE, N, P, VICTIM, NET};                                  \
+		run_fault(&f);                                                                     \
 	}
 
-FAULT(nonleader_killed_2x2, "kill", 2, 2, 3, "uring")  /* a non-leader on the last node */
-FAULT(leader_killed_3x1, "kill", 3, 1, 1, "uring")     /* a leader in the middle */
+FAULT(nonleader_killed_2x2, "kill", 2, 2, 3, "uring") /* a non-leader on the last node */
+FAULT(leader_killed_3x1, "kill", 3, 1, 1, "uring")    /* a leader in the middle */
 FAULT(node0_leader_killed_2x2, "kill", 2, 2, 0, "poll")
 FAULT(nonleader_killed_3x2, "kill", 3, 2, 4, "poll")
 FAULT(nonleader_stopped_2x2, "stop", 2, 2, 3, "uring") /* stops answering */
@@ -560,8 +582,11 @@ static void run_launched_fault(const struct fault *f)
 {
 	char victim[16];
 	const char *argv[] = {env_path("SHMCOLL_NODEFAULT"), f->mode, victim, "57", NULL};
-	struct mn_job j = {.nnodes = f->nnodes, .nproc = f->nproc, .net = f->net, .timeout_ms = 3000,
-			   .argv = argv};
+	struct mn_job j = {.nnodes = f->nnodes,
+	                   .nproc = f->nproc,
+	                   .net = f->net,
+	                   .timeout_ms = 3000,
+	                   .argv = argv};
 	static struct mn_launch l;
 	int n;
 
@@ -570,15 +595,15 @@ static void run_launched_fault(const struct fault *f)
 	for (n = 0; n < f->nnodes; n++) {
 		cr_log_info("node %d exited %d:\n%s", n, exit_code(l.status[n]), l.out[n]);
 		cr_expect_neq(exit_code(l.status[n]), 0, "node %d's launcher exited 0:\n%s", n,
-			      l.out[n]);
+		              l.out[n]);
 	}
 }
 
-#define LAUNCHED_FAULT(NAME, MODE, N, P, VICTIM, NET)                               \
-	Test(multinode, NAME, .timeout = 300)                                       \
-	{                                                                           \
-		const struct fault f = {MODE, N, P, VICTIM, NET};                   \
-		run_launched_fault(&f);                                             \
+#define LAUNCHED_FAULT(NAME, MODE, N, P, VICTIM, NET)                                              \
+	Test(multinode, NAME, .timeout = 300)                                                      \
+	{                                                                                          \
+		const struct fault f = {MODE, N, P, VICTIM, NET};                                  \
+		run_launched_fault(&f);                                                            \
 	}
 
 LAUNCHED_FAULT(launched_nonleader_killed_3x2, "kill", 3, 2, 3, "uring")
@@ -614,12 +639,23 @@ static int sh(const char *cmd, char *out, size_t len)
  * iproute2; skipped, saying why, where they are missing. */
 Test(multinode, network_namespaces, .timeout = 600)
 {
-	const char *argv[] = {env_path("SHMCOLL_NODEMATRIX"), "allreduce", "reduce", "bcast",
-			      "allgather", "alltoall", "barrier", NULL};
+	const char *argv[] = {env_path("SHMCOLL_NODEMATRIX"),
+	                      "allreduce",
+	                      "reduce",
+	                      "bcast",
+	                      "allgather",
+	                      "alltoall",
+	                      "barrier",
+	                      NULL};
 	char a[32], b[32], va[16], vb[16], cmd[1024], out[512];
 	const char *ns[2] = {a, b};
-	struct mn_job j = {.nnodes = 2, .nproc = 2, .net = "uring", .timeout_ms = 60000,
-			   .argv = argv, .ns = ns, .net_prefix = "10.231.0."};
+	struct mn_job j = {.nnodes = 2,
+	                   .nproc = 2,
+	                   .net = "uring",
+	                   .timeout_ms = 60000,
+	                   .argv = argv,
+	                   .ns = ns,
+	                   .net_prefix = "10.231.0."};
 	static struct mn_launch l;
 	int n, rc;
 
@@ -628,27 +664,27 @@ Test(multinode, network_namespaces, .timeout = 600)
 	snprintf(va, sizeof(va), "sc%da", (int)getpid() % 1000000);
 	snprintf(vb, sizeof(vb), "sc%db", (int)getpid() % 1000000);
 	snprintf(cmd, sizeof(cmd),
-		 "set -e; ip netns add %s; ip netns add %s; "
-		 "ip link add %s type veth peer name %s; "
-		 "ip link set %s netns %s; ip link set %s netns %s; "
-		 "ip -n %s addr add 10.231.0.1/24 dev %s; ip -n %s addr add 10.231.0.2/24 dev %s; "
-		 "ip -n %s link set %s up; ip -n %s link set %s up; "
-		 "ip -n %s link set lo up; ip -n %s link set lo up 2>&1",
-		 a, b, va, vb, va, a, vb, b, a, va, b, vb, a, va, b, vb, a, b);
+	         "set -e; ip netns add %s; ip netns add %s; "
+	         "ip link add %s type veth peer name %s; "
+	         "ip link set %s netns %s; ip link set %s netns %s; "
+	         "ip -n %s addr add 10.231.0.1/24 dev %s; ip -n %s addr add 10.231.0.2/24 dev %s; "
+	         "ip -n %s link set %s up; ip -n %s link set %s up; "
+	         "ip -n %s link set lo up; ip -n %s link set lo up 2>&1",
+	         a, b, va, vb, va, a, vb, b, a, va, b, vb, a, va, b, vb, a, b);
 	rc = sh(cmd, out, sizeof(out));
 	if (rc != 0) {
 		snprintf(cmd, sizeof(cmd), "ip netns del %s 2>&1; ip netns del %s 2>&1", a, b);
 		sh(cmd, NULL, 0);
 		cr_skip_test("cannot make network namespaces here (needs root and iproute2): %s",
-			     out[0] ? out : "ip failed");
+		             out[0] ? out : "ip failed");
 	}
 	mn_launch(&j, &l);
 	snprintf(cmd, sizeof(cmd), "ip netns del %s 2>&1; ip netns del %s 2>&1", a, b);
 	sh(cmd, NULL, 0);
 	for (n = 0; n < 2; n++)
 		cr_expect_eq(exit_code(l.status[n]), 0, "node %d's launcher exited %d:\n%s", n,
-			     exit_code(l.status[n]), l.out[n]);
+		             exit_code(l.status[n]), l.out[n]);
 	cr_expect(strstr(l.out[0], "ok alltoall rank 0 of 4") &&
-		      strstr(l.out[0], "transport io_uring"),
-		  "rank 0 did not report the collectives over io_uring:\n%s", l.out[0]);
+	              strstr(l.out[0], "transport io_uring"),
+	          "rank 0 did not report the collectives over io_uring:\n%s", l.out[0]);
 }

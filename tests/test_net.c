@@ -1477,8 +1477,8 @@ static int posted_body(int node, void *arg)
 			fprintf(stderr, "net_wait: %s\n", err);
 			rc = 12;
 		}
-		if (!rc && (verify(rb, from, node, call, len) < 0 ||
-		            (len < max && rb[len] != 0xee)))
+		if (!rc &&
+		    (verify(rb, from, node, call, len) < 0 || (len < max && rb[len] != 0xee)))
 			rc = 13;
 		if (!rc && x[1].got != call)
 			rc = 14;

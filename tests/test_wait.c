@@ -16,9 +16,8 @@ static _Atomic uint32_t no_abort;
 
 static struct shmcoll_waiter waiter(int64_t timeout_ns, int oversubscribed)
 {
-	struct shmcoll_waiter w = {.timeout_ns = timeout_ns,
-				   .abort_word = &no_abort,
-				   .oversubscribed = oversubscribed};
+	struct shmcoll_waiter w = {
+	    .timeout_ns = timeout_ns, .abort_word = &no_abort, .oversubscribed = oversubscribed};
 	return w;
 }
 
@@ -42,7 +41,7 @@ Test(wait, returns_at_once_when_reached)
 	cr_assert_eq(shmcoll__wait_geq(&w, &word, &sleepers, 3), 0);
 	store_relaxed(&word, 1u);
 	cr_assert_eq(shmcoll__wait_geq(&w, &word, &sleepers, UINT32_MAX), 0,
-		     "1 is two steps after UINT32_MAX");
+	             "1 is two steps after UINT32_MAX");
 }
 
 Test(wait, times_out)
@@ -75,8 +74,8 @@ struct sleeper_arg {
 static void *sleeper(void *p)
 {
 	struct sleeper_arg *a = p;
-	struct shmcoll_waiter w = {.timeout_ns = a->timeout_ns, .abort_word = &a->abort_word,
-				   .oversubscribed = 1};
+	struct shmcoll_waiter w = {
+	    .timeout_ns = a->timeout_ns, .abort_word = &a->abort_word, .oversubscribed = 1};
 
 	a->rc = shmcoll__wait_geq(&w, &a->word, &a->sleepers, 1);
 	return NULL;
@@ -128,7 +127,7 @@ static int pingpong_side(struct pingpong *pp, int me, uint32_t rounds, int over)
 	for (r = 1; r <= rounds; r++) {
 		if (me == 1 || r > 1) {
 			if (shmcoll__wait_geq(&w, &pp->seq[!me], &pp->sleepers[!me],
-					      me == 0 ? r - 1 : r) != 0)
+			                      me == 0 ? r - 1 : r) != 0)
 				return 2;
 			if (pp->payload[!me] != (uint64_t)(me == 0 ? r - 1 : r) * 3 + !me)
 				return 3;
@@ -141,8 +140,8 @@ static int pingpong_side(struct pingpong *pp, int me, uint32_t rounds, int over)
 
 static void run_pingpong(int over, uint32_t rounds)
 {
-	struct pingpong *pp = mmap(NULL, sizeof(*pp), PROT_READ | PROT_WRITE,
-				   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct pingpong *pp =
+	    mmap(NULL, sizeof(*pp), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	int st0, st1;
 	pid_t a, b;
 

@@ -51,7 +51,6 @@ enum kind {
 	K_BYTES, /* data movement only */
 };
 
-
 /* A datatype as the test sees it: scalars of one kind and size, nscal of
  * them per element, elements extent bytes apart. */
 struct type {
@@ -97,61 +96,60 @@ static MPI_Datatype t_contig2, t_vector;
 static MPI_Op op_user;
 
 static struct type types[] = {
-	{"int8", MPI_INT8_T, K_SINT, 1, 1, 1},
-	{"signed_char", MPI_SIGNED_CHAR, K_SINT, 1, 1, 1},
-	{"uint8", MPI_UINT8_T, K_UINT, 1, 1, 1},
-	{"unsigned_char", MPI_UNSIGNED_CHAR, K_UINT, 1, 1, 1},
-	{"int", MPI_INT, K_SINT, sizeof(int), 1, sizeof(int)},
-	{"int32", MPI_INT32_T, K_SINT, 4, 1, 4},
-	{"unsigned", MPI_UNSIGNED, K_UINT, sizeof(unsigned), 1, sizeof(unsigned)},
-	{"uint32", MPI_UINT32_T, K_UINT, 4, 1, 4},
-	{"long", MPI_LONG, K_SINT, sizeof(long), 1, sizeof(long)},
-	{"long_long", MPI_LONG_LONG, K_SINT, sizeof(long long), 1, sizeof(long long)},
-	{"int64", MPI_INT64_T, K_SINT, 8, 1, 8},
-	{"unsigned_long", MPI_UNSIGNED_LONG, K_UINT, sizeof(long), 1, sizeof(long)},
-	{"unsigned_long_long", MPI_UNSIGNED_LONG_LONG, K_UINT, sizeof(long long), 1,
-	 sizeof(long long)},
-	{"uint64", MPI_UINT64_T, K_UINT, 8, 1, 8},
-	{"aint", MPI_AINT, K_SINT, sizeof(MPI_Aint), 1, sizeof(MPI_Aint)},
-	{"count", MPI_COUNT, K_SINT, sizeof(MPI_Count), 1, sizeof(MPI_Count)},
-	{"float", MPI_FLOAT, K_FLOAT, 4, 1, 4},
-	{"double", MPI_DOUBLE, K_FLOAT, 8, 1, 8},
+    {"int8", MPI_INT8_T, K_SINT, 1, 1, 1},
+    {"signed_char", MPI_SIGNED_CHAR, K_SINT, 1, 1, 1},
+    {"uint8", MPI_UINT8_T, K_UINT, 1, 1, 1},
+    {"unsigned_char", MPI_UNSIGNED_CHAR, K_UINT, 1, 1, 1},
+    {"int", MPI_INT, K_SINT, sizeof(int), 1, sizeof(int)},
+    {"int32", MPI_INT32_T, K_SINT, 4, 1, 4},
+    {"unsigned", MPI_UNSIGNED, K_UINT, sizeof(unsigned), 1, sizeof(unsigned)},
+    {"uint32", MPI_UINT32_T, K_UINT, 4, 1, 4},
+    {"long", MPI_LONG, K_SINT, sizeof(long), 1, sizeof(long)},
+    {"long_long", MPI_LONG_LONG, K_SINT, sizeof(long long), 1, sizeof(long long)},
+    {"int64", MPI_INT64_T, K_SINT, 8, 1, 8},
+    {"unsigned_long", MPI_UNSIGNED_LONG, K_UINT, sizeof(long), 1, sizeof(long)},
+    {"unsigned_long_long", MPI_UNSIGNED_LONG_LONG, K_UINT, sizeof(long long), 1, sizeof(long long)},
+    {"uint64", MPI_UINT64_T, K_UINT, 8, 1, 8},
+    {"aint", MPI_AINT, K_SINT, sizeof(MPI_Aint), 1, sizeof(MPI_Aint)},
+    {"count", MPI_COUNT, K_SINT, sizeof(MPI_Count), 1, sizeof(MPI_Count)},
+    {"float", MPI_FLOAT, K_FLOAT, 4, 1, 4},
+    {"double", MPI_DOUBLE, K_FLOAT, 8, 1, 8},
 };
 
 /* Types shmcoll does not reduce: the interposer must pass them on. */
 static struct type t_short = {"short", MPI_SHORT, K_SINT, sizeof(short), 1, sizeof(short)};
-static struct type t_ushort = {"unsigned_short", MPI_UNSIGNED_SHORT, K_UINT,
-			       sizeof(short), 1, sizeof(short)};
+static struct type t_ushort = {"unsigned_short", MPI_UNSIGNED_SHORT, K_UINT, sizeof(short), 1,
+                               sizeof(short)};
 /* Open MPI 4.1 reduces MPI_OFFSET as unsigned: the interposer leaves it to
  * the MPI, whatever it does. */
-static struct type t_offset = {"offset", MPI_OFFSET, K_SINT, sizeof(MPI_Offset), 1,
-			       sizeof(MPI_Offset)};
+static struct type t_offset = {"offset",           MPI_OFFSET, K_SINT,
+                               sizeof(MPI_Offset), 1,          sizeof(MPI_Offset)};
 static struct type t_2int = {"2int", MPI_2INT, K_PAIR, sizeof(int), 2, 2 * sizeof(int)};
 /* Set up in main (derived types are made at run time). */
-static struct type t_contig2_int = {"contiguous(2,int)", MPI_DATATYPE_NULL, K_SINT,
-				    sizeof(int), 2, 2 * sizeof(int)};
+static struct type t_contig2_int = {"contiguous(2,int)", MPI_DATATYPE_NULL, K_SINT, sizeof(int), 2,
+                                    2 * sizeof(int)};
 
 /* Data movement: any predefined type without holes moves as bytes through
  * shmcoll; the others go to PMPI. */
 static struct type move_types[] = {
-	{"byte", MPI_BYTE, K_BYTES, 1, 1, 1},
-	{"char", MPI_CHAR, K_BYTES, 1, 1, 1},
-	{"short", MPI_SHORT, K_BYTES, sizeof(short), 1, sizeof(short)},
-	{"int", MPI_INT, K_BYTES, sizeof(int), 1, sizeof(int)},
-	{"double", MPI_DOUBLE, K_BYTES, 8, 1, 8},
-	{"2int", MPI_2INT, K_BYTES, 2 * sizeof(int), 1, 2 * sizeof(int)},
-	{"c_double_complex", MPI_C_DOUBLE_COMPLEX, K_BYTES, 16, 1, 16},
-	/* Fallbacks: a pair type with a hole (6 data bytes in 8), and two
-	 * derived types. */
-	{"short_int", MPI_SHORT_INT, K_BYTES, 8, 1, 8},
-	{"contiguous(2,int)", MPI_DATATYPE_NULL, K_BYTES, 2 * sizeof(int), 1, 2 * sizeof(int)},
-	{"vector(2,1,2,int)", MPI_DATATYPE_NULL, K_BYTES, 3 * sizeof(int), 1, 3 * sizeof(int)},
+    {"byte", MPI_BYTE, K_BYTES, 1, 1, 1},
+    {"char", MPI_CHAR, K_BYTES, 1, 1, 1},
+    {"short", MPI_SHORT, K_BYTES, sizeof(short), 1, sizeof(short)},
+    {"int", MPI_INT, K_BYTES, sizeof(int), 1, sizeof(int)},
+    {"double", MPI_DOUBLE, K_BYTES, 8, 1, 8},
+    {"2int", MPI_2INT, K_BYTES, 2 * sizeof(int), 1, 2 * sizeof(int)},
+    {"c_double_complex", MPI_C_DOUBLE_COMPLEX, K_BYTES, 16, 1, 16},
+    /* Fallbacks: a pair type with a hole (6 data bytes in 8), and two
+     * derived types. */
+    {"short_int", MPI_SHORT_INT, K_BYTES, 8, 1, 8},
+    {"contiguous(2,int)", MPI_DATATYPE_NULL, K_BYTES, 2 * sizeof(int), 1, 2 * sizeof(int)},
+    {"vector(2,1,2,int)", MPI_DATATYPE_NULL, K_BYTES, 3 * sizeof(int), 1, 3 * sizeof(int)},
 };
 
 static struct op ops[] = {
-	{"sum", MPI_SUM, OC_ARITH},  {"prod", MPI_PROD, OC_PROD}, {"min", MPI_MIN, OC_ARITH},
-	{"max", MPI_MAX, OC_ARITH},  {"band", MPI_BAND, OC_BITS}, {"bor", MPI_BOR, OC_BITS},
-	{"bxor", MPI_BXOR, OC_BITS},
+    {"sum", MPI_SUM, OC_ARITH},  {"prod", MPI_PROD, OC_PROD}, {"min", MPI_MIN, OC_ARITH},
+    {"max", MPI_MAX, OC_ARITH},  {"band", MPI_BAND, OC_BITS}, {"bor", MPI_BOR, OC_BITS},
+    {"bxor", MPI_BXOR, OC_BITS},
 };
 static struct op op_land = {"land", MPI_LAND, OC_LOGIC};
 static struct op op_lor = {"lor", MPI_LOR, OC_LOGIC};
@@ -197,10 +195,18 @@ static void put_scalar(const struct type *t, void *p, long long v, uint64_t bits
 	}
 	/* Integers: two's complement, little or big end alike via the value. */
 	switch (t->scal) {
-	case 1: u.i8 = (int8_t)(bits ? bits : (uint64_t)v); break;
-	case 2: u.i16 = (int16_t)(bits ? bits : (uint64_t)v); break;
-	case 4: u.i32 = (int32_t)(bits ? bits : (uint64_t)v); break;
-	default: u.i64 = (int64_t)(bits ? bits : (uint64_t)v); break;
+	case 1:
+		u.i8 = (int8_t)(bits ? bits : (uint64_t)v);
+		break;
+	case 2:
+		u.i16 = (int16_t)(bits ? bits : (uint64_t)v);
+		break;
+	case 4:
+		u.i32 = (int32_t)(bits ? bits : (uint64_t)v);
+		break;
+	default:
+		u.i64 = (int64_t)(bits ? bits : (uint64_t)v);
+		break;
 	}
 	memcpy(p, &u, (size_t)t->scal);
 }
@@ -229,8 +235,12 @@ static void fill_red(struct ctx *x, const struct type *t, enum op_class cls, voi
 				v = 0;
 				bits = h | 1; /* non-zero: put_scalar takes bits */
 				break;
-			case OC_LOGIC: v = (long long)(h % 4 != 0); break;
-			case OC_LOC: v = k == 0 ? (long long)(h % 5) : x->rank; break;
+			case OC_LOGIC:
+				v = (long long)(h % 4 != 0);
+				break;
+			case OC_LOC:
+				v = k == 0 ? (long long)(h % 5) : x->rank;
+				break;
 			default:
 				v = t->kind == K_UINT ? (long long)(h % 9) : (long long)(h % 9) - 4;
 				break;
@@ -251,11 +261,11 @@ static void fill_move(struct ctx *x, const struct type *t, void *buf, size_t n, 
 		x->tmp[i] = (uint8_t)hash3(x->seed + (unsigned)tag, x->rank, i);
 	memset(buf, SENTINEL, bytes);
 	PMPI_Sendrecv(x->tmp, (int)n, t->dt, 0, 0, buf, (int)n, t->dt, 0, 0, MPI_COMM_SELF,
-		      MPI_STATUS_IGNORE);
+	              MPI_STATUS_IGNORE);
 }
 
 static void compare(struct ctx *x, const char *what, const void *got, const void *want,
-		    size_t bytes)
+                    size_t bytes)
 {
 	const uint8_t *g = got, *w = want;
 	size_t i;
@@ -267,9 +277,9 @@ static void compare(struct ctx *x, const char *what, const void *got, const void
 		;
 	if (x->fails++ < MAX_REPORTS)
 		fprintf(stderr,
-			"mpi_check: rank %d (%d in %s): %s: byte %zu of %zu differs: got 0x%02x, "
-			"PMPI gave 0x%02x\n",
-			x->world_rank, x->rank, x->comm_name, what, i, bytes, g[i], w[i]);
+		        "mpi_check: rank %d (%d in %s): %s: byte %zu of %zu differs: got 0x%02x, "
+		        "PMPI gave 0x%02x\n",
+		        x->world_rank, x->rank, x->comm_name, what, i, bytes, g[i], w[i]);
 }
 
 static void fail_rc(struct ctx *x, const char *what, int rc)
@@ -279,7 +289,7 @@ static void fail_rc(struct ctx *x, const char *what, int rc)
 		return;
 	if (x->fails++ < MAX_REPORTS)
 		fprintf(stderr, "mpi_check: rank %d (%d in %s): %s returned %d\n", x->world_rank,
-			x->rank, x->comm_name, what, rc);
+		        x->rank, x->comm_name, what, rc);
 }
 
 /* The roots tried: first, middle and last. */
@@ -359,7 +369,8 @@ static void check_allreduce(struct ctx *x, const struct red *r, int n, const cha
 	PMPI_Allreduce(x->send, x->ref, n, r->t->dt, r->o->op, x->comm);
 	rc = MPI_Allreduce(x->send, x->got, n, r->t->dt, r->o->op, x->comm);
 	expect(x, C_ALLREDUCE, red_via_shm(r));
-	snprintf(what, sizeof(what), "MPI_Allreduce %s %s n=%d%s", r->t->name, r->o->name, n, label);
+	snprintf(what, sizeof(what), "MPI_Allreduce %s %s n=%d%s", r->t->name, r->o->name, n,
+	         label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, bytes + 8);
 
@@ -367,7 +378,7 @@ static void check_allreduce(struct ctx *x, const struct red *r, int n, const cha
 	rc = MPI_Allreduce(MPI_IN_PLACE, x->got, n, r->t->dt, r->o->op, x->comm);
 	expect(x, C_ALLREDUCE, red_via_shm(r));
 	snprintf(what, sizeof(what), "MPI_Allreduce %s %s n=%d in place%s", r->t->name, r->o->name,
-		 n, label);
+	         n, label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, bytes + 8);
 }
@@ -386,7 +397,7 @@ static void check_reduce(struct ctx *x, const struct red *r, int n, int root, co
 	rc = MPI_Reduce(x->send, me ? x->got : NULL, n, r->t->dt, r->o->op, root, x->comm);
 	expect(x, C_REDUCE, red_via_shm(r));
 	snprintf(what, sizeof(what), "MPI_Reduce %s %s n=%d root=%d%s", r->t->name, r->o->name, n,
-		 root, label);
+	         root, label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, bytes + 8);
 
@@ -397,14 +408,13 @@ static void check_reduce(struct ctx *x, const struct red *r, int n, int root, co
 		rc = MPI_Reduce(x->send, NULL, n, r->t->dt, r->o->op, root, x->comm);
 	expect(x, C_REDUCE, red_via_shm(r));
 	snprintf(what, sizeof(what), "MPI_Reduce %s %s n=%d root=%d in place%s", r->t->name,
-		 r->o->name, n, root, label);
+	         r->o->name, n, root, label);
 	fail_rc(x, what, rc);
 	if (me)
 		compare(x, what, x->got, x->ref, bytes + 8);
 }
 
-static void check_reduce_scatter_block(struct ctx *x, const struct red *r, int n,
-				       const char *label)
+static void check_reduce_scatter_block(struct ctx *x, const struct red *r, int n, const char *label)
 {
 	size_t bytes = (size_t)n * (size_t)r->t->extent, all = bytes * (size_t)x->size;
 	char what[160];
@@ -417,7 +427,7 @@ static void check_reduce_scatter_block(struct ctx *x, const struct red *r, int n
 	rc = MPI_Reduce_scatter_block(x->send, x->got, n, r->t->dt, r->o->op, x->comm);
 	expect(x, C_REDUCE_SCATTER_BLOCK, red_via_shm(r));
 	snprintf(what, sizeof(what), "MPI_Reduce_scatter_block %s %s n=%d%s", r->t->name,
-		 r->o->name, n, label);
+	         r->o->name, n, label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, bytes + 8);
 
@@ -427,7 +437,7 @@ static void check_reduce_scatter_block(struct ctx *x, const struct red *r, int n
 	rc = MPI_Reduce_scatter_block(MPI_IN_PLACE, x->got, n, r->t->dt, r->o->op, x->comm);
 	expect(x, C_REDUCE_SCATTER_BLOCK, red_via_shm(r));
 	snprintf(what, sizeof(what), "MPI_Reduce_scatter_block %s %s n=%d in place%s", r->t->name,
-		 r->o->name, n, label);
+	         r->o->name, n, label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, bytes);
 }
@@ -500,14 +510,14 @@ static void check_gather(struct ctx *x, const struct type *t, int n, int root, c
 	memset(x->got, SENTINEL, all + 8);
 	if (me) {
 		memcpy(x->got + (size_t)root * bytes, x->send, bytes);
-		rc = MPI_Gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, n, t->dt, root,
-				x->comm);
+		rc =
+		    MPI_Gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, n, t->dt, root, x->comm);
 	} else {
 		rc = MPI_Gather(x->send, n, t->dt, NULL, 0, MPI_DATATYPE_NULL, root, x->comm);
 	}
 	expect(x, C_GATHER, move_via_shm(t));
 	snprintf(what, sizeof(what), "MPI_Gather %s n=%d root=%d in place%s", t->name, n, root,
-		 label);
+	         label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, all + 8);
 }
@@ -534,12 +544,12 @@ static void check_scatter(struct ctx *x, const struct type *t, int n, int root, 
 	memset(x->got, SENTINEL, bytes + 8);
 	if (me)
 		rc = MPI_Scatter(x->send, n, t->dt, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root,
-				 x->comm);
+		                 x->comm);
 	else
 		rc = MPI_Scatter(NULL, 0, MPI_DATATYPE_NULL, x->got, n, t->dt, root, x->comm);
 	expect(x, C_SCATTER, move_via_shm(t));
 	snprintf(what, sizeof(what), "MPI_Scatter %s n=%d root=%d in place%s", t->name, n, root,
-		 label);
+	         label);
 	fail_rc(x, what, rc);
 	if (me)
 		compare(x, what, x->send, x->aux, all);
@@ -608,7 +618,7 @@ static void check_barrier(struct ctx *x)
 	if (count == MAP_FAILED) {
 		if (x->fails++ < MAX_REPORTS)
 			fprintf(stderr, "mpi_check: rank %d: cannot map %s for the barrier check\n",
-				x->world_rank, path);
+			        x->world_rank, path);
 		if (fd >= 0)
 			close(fd);
 		return;
@@ -621,11 +631,13 @@ static void check_barrier(struct ctx *x)
 	fail_rc(x, "MPI_Barrier", rc);
 	seen = atomic_load(count);
 	if (seen < x->size) {
-		snprintf(what, sizeof(what), "MPI_Barrier let this rank out when %d of %d ranks had "
-					     "arrived", seen, x->size);
+		snprintf(what, sizeof(what),
+		         "MPI_Barrier let this rank out when %d of %d ranks had "
+		         "arrived",
+		         seen, x->size);
 		if (x->fails++ < MAX_REPORTS)
 			fprintf(stderr, "mpi_check: rank %d (%d in %s): %s\n", x->world_rank,
-				x->rank, x->comm_name, what);
+			        x->rank, x->comm_name, what);
 	}
 	munmap((void *)count, sizeof(*count));
 	close(fd);
@@ -640,12 +652,12 @@ static void check_barrier(struct ctx *x)
 enum level { TINY, SMALL, FULL };
 
 static const char *const small_reds[][2] = {
-	{"int", "sum"},    {"int", "bxor"},          {"uint8", "max"},  {"int64", "prod"},
-	{"uint64", "band"}, {"unsigned_long", "bor"}, {"float", "min"}, {"double", "sum"},
+    {"int", "sum"},     {"int", "bxor"},          {"uint8", "max"}, {"int64", "prod"},
+    {"uint64", "band"}, {"unsigned_long", "bor"}, {"float", "min"}, {"double", "sum"},
 };
 static const char *const tiny_reds[][2] = {{"int", "sum"}, {"double", "max"}};
-static const char *const small_moves[] = {"byte", "int", "double", "2int", "short_int",
-					  "vector(2,1,2,int)"};
+static const char *const small_moves[] = {"byte", "int",       "double",
+                                          "2int", "short_int", "vector(2,1,2,int)"};
 static const char *const tiny_moves[] = {"byte", "double", "vector(2,1,2,int)"};
 
 static int listed(const char *name, const char *const *list, size_t n)
@@ -659,7 +671,7 @@ static int listed(const char *name, const char *const *list, size_t n)
 }
 
 static int listed_pair(const struct type *t, const struct op *o, const char *const (*list)[2],
-		       size_t n)
+                       size_t n)
 {
 	size_t i;
 
@@ -679,8 +691,8 @@ static size_t red_cases(struct red *out, size_t cap, enum level level)
 		for (j = 0; j < ARRAY_SIZE(ops); j++) {
 			if (ops[j].cls == OC_BITS && t->kind == K_FLOAT)
 				continue;
-			if ((level == SMALL && !listed_pair(t, &ops[j], small_reds,
-							    ARRAY_SIZE(small_reds))) ||
+			if ((level == SMALL &&
+			     !listed_pair(t, &ops[j], small_reds, ARRAY_SIZE(small_reds))) ||
 			    (level == TINY &&
 			     !listed_pair(t, &ops[j], tiny_reds, ARRAY_SIZE(tiny_reds))))
 				continue;
@@ -944,7 +956,7 @@ int main(int argc, char **argv)
 	mine[1] = total.fails;
 	PMPI_Allreduce(mine, sum, 2, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
 	PMPI_Allreduce(MPI_IN_PLACE, total.want, 2 * C_COUNT, MPI_UNSIGNED_LONG, MPI_SUM,
-		       MPI_COMM_WORLD);
+	               MPI_COMM_WORLD);
 	if (wrank == 0) {
 		printf("mpi_check: P=%d: %lu checks, %lu failed\n", wsize, sum[0], sum[1]);
 		for (i = 0; i < C_COUNT; i++)

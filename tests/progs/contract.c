@@ -92,7 +92,8 @@ int main(void)
 		if (shmcoll_comm_destroy(sym))
 			rc = 1;
 		if (rank == 0)
-			printf("%s %s symmetric P=%d\n", rc ? "FAIL" : "ok", th_coll_name(coll), size);
+			printf("%s %s symmetric P=%d\n", rc ? "FAIL" : "ok", th_coll_name(coll),
+			       size);
 		failed |= rc != 0;
 	}
 	shmcoll_comm_destroy(comm);

@@ -62,9 +62,9 @@ int main(int argc, char **argv)
 		t0 = now_s();
 		/* Small calls (inline, recursive doubling) and larger ones. */
 		rc = i % 2 ? shmcoll_allreduce(send, recv, i % 4 == 1 ? 8 : COUNT, SHMCOLL_INT32,
-					       SHMCOLL_SUM, comm)
-			   : shmcoll_bcast(recv, i % 4 == 0 ? 16 : COUNT, SHMCOLL_INT32,
-					   i % shmcoll_comm_size(comm), comm);
+		                               SHMCOLL_SUM, comm)
+		           : shmcoll_bcast(recv, i % 4 == 0 ? 16 : COUNT, SHMCOLL_INT32,
+		                           i % shmcoll_comm_size(comm), comm);
 	}
 	if (rc == 0) {
 		printf("rank %d: no call failed\n", rank);

@@ -99,7 +99,7 @@ static int run_chunks(shmcoll_comm *comm)
 			              .count = cases[k].count,
 			              .root = cases[k].root < 0 ? P - 1 : cases[k].root % P,
 			              .variant = v && cases[k].coll != TH_BCAST ? TH_IN_PLACE
-			                                                         : TH_OUT_OF_PLACE,
+			                                                        : TH_OUT_OF_PLACE,
 			              .sym = TH_SYM_NONE,
 			              .misalign = (size_t)v};
 
@@ -135,9 +135,8 @@ static int run_split(shmcoll_comm *comm)
 	shmcoll_comm *c = NULL;
 	int err = 0;
 
-	if (shmcoll_comm_split(comm, rank / P, rank, &c) != 0 || !c ||
-	    shmcoll_comm_size(c) != P || shmcoll_comm_rank(c) != rank % P || sum_ok(c) ||
-	    shmcoll_comm_destroy(c) != 0)
+	if (shmcoll_comm_split(comm, rank / P, rank, &c) != 0 || !c || shmcoll_comm_size(c) != P ||
+	    shmcoll_comm_rank(c) != rank % P || sum_ok(c) || shmcoll_comm_destroy(c) != 0)
 		err = 1;
 	else if (shmcoll_comm_split(comm, rank ? SHMCOLL_UNDEFINED : 5, 0, &c) != 0 ||
 	         (rank == 0) != (c != NULL) || (c && (shmcoll_comm_size(c) != 1 || sum_ok(c))) ||
@@ -152,7 +151,7 @@ static int run_split(shmcoll_comm *comm)
 		err = 5;
 	if (err)
 		fprintf(stderr, "nodematrix: split case %d failed on rank %d: %s\n", err, rank,
-			shmcoll_last_error(comm));
+		        shmcoll_last_error(comm));
 	if (rank == 0 || err)
 		printf("%s split rank %d of %d\n", err ? "FAIL" : "ok", rank,
 		       shmcoll_comm_size(comm));
@@ -183,14 +182,15 @@ int main(int argc, char **argv)
 	}
 	counters = shared_counters(comm);
 	for (coll = 0; coll < TH_COLL_COUNT; coll++) {
-		struct th_matrix m = {.coll = coll, .phase = PHASE_SMALL_ARENA, .counters = counters};
+		struct th_matrix m = {
+		    .coll = coll, .phase = PHASE_SMALL_ARENA, .counters = counters};
 
 		if (!wanted(argc, argv, coll))
 			continue;
 		rc = coll == TH_BARRIER && !counters ? TH_E_SETUP : th_matrix_body(comm, rank, &m);
 		if (rank == 0 || rc)
-			printf("%s %s rank %d of %d\n", rc ? "FAIL" : "ok", th_coll_name(coll), rank,
-			       size);
+			printf("%s %s rank %d of %d\n", rc ? "FAIL" : "ok", th_coll_name(coll),
+			       rank, size);
 		fflush(stdout);
 		failed |= rc != 0;
 	}

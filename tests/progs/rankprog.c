@@ -365,7 +365,8 @@ static int mode_netenv(void)
 		n += snprintf(line + n, sizeof(line) - (size_t)n, "%s%s=%s", i ? " " : "", names[i],
 		              v ? v : "-");
 	}
-	n += snprintf(line + n, sizeof(line) - (size_t)n, " CPUS=%s", cpus_allowed(got, sizeof(got)));
+	n += snprintf(line + n, sizeof(line) - (size_t)n, " CPUS=%s",
+	              cpus_allowed(got, sizeof(got)));
 	printf("%s\n", line);
 	fflush(stdout);
 	if ((local == 0) != (netfd != NULL)) {

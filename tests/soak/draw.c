@@ -81,8 +81,9 @@ void soak_draw(struct soak_rng *rng, const struct soak_limits *lim, uint64_t see
 		c->op = (shmcoll_op)(soak_next(rng) % nops);
 	}
 	c->root = th_coll_rooted(c->coll) ? (int)(soak_next(rng) % (uint64_t)lim->size) : 0;
-	c->count = draw_count(rng, th_coll_region_elems(c->coll, 1, lim->size) * th_dtype_size(c->dtype),
-	                      lim->max_bytes);
+	c->count =
+	    draw_count(rng, th_coll_region_elems(c->coll, 1, lim->size) * th_dtype_size(c->dtype),
+	               lim->max_bytes);
 
 	c->flags = 0;
 	switch (c->coll) {
