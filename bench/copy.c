@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "bench/mem.h"
-#include "lib/internal.h"
+#include "lib/kernels/copy.h"
 #include "shm/arena.h"
 
 #define MODE       "copy"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
-#include "lib/kernels.h"
+#include "lib/kernels/kernels.h"
 
 #define MAX_NSRC 1024
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "bench/mem.h"
-#include "lib/internal.h"
+#include "lib/api/probe.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -402,10 +402,7 @@ void *bench_shared_alloc(shmcoll_comm *comm, size_t bytes)
 
 void *bench_shared_peer(shmcoll_comm *comm, void *mine, int p)
 {
-	const struct shmcoll_layout *l = &comm->arena.lay;
-	uint64_t off = (uint64_t)((uint8_t *)mine - comm->heap);
-
-	return comm->arena.base + l->heap_off + (uint64_t)p * l->heap_stride + off;
+	return shmcoll__probe_peer(comm, mine, p);
 }
 
 int bench_gnuplot(const char *script)

@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lib/net.h"
+#include "lib/net/net.h"
 #include "shm/wait.h"
 
 #define RUNS_MAX 31

@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lib/internal.h"
+#include "lib/api/probe.h"
 #include "tests/harness.h"
 
 #define TIMEOUT_MS 30000
@@ -493,7 +493,7 @@ static int cma_vote_body(shmcoll_comm *parent, int rank, void *arg)
 	unsetenv("SHMCOLL_CMA");
 	if (rc)
 		return 10;
-	if (all->cma != *expect_on || vetoed->cma)
+	if (shmcoll__probe_cma(all) != *expect_on || shmcoll__probe_cma(vetoed))
 		return 20;
 	for (int k = 0; k < 2 && !bad; k++) {
 		shmcoll_comm *c = k ? vetoed : all;

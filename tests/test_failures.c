@@ -11,7 +11,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "lib/internal.h"
+#include "lib/api/probe.h"
+#include "shm/atomics.h"
 #include "tests/harness.h"
 
 /* Shared by the forked ranks of one run (MAP_SHARED before the fork). */
@@ -172,8 +173,7 @@ static int abort_body(shmcoll_comm *c, int rank, void *arg)
 		/* Abort only once both peers are inside the barrier: they have
 		 * published its step and wait (forever) for ours. */
 		for (int p = 0; p < 3; p += 2)
-			AWAIT(load_acquire(&shmcoll__ctrl(&c->arena, (uint32_t)p)->seq) ==
-			      c->seq + 1);
+			AWAIT(shmcoll__probe_step(c, p) == shmcoll__probe_my_step(c) + 1);
 		if (shmcoll_comm_abort(c) != 0)
 			return 1;
 		return shmcoll_barrier(c) == -ECANCELED ? 0 : 2;
@@ -222,7 +222,8 @@ static int algo_mismatch_body(shmcoll_comm *c, int rank, void *arg)
 	int rc;
 
 	(void)arg;
-	c->algo[KIND_ALLREDUCE] = rank == 1 ? ALGO_DIRECT : ALGO_FLAT;
+	if (shmcoll__probe_set_algo(c, rank == 1 ? "allreduce:direct" : "allreduce:flat") != 0)
+		return 3;
 	rc = shmcoll_allreduce(x, y, 4096, SHMCOLL_FLOAT32, SHMCOLL_SUM, c);
 	if (rc != -EPROTO)
 		return 1;
@@ -278,9 +279,9 @@ Test(failures, bad_tuning_variables_fail_create, .timeout = 60)
 	cfg.job = job;
 	rc = shmcoll_comm_create(&cfg, &c);
 	cr_assert_eq(rc, 0, "good tuning variables: %d %s", rc, shmcoll_last_error(NULL));
-	cr_assert_eq(c->algo[KIND_ALLREDUCE], ALGO_DIRECT);
-	cr_assert_eq(c->algo[KIND_BCAST], ALGO_TREE);
-	cr_assert_eq(c->algo[KIND_REDUCE], ALGO_AUTO);
-	cr_assert_eq(c->chunk_bytes, 65536);
+	cr_assert_str_eq(shmcoll__probe_algo(c, "allreduce"), "direct");
+	cr_assert_str_eq(shmcoll__probe_algo(c, "bcast"), "tree");
+	cr_assert_str_eq(shmcoll__probe_algo(c, "reduce"), "auto");
+	cr_assert_eq(shmcoll__probe_chunk_bytes(c), 65536);
 	shmcoll_comm_destroy(c);
 }

@@ -26,7 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/internal.h"
+#include "lib/api/probe.h"
+#include "shm/atomics.h"
+#include "shm/name.h"
 #include "tests/harness.h"
 
 #define P           3
@@ -198,16 +200,16 @@ static int needs_all(th_coll coll)
  * where it needs rank 1 it cannot have finished. */
 static int kill_inside(shmcoll_comm *c, struct fault *f)
 {
-	struct shmcoll_ctrl *v = shmcoll__ctrl(&c->arena, VICTIM);
 	struct pollfd pfd = {.events = POLLIN};
+	pid_t pid = shmcoll__probe_pid(c, VICTIM);
 
-	while (!seq_reached(load_acquire(&v->seq), c->seq + 1))
+	while (!seq_reached(shmcoll__probe_step(c, VICTIM), shmcoll__probe_my_step(c) + 1))
 		sched_yield();
-	pfd.fd = (int)syscall(SYS_pidfd_open, (pid_t)v->proc.pid, 0u);
+	pfd.fd = (int)syscall(SYS_pidfd_open, pid, 0u);
 	if (pfd.fd < 0)
 		return -1;
 	atomic_store(&f->death_ns, now_ns());
-	kill(v->proc.pid, SIGKILL);
+	kill(pid, SIGKILL);
 	while (poll(&pfd, 1, -1) != 1)
 		;
 	close(pfd.fd);
@@ -437,7 +439,7 @@ static int stop_body(shmcoll_comm *c, int rank, void *arg)
 	if (rc != -ETIMEDOUT)
 		return 1;
 	if (atomic_fetch_add(&s->timed_out, 1) + 1 == P - 1)
-		kill(shmcoll__ctrl(&c->arena, VICTIM)->proc.pid, SIGKILL);
+		kill(shmcoll__probe_pid(c, VICTIM), SIGKILL);
 	return 0;
 }
 
@@ -482,8 +484,8 @@ static int abort_body(shmcoll_comm *c, int rank, void *arg)
 	if (rank == 1) {
 		/* Abort once both peers wait inside the barrier. */
 		for (int p = 0; p < P; p += 2)
-			while (!seq_reached(
-			    load_acquire(&shmcoll__ctrl(&c->arena, (uint32_t)p)->seq), c->seq + 1))
+			while (
+			    !seq_reached(shmcoll__probe_step(c, p), shmcoll__probe_my_step(c) + 1))
 				sched_yield();
 		if (how == 0) {
 			struct sigaction sa = {.sa_handler = on_usr1};

@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lib/kernels.h"
-#include "lib/kernels_impl.h"
+#include "lib/kernels/kernels.h"
+#include "lib/kernels/kernels_impl.h"
 
 __extension__ typedef __int128 i128;
 __extension__ typedef unsigned __int128 u128;

@@ -8,7 +8,7 @@
 
 #include <sched.h>
 
-#include "lib/frame.h"
+#include "lib/net/frame.h"
 #include "shm/arena.h"
 #include "shm/name.h"
 #include "tests/harness.h"

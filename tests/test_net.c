@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/net_impl.h"
+#include "lib/net/net_impl.h"
 #include "shm/wait.h"
 
 #if defined(__SANITIZE_ADDRESS__)

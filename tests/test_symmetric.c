@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lib/internal.h"
+#include "lib/api/probe.h"
+#include "shm/atomics.h"
 #include "tests/harness.h"
 
 static th_opts opts = {.arena_bytes = 1 << 20, .timeout_ms = 60000, .wall_ms = 120000};
@@ -15,7 +16,8 @@ static int heap_body(shmcoll_comm *c, int rank, void *arg)
 {
 	uint8_t *a, *b, *d, *big;
 	int32_t *x, *y;
-	size_t heap = c->arena.lay.heap_stride;
+	int P = shmcoll_comm_size(c);
+	size_t heap = shmcoll__probe_heap_bytes(c);
 
 	(void)arg;
 	a = shmcoll_malloc(c, 1000);
@@ -23,10 +25,11 @@ static int heap_body(shmcoll_comm *c, int rank, void *arg)
 	if (!a || !b)
 		return 1;
 	/* Offsets agree across ranks: allgather them and compare. */
-	uint64_t off[2] = {(uint64_t)(a - c->heap), (uint64_t)(b - c->heap)}, all[2 * 64];
+	uint64_t off[2] = {shmcoll__probe_heap_off(c, a), shmcoll__probe_heap_off(c, b)},
+	         all[2 * 64];
 	if (shmcoll_allgather(off, all, 2, SHMCOLL_UINT64, c))
 		return 2;
-	for (int p = 0; p < c->size; p++)
+	for (int p = 0; p < shmcoll_comm_size(c); p++)
 		if (all[2 * p] != off[0] || all[2 * p + 1] != off[1])
 			return 3;
 	if ((uintptr_t)a % SHMCOLL_LINE || (uintptr_t)b % SHMCOLL_LINE || b < a + 1000)
@@ -60,7 +63,7 @@ static int heap_body(shmcoll_comm *c, int rank, void *arg)
 	if (shmcoll_allreduce(x, y, 4096, SHMCOLL_INT32, SHMCOLL_SUM, c))
 		return 13;
 	for (int i = 0; i < 4096; i++)
-		if (y[i] != 3 * c->size * (c->size - 1) / 2 + c->size * i)
+		if (y[i] != 3 * P * (P - 1) / 2 + P * i)
 			return 14;
 	/* The sources were read in place and are untouched. */
 	for (int i = 0; i < 4096; i++)
@@ -68,7 +71,7 @@ static int heap_body(shmcoll_comm *c, int rank, void *arg)
 			return 15;
 	if (shmcoll_free(c, x) || shmcoll_free(c, y) || shmcoll_free(c, b) || shmcoll_free(c, d))
 		return 16;
-	if (c->nblocks != 0)
+	if (shmcoll__probe_heap_blocks(c) != 0)
 		return 17;
 	return 0;
 }

@@ -1,8 +1,8 @@
 /* fuzz_algo_parse.c - libFuzzer target for shmcoll__algo_parse(), the parser
  * of the SHMCOLL_ALGO environment variable. It must accept or reject any
- * string with -EINVAL and a terminated message, write nothing of the
- * communicator but its algo table, leave only known protocols there, and
- * decide the same way twice.
+ * string with -EINVAL and a terminated message, write nothing but the table
+ * it is given (a guard on either side stays untouched), leave only known
+ * protocols there, and decide the same way twice.
  *
  * Input: the error buffer's length - 1 (1 byte), then the string (up to the
  * first NUL). */
@@ -10,21 +10,27 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "lib/internal.h"
+#include "lib/core/algo.h"
 #include "tests/fuzz/fuzz.h"
 
 #define POISON 0xa5
 
-static shmcoll_comm comm, copy;
+/* A table between two guards. */
+struct guarded {
+	uint8_t before[32];
+	uint8_t algo[KIND_COUNT];
+	uint8_t after[32];
+};
 
-/* Every byte of the communicator but its algo table is still POISON. */
-static int rest_untouched(const shmcoll_comm *c)
+static struct guarded comm, copy;
+
+/* Every byte around the table is still POISON. */
+static int rest_untouched(const struct guarded *g)
 {
-	const uint8_t *b = (const uint8_t *)c;
-	size_t lo = offsetof(shmcoll_comm, algo), hi = lo + sizeof(c->algo), i;
+	size_t i;
 
-	for (i = 0; i < sizeof(*c); i++)
-		if ((i < lo || i >= hi) && b[i] != POISON)
+	for (i = 0; i < sizeof(g->before); i++)
+		if (g->before[i] != POISON || g->after[i] != POISON)
 			return 0;
 	return 1;
 }
@@ -43,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	err = fuzz_errbuf(errlen);
 
 	memset(&comm, POISON, sizeof(comm));
-	rc = shmcoll__algo_parse(&comm, spec, err, errlen);
+	rc = shmcoll__algo_parse(comm.algo, spec, err, errlen);
 	FUZZ_CHECK(rc == 0 || rc == -EINVAL, "returned %d for \"%s\"", rc, spec);
 	FUZZ_CHECK(rest_untouched(&comm), "wrote outside the algo table for \"%s\"", spec);
 	for (k = 0; k < KIND_COUNT; k++)
@@ -55,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* The same string decides the same way. */
 	memset(&copy, POISON, sizeof(copy));
-	rc2 = shmcoll__algo_parse(&copy, spec, err, errlen);
+	rc2 = shmcoll__algo_parse(copy.algo, spec, err, errlen);
 	FUZZ_CHECK(rc2 == rc, "\"%s\": %d, then %d", spec, rc, rc2);
 	if (rc == 0) {
 		FUZZ_CHECK(!memcmp(comm.algo, copy.algo, sizeof(comm.algo)),
@@ -67,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				continue;
 			snprintf(one, sizeof(one), "%s:%s", shmcoll__kind_name((uint32_t)k),
 			         shmcoll__algo_name(comm.algo[k]));
-			rc2 = shmcoll__algo_parse(&copy, one, err, errlen);
+			rc2 = shmcoll__algo_parse(copy.algo, one, err, errlen);
 			FUZZ_CHECK(rc2 == 0 && copy.algo[k] == comm.algo[k],
 			           "\"%s\" forced %s, which alone gives %d", spec, one, rc2);
 		}

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "lib/frame.h"
+#include "lib/net/frame.h"
 #include "tests/fuzz/fuzz.h"
 
 static void hello(const uint8_t *data, size_t size, size_t whylen)

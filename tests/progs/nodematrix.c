@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "lib/hier.h"
+#include "lib/api/probe.h"
 #include "tests/matrix.h"
 
 /* The barrier's ordering check needs counters every rank of the job sees:
@@ -56,12 +56,12 @@ static int wanted(int argc, char **argv, th_coll coll)
 	return 0;
 }
 
-/* Counts of about 2.5 chunks (SHMCOLL_HIER_CHUNK_BYTES of the reduction's
+/* Counts of about 2.5 chunks (the multi-node pipelines' chunk of the reduction's
  * wide elements, or of bytes for a bcast): the pipelined stages, a short last
  * chunk, every wide form. Each case in and out of place, aligned and not. */
 static int run_chunks(shmcoll_comm *comm)
 {
-	const size_t C = SHMCOLL_HIER_CHUNK_BYTES;
+	const size_t C = shmcoll__probe_hier_chunk_bytes();
 	int P = shmcoll_comm_size(comm), rank = shmcoll_comm_rank(comm), err = 0, k, v;
 	const struct {
 		th_coll coll;
@@ -172,7 +172,7 @@ int main(int argc, char **argv)
 	}
 	rank = shmcoll_comm_rank(comm);
 	size = shmcoll_comm_size(comm);
-	net = shmcoll__hier_transport(comm);
+	net = shmcoll__probe_transport(comm);
 	if (net && rank == 0)
 		printf("transport %s\n", net);
 	if (argc == 2 && (!strcmp(argv[1], "chunks") || !strcmp(argv[1], "split"))) {

@@ -1,0 +1,202 @@
+/* comm.c - communicators: from the launcher's environment (one node, or several through
+ * lib/hier), from a config, destroyed, aborted; the accessors; the error texts. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "lib/api/api.h"
+#include "lib/core/env.h"
+#include "lib/core/errors.h"
+#include "lib/core/node.h"
+#include "lib/hier/hier.h"
+#include "lib/kernels/kernels.h"
+#include "lib/net/frame.h"
+
+const char *shmcoll_strerror(int err)
+{
+	return shmcoll__strerror(err);
+}
+
+size_t shmcoll_dtype_size(shmcoll_dtype dtype)
+{
+	return shmcoll__dtype_size(dtype);
+}
+
+int shmcoll_comm_rank(const shmcoll_comm *c)
+{
+	return c ? c->rank : -EINVAL;
+}
+
+int shmcoll_comm_size(const shmcoll_comm *c)
+{
+	return c ? c->size : -EINVAL;
+}
+
+int api__create(const shmcoll_config *cfg, shmcoll_comm **out)
+{
+	const char *fn = "shmcoll_comm_create";
+	struct shmcoll_node_cfg nc = {0};
+	char err[SHMCOLL_ERR_LEN - 64];
+	struct shmcoll_node *n;
+	int rc;
+
+	if (!out)
+		return api__create_fail(-EINVAL, "%s: comm (the out pointer) is NULL", fn);
+	*out = NULL;
+	if (!cfg)
+		return api__create_fail(-EINVAL, "%s: cfg is NULL", fn);
+	if (cfg->size < 1 || cfg->size > SHMCOLL_MAX_RANKS)
+		return api__create_fail(-EINVAL, "%s: size %d out of range 1..%d", fn, cfg->size,
+		                        SHMCOLL_MAX_RANKS);
+	if (cfg->rank < 0 || cfg->rank >= cfg->size)
+		return api__create_fail(-EINVAL, "%s: rank %d out of range 0..%d", fn, cfg->rank,
+		                        cfg->size - 1);
+	if (!cfg->job || !cfg->job[0])
+		return api__create_fail(-EINVAL, "%s: job is NULL or empty", fn);
+	nc.rank = cfg->rank;
+	nc.size = cfg->size;
+	nc.job = cfg->job;
+	nc.arena_bytes = cfg->arena_bytes;
+	nc.timeout_ns = shmcoll__timeout_ns(cfg->timeout_ms);
+	rc = shmcoll__node_create(&nc, &n, err, sizeof(err));
+	if (rc < 0)
+		return api__create_fail(rc, "%s: %s", fn, err);
+	*out = api__wrap_node(n);
+	if (!*out) {
+		shmcoll__node_destroy(n);
+		return api__create_fail(-ENOMEM, "%s: out of memory", fn);
+	}
+	return 0;
+}
+
+int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **out)
+{
+	api__create_fail(0, "%s", "");
+	return api__create(cfg, out);
+}
+
+/* shmcoll_init of a rank of a multi-node job (SHMCOLL_NNODES > 1): the launcher's variables
+ * must agree with each other. */
+static int init_nodes(long long rank, long long size, long long nnodes, const char *job,
+                      shmcoll_comm **out)
+{
+	struct shmcoll_hier_cfg hc = {0};
+	char err[SHMCOLL_ERR_LEN - 64];
+	long long node, lrank, lsize, fd = -1;
+	const char *debug = getenv("SHMCOLL_DEBUG");
+	struct shmcoll_hier *h;
+	int rc;
+
+	if (shmcoll__env_long("SHMCOLL_NODE_RANK", 0, nnodes - 1, &node) != 1 ||
+	    shmcoll__env_long("SHMCOLL_LOCAL_SIZE", 1, SHMCOLL_MAX_RANKS, &lsize) != 1 ||
+	    shmcoll__env_long("SHMCOLL_LOCAL_RANK", 0, lsize - 1, &lrank) != 1 ||
+	    size != nnodes * lsize || rank != node * lsize + lrank)
+		return api__create_fail(
+		    -EINVAL,
+		    "shmcoll_init: SHMCOLL_NODE_RANK, SHMCOLL_LOCAL_RANK and "
+		    "SHMCOLL_LOCAL_SIZE are missing or disagree with "
+		    "SHMCOLL_RANK=%lld, SHMCOLL_SIZE=%lld and SHMCOLL_NNODES=%lld",
+		    rank, size, nnodes);
+	hc.token = getenv("SHMCOLL_TOKEN");
+	hc.nodes = getenv("SHMCOLL_NODES");
+	if (!hc.token || !hc.nodes)
+		return api__create_fail(-EINVAL,
+		                        "shmcoll_init: a multi-node job needs SHMCOLL_TOKEN "
+		                        "and SHMCOLL_NODES (shmcoll-run --nnodes sets them)");
+	if (lrank == 0 && shmcoll__env_long("SHMCOLL_NET_FD", 0, INT_MAX, &fd) < 0)
+		return api__create_fail(-EINVAL,
+		                        "shmcoll_init: SHMCOLL_NET_FD is not a descriptor");
+	hc.nnodes = (int)nnodes;
+	hc.node = (int)node;
+	hc.nproc = (int)lsize;
+	hc.lrank = (int)lrank;
+	hc.job = job;
+	hc.listen_fd = lrank == 0 ? (int)fd : -1;
+	hc.timeout_ns = shmcoll__timeout_ns(0);
+	hc.log = debug && *debug && strcmp(debug, "0") != 0;
+	rc = shmcoll__hier_create(&hc, &h, err, sizeof(err));
+	if (rc < 0)
+		return api__create_fail(rc, "shmcoll_init: %s", err);
+	*out = api__wrap_hier(h);
+	if (!*out) {
+		shmcoll__hier_destroy(h);
+		return api__create_fail(-ENOMEM, "shmcoll_init: out of memory");
+	}
+	return 0;
+}
+
+int shmcoll_init(shmcoll_comm **out)
+{
+	long long rank, size, nnodes;
+	char solo[64];
+	uint64_t nonce = 0;
+	shmcoll_config cfg = {0};
+	int r, s, k;
+
+	api__create_fail(0, "%s", "");
+	if (!out)
+		return api__create_fail(-EINVAL, "shmcoll_init: comm (the out pointer) is NULL");
+	*out = NULL;
+	r = shmcoll__env_long("SHMCOLL_RANK", 0, SHMCOLL_MAX_RANKS - 1, &rank);
+	s = shmcoll__env_long("SHMCOLL_SIZE", 1, SHMCOLL_MAX_RANKS, &size);
+	cfg.job = getenv("SHMCOLL_JOB");
+	if (r < 0 || s < 0)
+		return api__create_fail(-EINVAL,
+		                        "shmcoll_init: SHMCOLL_RANK or SHMCOLL_SIZE is not a "
+		                        "valid number");
+	if (r == 0 && s == 0 && (!cfg.job || !*cfg.job)) {
+		/* Started without a launcher: a job of one rank. */
+		if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
+			nonce = (uint64_t)shmcoll__now_ns();
+		snprintf(solo, sizeof(solo), "solo%d-%016llx", (int)getpid(),
+		         (unsigned long long)nonce);
+		cfg.job = solo;
+		rank = 0;
+		size = 1;
+	} else if (r == 0 || s == 0 || !cfg.job || !*cfg.job) {
+		return api__create_fail(-EINVAL, "shmcoll_init: SHMCOLL_RANK, SHMCOLL_SIZE and "
+		                                 "SHMCOLL_JOB must be set together");
+	}
+	k = shmcoll__env_long("SHMCOLL_NNODES", 1, SHMCOLL_NODES_MAX, &nnodes);
+	if (k < 0)
+		return api__create_fail(
+		    -EINVAL,
+		    "shmcoll_init: SHMCOLL_NNODES is not a number of nodes from 1 "
+		    "to %d",
+		    SHMCOLL_NODES_MAX);
+	if (k > 0 && nnodes > 1)
+		return init_nodes(rank, size, nnodes, cfg.job, out);
+	cfg.rank = (int)rank;
+	cfg.size = (int)size;
+	return api__create(&cfg, out);
+}
+
+int shmcoll_comm_abort(shmcoll_comm *c)
+{
+	if (!c)
+		return -EINVAL;
+	if (c->kind == COMM_HIER)
+		shmcoll__hier_abort(c->u.hier);
+	else
+		shmcoll__node_break(c->u.node, ECANCELED);
+	return 0;
+}
+
+int shmcoll_comm_destroy(shmcoll_comm *c)
+{
+	int rc = 0;
+
+	if (!c)
+		return -EINVAL;
+	if (c->kind == COMM_HIER)
+		shmcoll__hier_destroy(c->u.hier);
+	else
+		rc = shmcoll__node_destroy(c->u.node);
+	if (rc == 0)
+		free(c);
+	return rc;
+}

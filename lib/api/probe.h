@@ -1,0 +1,51 @@
+/* probe.h - what the tests and benchmarks may see inside a communicator, and the few knobs
+ * they may turn, so they need no other internal header to reach its state. Every function
+ * takes a public communicator; on one over several nodes, the rank arguments and results
+ * are this rank's node's (local ranks). Not part of the public API: nothing is exported. */
+#ifndef SHMCOLL_API_PROBE_H
+#define SHMCOLL_API_PROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shmcoll.h"
+
+struct shmcoll_node;
+
+/* The node communicator of c (its own, or this rank's node's). For the task tests, which
+ * start collectives through lib/coll/coll.h and lib/core/task.h. */
+struct shmcoll_node *shmcoll__probe_node(shmcoll_comm *c);
+
+/* The last step this rank published, and the last step local rank p published. */
+uint32_t shmcoll__probe_my_step(shmcoll_comm *c);
+uint32_t shmcoll__probe_step(shmcoll_comm *c, int p);
+
+/* The pid local rank p attached with. */
+int shmcoll__probe_pid(shmcoll_comm *c, int p);
+
+/* Forces protocols as SHMCOLL_ALGO would, on this rank only (a test of what happens when the
+ * ranks' settings differ). 0 or -EINVAL. */
+int shmcoll__probe_set_algo(shmcoll_comm *c, const char *spec);
+/* The protocol forced on a collective ("auto" when none), and SHMCOLL_CHUNK_BYTES (0: none). */
+const char *shmcoll__probe_algo(shmcoll_comm *c, const char *collective);
+size_t shmcoll__probe_chunk_bytes(shmcoll_comm *c);
+
+/* Whether calls on c may use single copies (every rank can read every peer's memory). */
+int shmcoll__probe_cma(shmcoll_comm *c);
+
+/* The symmetric heap: bytes per rank, the blocks in use, the offset of ptr in this rank's
+ * partition (UINT64_MAX if outside), and the address in this process of the same offset in
+ * local rank p's partition. */
+size_t shmcoll__probe_heap_bytes(shmcoll_comm *c);
+size_t shmcoll__probe_heap_blocks(shmcoll_comm *c);
+uint64_t shmcoll__probe_heap_off(shmcoll_comm *c, const void *ptr);
+void *shmcoll__probe_peer(shmcoll_comm *c, const void *mine, int p);
+
+/* The chunk of the multi-node pipelines in bytes (lib/hier: SHMCOLL_HIER_CHUNK_BYTES), which
+ * the tests size their multi-chunk cases by. */
+size_t shmcoll__probe_hier_chunk_bytes(void);
+
+/* The leaders' transport on a leader ("io_uring" or "poll"), NULL elsewhere. */
+const char *shmcoll__probe_transport(shmcoll_comm *c);
+
+#endif

@@ -1,0 +1,50 @@
+/* coll.h - the collectives of a node communicator, for the entry layer (lib/api) and the
+ * multi-node compositions (lib/hier): arguments checked, the communicator entered. Each
+ * collective has an init function, which makes a task of the call (lib/core/task.h: start,
+ * test, wait) and picks its protocol, and a blocking form, which runs that task to the end.
+ * Buffers, counts and roots mean what they mean in include/shmcoll.h; counts may be 0. */
+#ifndef SHMCOLL_COLL_H
+#define SHMCOLL_COLL_H
+
+#include <stddef.h>
+
+#include "shmcoll.h"
+#include "lib/core/node.h"
+
+void shmcoll__allreduce_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
+                             void *recv, size_t count, shmcoll_dtype dt, shmcoll_op op);
+void shmcoll__reduce_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
+                          void *recv, size_t count, shmcoll_dtype dt, shmcoll_op op, int root);
+void shmcoll__bcast_init(struct shmcoll_node *n, struct shmcoll_task *t, void *buf, size_t count,
+                         shmcoll_dtype dt, int root);
+void shmcoll__allgather_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
+                             void *recv, size_t sendcount, shmcoll_dtype dt);
+void shmcoll__reduce_scatter_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
+                                  void *recv, size_t recvcount, shmcoll_dtype dt, shmcoll_op op);
+void shmcoll__gather_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
+                          void *recv, size_t sendcount, shmcoll_dtype dt, int root);
+void shmcoll__scatter_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
+                           void *recv, size_t recvcount, shmcoll_dtype dt, int root);
+void shmcoll__alltoall_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
+                            void *recv, size_t count, shmcoll_dtype dt);
+void shmcoll__barrier_init(struct shmcoll_node *n, struct shmcoll_task *t);
+
+int shmcoll__node_allreduce(struct shmcoll_node *n, const void *send, void *recv, size_t count,
+                            shmcoll_dtype dt, shmcoll_op op);
+int shmcoll__node_reduce(struct shmcoll_node *n, const void *send, void *recv, size_t count,
+                         shmcoll_dtype dt, shmcoll_op op, int root);
+int shmcoll__node_bcast(struct shmcoll_node *n, void *buf, size_t count, shmcoll_dtype dt,
+                        int root);
+int shmcoll__node_allgather(struct shmcoll_node *n, const void *send, void *recv, size_t sendcount,
+                            shmcoll_dtype dt);
+int shmcoll__node_reduce_scatter(struct shmcoll_node *n, const void *send, void *recv,
+                                 size_t recvcount, shmcoll_dtype dt, shmcoll_op op);
+int shmcoll__node_gather(struct shmcoll_node *n, const void *send, void *recv, size_t sendcount,
+                         shmcoll_dtype dt, int root);
+int shmcoll__node_scatter(struct shmcoll_node *n, const void *send, void *recv, size_t recvcount,
+                          shmcoll_dtype dt, int root);
+int shmcoll__node_alltoall(struct shmcoll_node *n, const void *send, void *recv, size_t count,
+                           shmcoll_dtype dt);
+int shmcoll__node_barrier(struct shmcoll_node *n);
+
+#endif

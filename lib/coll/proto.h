@@ -1,0 +1,32 @@
+/* proto.h - what the protocol files of lib/coll share: the direct reduce-scatter + allgather
+ * protocol (direct.c) that allreduce and reduce run, and the setting up of a task. */
+#ifndef SHMCOLL_COLL_PROTO_H
+#define SHMCOLL_COLL_PROTO_H
+
+#include "lib/core/engine.h"
+
+/* Fills the arguments every collective's task has; es from dtype. */
+static inline void shmcoll__coll_task(struct shmcoll_task *t, const char *fn,
+                                      shmcoll__advance_fn advance, uint32_t kind, shmcoll_dtype dt,
+                                      shmcoll_op op, int root, const void *send, void *recv,
+                                      size_t count)
+{
+	shmcoll__task_init(t, fn, advance);
+	t->kind = kind;
+	t->dtype = dt;
+	t->op = op;
+	t->root = root;
+	t->send = send;
+	t->recv = recv;
+	t->count = count;
+	t->es = shmcoll__dtype_size(dt);
+}
+
+/* The advance of a call with nothing to do (count 0): it completes at once. */
+int shmcoll__nothing(struct shmcoll_node *n, struct shmcoll_task *t);
+
+/* The direct protocol for the task's call (direct.c): the result goes to recv on every rank
+ * (root < 0: allreduce) or on root (reduce). t->reduce is the kernel. */
+int shmcoll__direct_advance(struct shmcoll_node *n, struct shmcoll_task *t);
+
+#endif

@@ -1,0 +1,199 @@
+/* algo.c - which protocol a collective runs (algo.h), and the tuning variables that
+ * override the measured choice. */
+#include "lib/core/algo.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/cma.h"
+#include "lib/core/env.h"
+#include "lib/core/node.h"
+
+static const char *const kind_names[KIND_COUNT] = {
+    [KIND_BARRIER] = "barrier",     [KIND_BCAST] = "bcast",
+    [KIND_REDUCE] = "reduce",       [KIND_ALLREDUCE] = "allreduce",
+    [KIND_ALLGATHER] = "allgather", [KIND_REDUCE_SCATTER] = "reduce_scatter",
+    [KIND_GATHER] = "gather",       [KIND_SCATTER] = "scatter",
+    [KIND_ALLTOALL] = "alltoall",   [KIND_MALLOC] = "malloc",
+    [KIND_FREE] = "free",
+};
+
+static const char *const algo_names[ALGO_COUNT] = {
+    [ALGO_AUTO] = "auto", [ALGO_FLAT] = "flat", [ALGO_DIRECT] = "direct",
+    [ALGO_TREE] = "tree", [ALGO_CMA] = "cma",
+};
+
+/* The protocols each kind implements, as bits of (1 << algo). */
+#define FLAT   (1u << ALGO_FLAT)
+#define DIRECT (1u << ALGO_DIRECT)
+#define TREE   (1u << ALGO_TREE)
+#define CMA    (1u << ALGO_CMA)
+static const unsigned algo_supported[KIND_COUNT] = {
+    [KIND_BARRIER] = FLAT | TREE,  [KIND_BCAST] = FLAT | TREE | CMA,
+    [KIND_REDUCE] = FLAT | DIRECT, [KIND_ALLREDUCE] = FLAT | DIRECT,
+    [KIND_ALLGATHER] = FLAT | CMA, [KIND_REDUCE_SCATTER] = FLAT,
+    [KIND_GATHER] = FLAT | CMA,    [KIND_SCATTER] = FLAT | CMA,
+    [KIND_ALLTOALL] = FLAT | CMA,
+};
+
+const char *shmcoll__kind_name(uint32_t kind)
+{
+	return kind > 0 && kind < KIND_COUNT ? kind_names[kind] : "unknown";
+}
+
+const char *shmcoll__algo_name(uint32_t algo)
+{
+	return algo < ALGO_COUNT ? algo_names[algo] : "unknown";
+}
+
+static int algo_lookup(const char *name, size_t len)
+{
+	int a;
+
+	for (a = 0; a < ALGO_COUNT; a++)
+		if (strlen(algo_names[a]) == len && !strncmp(name, algo_names[a], len))
+			return a;
+	return -1;
+}
+
+static int kind_lookup(const char *name, size_t len)
+{
+	int k;
+
+	for (k = 1; k < KIND_COUNT; k++)
+		if (strlen(kind_names[k]) == len && !strncmp(name, kind_names[k], len))
+			return k;
+	return -1;
+}
+
+/* Forces algo on kind, or on every kind that has it when kind is 0. */
+static int force(uint8_t *table, int kind, int algo, char *err, size_t errlen)
+{
+	int k, any = 0;
+
+	for (k = 1; k < KIND_COUNT; k++) {
+		if (kind && k != kind)
+			continue;
+		if (algo != ALGO_AUTO && !(algo_supported[k] & 1u << algo)) {
+			if (!kind)
+				continue;
+			snprintf(err, errlen, "SHMCOLL_ALGO: %s has no %s protocol", kind_names[k],
+			         algo_names[algo]);
+			return -EINVAL;
+		}
+		table[k] = (uint8_t)algo;
+		any = 1;
+	}
+	if (!any) {
+		snprintf(err, errlen, "SHMCOLL_ALGO: no collective has a %s protocol",
+		         algo_names[algo]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int shmcoll__algo_parse(uint8_t *table, const char *spec, char *err, size_t errlen)
+{
+	const char *item = spec, *end, *colon;
+
+	memset(table, ALGO_AUTO, KIND_COUNT);
+	if (!spec || !*spec)
+		return 0;
+	for (; *item; item = *end ? end + 1 : end) {
+		int kind = 0, algo, rc;
+
+		end = strchr(item, ',');
+		if (!end)
+			end = item + strlen(item);
+		colon = memchr(item, ':', (size_t)(end - item));
+		if (colon) {
+			kind = kind_lookup(item, (size_t)(colon - item));
+			if (kind < 0) {
+				snprintf(err, errlen, "SHMCOLL_ALGO: unknown collective '%.*s'",
+				         (int)(colon - item), item);
+				return -EINVAL;
+			}
+			item = colon + 1;
+		}
+		algo = algo_lookup(item, (size_t)(end - item));
+		if (algo < 0) {
+			snprintf(
+			    err, errlen,
+			    "SHMCOLL_ALGO: unknown protocol '%.*s' (auto, flat, direct, tree, cma)",
+			    (int)(end - item), item);
+			return -EINVAL;
+		}
+		rc = force(table, kind, algo, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int shmcoll__tuning_read(struct shmcoll_tuning *t, char *err, size_t errlen)
+{
+	long long chunk, nt;
+	int rc;
+
+	rc = shmcoll__algo_parse(t->algo, getenv("SHMCOLL_ALGO"), err, errlen);
+	if (rc < 0)
+		return rc;
+	rc = shmcoll__env_long("SHMCOLL_CHUNK_BYTES", 64, LLONG_MAX, &chunk);
+	if (rc < 0) {
+		snprintf(err, errlen, "SHMCOLL_CHUNK_BYTES is not a byte count of at least 64");
+		return -EINVAL;
+	}
+	t->chunk_bytes = rc > 0 ? (size_t)chunk : 0;
+	rc = shmcoll__env_long("SHMCOLL_NT", 0, 1, &nt);
+	if (rc < 0) {
+		snprintf(err, errlen, "SHMCOLL_NT is not 0 or 1");
+		return -EINVAL;
+	}
+	/* Off by default: measured on the reference machine they did not pay
+	 * (docs/BENCHMARKS.md); kept for machines where they do. */
+	t->nt_stores = rc > 0 ? (int)nt : 0;
+	return 0;
+}
+
+size_t shmcoll__direct_slice_elems(const struct shmcoll_node *n, size_t es)
+{
+	size_t half = n->arena.lay.slot_half;
+	size_t chunk =
+	    n->tune.chunk_bytes && n->tune.chunk_bytes < half ? n->tune.chunk_bytes : half;
+
+	return n->size > 1 ? chunk / ((size_t)n->size * es) : 0;
+}
+
+int shmcoll__algo_reduction(const struct shmcoll_node *n, uint32_t kind, size_t bytes, size_t es,
+                            size_t direct_min)
+{
+	int algo = n->tune.algo[kind];
+
+	if (algo == ALGO_AUTO)
+		algo = bytes >= direct_min ? ALGO_DIRECT : ALGO_FLAT;
+	/* One rank has nobody to split with; a tiny arena may not hold a slice per rank. Both
+	 * depend only on what every rank shares. */
+	if (algo == ALGO_DIRECT && !shmcoll__direct_slice_elems(n, es))
+		algo = ALGO_FLAT;
+	return algo;
+}
+
+int shmcoll__algo_tree(const struct shmcoll_node *n, uint32_t kind, int tree_min)
+{
+	int algo = n->tune.algo[kind];
+
+	if (algo == ALGO_AUTO)
+		algo = n->size >= tree_min ? ALGO_TREE : ALGO_FLAT;
+	/* Forced, but some rank cannot read its peers (shmcoll__cma_pick said no). */
+	if (algo == ALGO_CMA)
+		algo = ALGO_FLAT;
+	return algo;
+}
+
+int shmcoll__algo_inline(const struct shmcoll_node *n, int algo, size_t bytes)
+{
+	return algo == ALGO_FLAT && bytes <= SHMCOLL_INLINE_MAX && n->size > 1;
+}

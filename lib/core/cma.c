@@ -1,0 +1,231 @@
+/* cma.c - the single-copy protocol: a rank reads a peer's buffer straight
+ * from the peer's memory with process_vm_readv (cross-memory attach), one
+ * copy where staging through the arena takes two.
+ *
+ * Whether it may: at shmcoll_comm_create every rank writes the address and
+ * value of a random nonce of its own into its control block before it counts
+ * itself attached; once all are attached, each reads every peer's nonce
+ * through process_vm_readv and sets the arena's cma_failed if it cannot, or
+ * reads another value (a peer in another pid namespace, whose pid names some
+ * other process here). A second count, probed, makes every rank wait for
+ * every verdict, so all ranks agree: cma.ok is the same everywhere, which the
+ * protocol choice needs. SHMCOLL_CMA=0 on any rank turns it off for all.
+ * Yama's ptrace_scope >= 1, seccomp filters (containers) and a missing
+ * CAP_SYS_PTRACE across users all make the probe fail, and the collectives
+ * stage through the arena as before.
+ *
+ * Every collective that uses it runs the same two steps:
+ *   1. Each rank publishes, in its descriptor, the address of the buffer its
+ *      peers read (the root's for bcast and scatter, every rank's for gather,
+ *      allgather and alltoall), and the step; it waits for the ranks it reads.
+ *   2. It reads them - with memcpy from the arena where the buffer is in
+ *      the owner's symmetric heap - then publishes the next step and waits
+ *      for the ranks that read it, so no owner returns (and lets its caller
+ *      reuse the buffer) while a peer still reads.
+ * Every rank only ever reads peers and writes its own memory: a confused peer
+ * can make a read fail, never corrupt this process. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/core/cma.h"
+#include "lib/core/node.h"
+#include "shm/proc.h"
+
+/* Single copies of blocks (a rank's share: the whole buffer for bcast) from
+ * these sizes on; SHMCOLL_CMA_MIN overrides them all. Below them the
+ * syscall, two steps and the page walk cost more than the second copy saves
+ * (docs/BENCHMARKS.md, "Single copy"). When every rank has a CPU of its own
+ * the reads run in parallel and win from 32-64 KiB. When ranks share CPUs,
+ * time is CPU time, and process_vm_readv spends more of it per byte than a
+ * memcpy from the arena: single copies win only where they save a whole
+ * copy of everything (scatter, alltoall) or for bcast from 1 MiB, and
+ * gather and allgather keep staging. */
+#define KIB   1024u
+#define NEVER SIZE_MAX
+static const size_t min_own_cpus[KIND_COUNT] = {
+    [KIND_BCAST] = 64 * KIB,     [KIND_GATHER] = 64 * KIB,   [KIND_SCATTER] = 32 * KIB,
+    [KIND_ALLGATHER] = 32 * KIB, [KIND_ALLTOALL] = 32 * KIB,
+};
+static const size_t min_shared_cpus[KIND_COUNT] = {
+    [KIND_BCAST] = 1024 * KIB, [KIND_GATHER] = NEVER,      [KIND_SCATTER] = 64 * KIB,
+    [KIND_ALLGATHER] = NEVER,  [KIND_ALLTOALL] = 64 * KIB,
+};
+
+static uint64_t nonce_value(void)
+{
+	uint64_t v = 0;
+	struct timespec ts;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v) && v)
+		return v;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	v = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20);
+	return v ? v : 1;
+}
+
+int shmcoll__cma_offer(struct shmcoll_cma *cma, char *err, size_t errlen)
+{
+	const char *env = getenv("SHMCOLL_CMA");
+	const char *min = getenv("SHMCOLL_CMA_MIN");
+	char *end;
+	unsigned long long v;
+
+	cma->min = 0; /* the tables above */
+	if (min && *min) {
+		errno = 0;
+		v = strtoull(min, &end, 10);
+		if (errno || *end || min[0] == '-') {
+			snprintf(err, errlen, "SHMCOLL_CMA_MIN is not a byte count");
+			return -EINVAL;
+		}
+		cma->min = v ? (size_t)v : 1;
+	}
+	if (env && *env && strcmp(env, "0") && strcmp(env, "1")) {
+		snprintf(err, errlen, "SHMCOLL_CMA is not 0 or 1");
+		return -EINVAL;
+	}
+	cma->nonce = nonce_value();
+	cma->ok = !(env && !strcmp(env, "0"));
+	return 0;
+}
+
+void shmcoll__cma_show(struct shmcoll_node *n)
+{
+	n->st.me->cma_nonce = n->cma.nonce;
+	n->st.me->cma_addr = n->cma.ok ? (uint64_t)(uintptr_t)&n->cma.nonce : 0;
+}
+
+/* Whether this rank can read rank p's memory: p's nonce, read through
+ * process_vm_readv, is the one p wrote into the arena. */
+static int can_read(const struct shmcoll_node *n, int p)
+{
+	const struct shmcoll_ctrl *pc = shmcoll__ctrl(&n->arena, (uint32_t)p);
+	const struct shmcoll_ctrl *mine = n->st.me;
+	uint64_t got = 0;
+	struct iovec l = {&got, sizeof(got)}, r;
+
+	if (!pc->cma_addr || pc->proc.pid <= 0 || pc->proc.pidns != mine->proc.pidns)
+		return 0;
+	r.iov_base = (void *)(uintptr_t)pc->cma_addr;
+	r.iov_len = sizeof(got);
+	if (process_vm_readv((pid_t)pc->proc.pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof(got))
+		return 0;
+	return got == pc->cma_nonce;
+}
+
+int shmcoll__cma_agree(struct shmcoll_node *n)
+{
+	struct shmcoll_arena_hdr *h = n->arena.hdr;
+	struct shmcoll_waiter w = n->waiter;
+	int p, ok = n->st.me->cma_addr != 0, rc;
+
+	for (p = 0; ok && p < n->size; p++)
+		if (p != n->rank && !can_read(n, p))
+			ok = 0;
+	if (!ok)
+		store_relaxed(&h->cma_failed, 1);
+	/* seq_cst: whoever sees the final count sees cma_failed too. */
+	if (fetch_add_seqcst(&h->probed, 1) + 1 == (uint32_t)n->size)
+		shmcoll__wake_all(&h->probed);
+	w.oversubscribed = 1;
+	rc = shmcoll__wait_geq(&w, &h->probed, &h->probe_sleepers, (uint32_t)n->size);
+	if (rc < 0)
+		return rc;
+	n->cma.ok = n->size > 1 && !load_relaxed(&h->cma_failed);
+	return 0;
+}
+
+int shmcoll__cma_pick(const struct shmcoll_node *n, uint32_t kind, size_t block_bytes)
+{
+	int algo = n->tune.algo[kind];
+	size_t min;
+
+	if (!n->cma.ok || n->size < 2)
+		return 0;
+	if (algo == ALGO_CMA)
+		return 1;
+	if (algo != ALGO_AUTO)
+		return 0;
+	min = n->cma.min ? n->cma.min
+	                 : (n->waiter.oversubscribed ? min_shared_cpus : min_own_cpus)[kind];
+	return min && block_bytes >= min;
+}
+
+/* After a read of rank p's memory failed with errno e. A peer that left
+ * the call because the communicator broke (its own caller may have freed the
+ * buffer since, or exited) is not at fault: report what broke it, as a wait
+ * would. A process being killed tears its memory down before it becomes a
+ * zombie, and a read in that window fails with EFAULT as for a bad buffer:
+ * give it a moment to finish dying before calling the buffer bad. */
+static int read_failed(struct shmcoll_node *n, const char *fn, int p, int e, uint64_t addr,
+                       size_t len)
+{
+	const struct shmcoll_ctrl *pc = shmcoll__ctrl(&n->arena, (uint32_t)p);
+	const struct timespec ms = {0, 1000000};
+	int i;
+
+	for (i = 0;; i++) {
+		if (load_relaxed(&n->arena.hdr->aborted))
+			return shmcoll__node_enter(n, fn);
+		if (e == ESRCH || shmcoll__proc_state(&pc->proc) == SHMCOLL_PROC_DEAD) {
+			shmcoll__node_break_by(n, EOWNERDEAD, p);
+			return shmcoll__node_fail(
+			    n, -EOWNERDEAD,
+			    "%s: rank %d (pid %d) died while this rank read its "
+			    "buffer",
+			    fn, p, (int)pc->proc.pid);
+		}
+		if (i == 200)
+			break;
+		nanosleep(&ms, NULL);
+	}
+	shmcoll__node_break(n, EIO);
+	return shmcoll__node_fail(n, -EIO,
+	                          "%s: reading %zu bytes of rank %d's buffer at %#llx failed: %s "
+	                          "(is its buffer as long as the call says?)",
+	                          fn, len, p, (unsigned long long)addr, strerror(e));
+}
+
+/* Copies len bytes at address addr of rank p's memory into dst. */
+static int cma_read(struct shmcoll_node *n, const char *fn, int p, void *dst, uint64_t addr,
+                    size_t len)
+{
+	const struct shmcoll_ctrl *pc = shmcoll__ctrl(&n->arena, (uint32_t)p);
+	uint8_t *to = dst;
+	ssize_t got;
+	int e;
+
+	while (len) {
+		struct iovec l = {to, len}, r = {(void *)(uintptr_t)addr, len};
+
+		got = process_vm_readv((pid_t)pc->proc.pid, &l, 1, &r, 1, 0);
+		if (got <= 0) {
+			e = got < 0 ? errno : EFAULT;
+			if (e == EINTR)
+				continue;
+			return read_failed(n, fn, p, e, addr, len);
+		}
+		to += got;
+		addr += (uint64_t)got;
+		len -= (size_t)got;
+	}
+	return 0;
+}
+
+int shmcoll__cma_fetch(struct shmcoll_node *n, struct shmcoll_task *t, int p, void *dst, size_t off,
+                       size_t len)
+{
+	if (n->st.zc[p]) {
+		memcpy(dst, n->st.zc[p] + off, len);
+		return 0;
+	}
+	return cma_read(n, t->fn, p, dst,
+	                shmcoll__ctrl(&n->arena, (uint32_t)p)->desc[t->d->step & 1].addr + off,
+	                len);
+}

@@ -1,0 +1,41 @@
+/* cma.h - the single-copy protocol's ground: whether every rank of a node communicator may
+ * read every peer's memory with process_vm_readv (cross-memory attach), which calls use it,
+ * and the reads themselves. docs/ARCHITECTURE.md ("Single copy") has the protocol. */
+#ifndef SHMCOLL_CORE_CMA_H
+#define SHMCOLL_CORE_CMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct shmcoll_node;
+struct shmcoll_task;
+
+/* Owned by cma.c. */
+struct shmcoll_cma {
+	int ok;         /* every rank can read every peer's memory: the same on every rank */
+	size_t min;     /* SHMCOLL_CMA_MIN: single copies from this block size on; 0: measured */
+	uint64_t nonce; /* what peers read here to prove they can */
+};
+
+/* Before the arena: reads SHMCOLL_CMA and SHMCOLL_CMA_MIN (-EINVAL for a bad one, with a
+ * message in err) and draws the nonce. */
+int shmcoll__cma_offer(struct shmcoll_cma *cma, char *err, size_t errlen);
+/* Before the rank counts itself attached: writes the nonce and its address into its
+ * control block. */
+void shmcoll__cma_show(struct shmcoll_node *n);
+/* Once all are attached: probes every peer and waits for every rank's verdict, then sets
+ * cma.ok alike on every rank (or returns the error of the wait). */
+int shmcoll__cma_agree(struct shmcoll_node *n);
+
+/* Whether a call of kind whose blocks are block_bytes runs the single-copy protocol: the
+ * same on every rank that makes the same call. */
+int shmcoll__cma_pick(const struct shmcoll_node *n, uint32_t kind, size_t block_bytes);
+
+/* Copies bytes [off, off+len) of the buffer rank p published for the task's call (its desc
+ * addr, or from the arena when it lies in p's symmetric heap) into dst. Only after a step
+ * that waited for p. Returns 0, or breaks the communicator and returns -EOWNERDEAD (p is
+ * gone) or -EIO. */
+int shmcoll__cma_fetch(struct shmcoll_node *n, struct shmcoll_task *t, int p, void *dst, size_t off,
+                       size_t len);
+
+#endif

@@ -1,0 +1,441 @@
+/* engine.c - the step engine (engine.h): call words and descriptors, the guards that keep
+ * the reuse rule, publishing and awaiting steps and messages, and the messages that name who
+ * did not arrive when a wait fails. */
+#include "lib/core/engine.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/kernels/kernels.h"
+
+static void describe(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	uint32_t step = n->st.seq + 1;
+	struct shmcoll_call *k = &n->st.call;
+	struct shmcoll_desc *d = &n->st.desc;
+
+	k->step = step;
+	k->kind = (uint8_t)t->kind;
+	k->dtype = (uint8_t)t->dtype;
+	k->op = (uint8_t)t->op;
+	k->algo = ALGO_FLAT;
+	k->root = t->root;
+	k->zc = 0;
+	k->count = t->count;
+	d->src_off = NO_OFF;
+	d->res_off = NO_OFF;
+	d->aux = 0;
+	d->addr = 0;
+	d->step = step;
+	t->d = d;
+}
+
+void shmcoll__describe(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	describe(n, t);
+	/* Zero-copy buffers are learnt afresh by every call's checks. */
+	memset(n->st.zc, 0, (size_t)n->size * sizeof(*n->st.zc));
+	memset(n->st.zr, 0, (size_t)n->size * sizeof(*n->st.zr));
+}
+
+void shmcoll__describe_inline(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	describe(n, t);
+}
+
+/* The peers of step that had not published it, as "2, 5". */
+static void missing_ranks(const struct shmcoll_node *n, uint32_t step, char *who, size_t len)
+{
+	size_t used = 0;
+	int p;
+
+	who[0] = '\0';
+	for (p = 0; p < n->size && used + 16 < len; p++) {
+		struct shmcoll_ctrl *pc = shmcoll__ctrl(&n->arena, (uint32_t)p);
+
+		if (!seq_reached(load_relaxed(&pc->seq), step))
+			used +=
+			    (size_t)snprintf(who + used, len - used, "%s%d", used ? ", " : "", p);
+	}
+}
+
+/* A wait for step ended with rc: breaks the communicator (or learns who broke it) and
+ * returns the error with a message naming who was missing. */
+static int step_failed(struct shmcoll_node *n, const char *fn, int rc, uint32_t step)
+{
+	int why, by;
+	char who[160];
+
+	shmcoll__node_aborted(n, &why, &by);
+	missing_ranks(n, step, who, sizeof(who));
+	if (rc == -EOWNERDEAD) {
+		shmcoll__node_break_by(n, EOWNERDEAD, n->live.dead_rank);
+		return shmcoll__node_fail(n, rc,
+		                          "%s: rank %d (pid %d) died; this rank was waiting for "
+		                          "rank(s) %s (step %u)",
+		                          fn, n->live.dead_rank,
+		                          shmcoll__peer_pid(n, n->live.dead_rank), who, step);
+	}
+	if (rc == -EPROTO) {
+		shmcoll__node_break(n, EPROTO);
+		return shmcoll__node_fail(
+		    n, rc,
+		    "%s: mismatched calls: rank %d destroyed its communicator "
+		    "while this rank waits for it (step %u)",
+		    fn, n->live.left_rank, step);
+	}
+	if (rc == -ETIMEDOUT) {
+		shmcoll__node_break(n, ETIMEDOUT);
+		return shmcoll__node_fail(
+		    n, rc, "%s: timed out after %lld ms waiting for rank(s) %s (step %u)", fn,
+		    (long long)(n->waiter.timeout_ns / 1000000), who, step);
+	}
+	/* Woken by another rank's failure: report its cause as ours. */
+	atomic_store(&n->broken, why ? why : ECANCELED);
+	if (why == ETIMEDOUT)
+		return shmcoll__node_fail(
+		    n, -ETIMEDOUT,
+		    "%s: rank %d timed out; this rank was waiting for rank(s) "
+		    "%s (step %u)",
+		    fn, by, who, step);
+	if (why == EPROTO)
+		return shmcoll__node_fail(n, -EPROTO, "%s: rank %d detected mismatched calls", fn,
+		                          by);
+	if (why == EOWNERDEAD)
+		return shmcoll__node_fail(n, -EOWNERDEAD,
+		                          "%s: rank %d (pid %d) died; this rank was waiting for "
+		                          "rank(s) %s (step %u)",
+		                          fn, by, shmcoll__peer_pid(n, by), who, step);
+	return shmcoll__node_fail(n, -ECANCELED, "%s: the communicator was aborted by rank %d", fn,
+	                          by);
+}
+
+/* The bounded wait for rank p's step want. */
+static int wait_rank(struct shmcoll_node *n, const char *fn, int p, uint32_t want)
+{
+	struct shmcoll_ctrl *pc = shmcoll__ctrl(&n->arena, (uint32_t)p);
+	int rc;
+
+	/* For the liveness check, should the wait take its slow path. */
+	n->live.waiting_for = p;
+	n->live.waiting_step = want;
+	/* Acquire: pairs with the publish of want on rank p. */
+	rc = shmcoll__wait_geq(&n->waiter, &pc->seq, &pc->sleepers, want);
+	return rc < 0 ? step_failed(n, fn, rc, want) : 0;
+}
+
+/* A task advancing without blocking found rank p short of step want. It fails as the
+ * blocking wait would - when the communicator was aborted, when the wait has lasted the
+ * timeout (counted from the first time this await found p short), or when the liveness
+ * check, run every SHMCOLL_CHECK_NS, finds a dead or departed peer - and is otherwise
+ * pending. */
+static int pending(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint32_t want)
+{
+	int64_t now = shmcoll__now_ns();
+	int rc = 0;
+
+	if (!t->wait_since)
+		t->wait_since = t->checked = now;
+	if (load_relaxed(&n->arena.hdr->aborted))
+		rc = -ECANCELED;
+	else if (n->waiter.timeout_ns >= 0 && now - t->wait_since >= n->waiter.timeout_ns)
+		rc = -ETIMEDOUT;
+	else if (now - t->checked >= SHMCOLL_CHECK_NS && n->waiter.check) {
+		t->checked = now;
+		n->live.waiting_for = p;
+		n->live.waiting_step = want;
+		rc = n->waiter.check(n->waiter.check_ctx);
+	}
+	return rc < 0 ? step_failed(n, t->fn, rc, want) : SHMCOLL_PENDING;
+}
+
+int shmcoll__await_rank(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint32_t want)
+{
+	if (t->blocking)
+		return wait_rank(n, t->fn, p, want);
+	if (!seq_reached(load_relaxed(&shmcoll__ctrl(&n->arena, (uint32_t)p)->seq), want))
+		return pending(n, t, p, want);
+	/* Acquire: pairs with the publish of want on rank p. */
+	fence_acquire();
+	t->wait_since = 0;
+	return 0;
+}
+
+int shmcoll__await_guard(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	uint32_t s = n->st.seq + 1;
+	int rc;
+
+	if (seq_reached(n->st.clean, s - 2))
+		return 0;
+	/* A peer that published s - 1 has finished reading what we wrote at s - 2 or before,
+	 * whatever protocol either of us ran. */
+	for (; t->k < n->size - 1; t->k++) {
+		rc = shmcoll__await_rank(n, t, (n->rank + 1 + t->k) % n->size, s - 1);
+		if (rc)
+			return rc;
+	}
+	t->k = 0;
+	n->st.clean = s - 2;
+	return 0;
+}
+
+/* One look at every peer's seq usually shows them all far enough along to cover the next
+ * few calls too, so back-to-back calls of a rank that runs ahead (a root) pay for it once
+ * per ring, not once per call. */
+int shmcoll__await_msg_guard(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	uint32_t s = n->st.seq + 1, need = s - SHMCOLL_MSG_RING + 1, cur;
+	int p, rc;
+
+	if (seq_reached(n->st.clean, s - SHMCOLL_MSG_RING))
+		return 0;
+	if (t->k == 0)
+		t->low = n->st.seq + 1;
+	for (; t->k < n->size - 1; t->k++) {
+		p = (n->rank + 1 + t->k) % n->size;
+		cur = load_relaxed(&shmcoll__ctrl(&n->arena, (uint32_t)p)->seq);
+		if (!seq_reached(cur, need)) {
+			rc = shmcoll__await_rank(n, t, p, need);
+			if (rc)
+				return rc;
+			cur = need;
+		}
+		if (!seq_reached(cur, t->low))
+			t->low = cur;
+	}
+	t->k = 0;
+	/* Acquire: pairs with the publish of each seq read above, so their reads of what the
+	 * slot held happened before we overwrite it. */
+	fence_acquire();
+	/* A peer that published low has read all we wrote before low. */
+	n->st.clean = t->low - 1;
+	return 0;
+}
+
+void shmcoll__publish_next(struct shmcoll_node *n, const struct shmcoll_desc *first)
+{
+	uint32_t step = n->st.seq + 1;
+
+	if (first) {
+		n->st.call.zc = (first->src_off != NO_OFF) | (first->res_off != NO_OFF) << 1;
+		n->st.me->call[step & 1] = n->st.call;
+		n->st.me->desc[step & 1] = *first;
+	}
+	/* Release: our staged data and call word for this step are visible to a peer whose
+	 * wait for it returns. */
+	shmcoll__publish(&n->st.me->seq, &n->st.me->sleepers, step);
+	n->st.seq = step;
+}
+
+int shmcoll__await_all(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	int rc;
+
+	for (; t->k < n->size - 1; t->k++) {
+		rc = shmcoll__await_rank(n, t, (n->rank + 1 + t->k) % n->size, n->st.seq);
+		if (rc)
+			return rc;
+	}
+	t->k = 0;
+	/* Every peer published seq: it has read all we wrote before it. */
+	n->st.clean = n->st.seq - 1;
+	return 0;
+}
+
+static int mismatch(struct shmcoll_node *n, const char *fn, const struct shmcoll_call *mine, int p,
+                    const struct shmcoll_call *k)
+{
+	shmcoll__node_break(n, EPROTO);
+	if (k->step != mine->step)
+		return shmcoll__node_fail(n, -EPROTO,
+		                          "%s: mismatched calls: rank %d is inside a different "
+		                          "collective at step %u (its %s began at step %u)",
+		                          fn, p, mine->step, shmcoll__kind_name(k->kind), k->step);
+	if (k->algo != mine->algo)
+		return shmcoll__node_fail(
+		    n, -EPROTO,
+		    "%s: mismatched algorithms: rank %d runs %s, rank %d runs "
+		    "%s (is SHMCOLL_ALGO the same on every rank?)",
+		    fn, n->rank, shmcoll__algo_name(mine->algo), p, shmcoll__algo_name(k->algo));
+	return shmcoll__node_fail(n, -EPROTO,
+	                          "%s: mismatched calls: rank %d called %s(count=%llu, %s, %s, "
+	                          "root=%d), rank %d called %s(count=%llu, %s, %s, root=%d)",
+	                          fn, n->rank, shmcoll__kind_name(mine->kind),
+	                          (unsigned long long)mine->count, shmcoll__dtype_name(mine->dtype),
+	                          shmcoll__op_name(mine->op), mine->root, p,
+	                          shmcoll__kind_name(k->kind), (unsigned long long)k->count,
+	                          shmcoll__dtype_name(k->dtype), shmcoll__op_name(k->op), k->root);
+}
+
+static int same_call(const struct shmcoll_call *a, const struct shmcoll_call *b)
+{
+	return a->step == b->step && a->kind == b->kind && a->dtype == b->dtype && a->op == b->op &&
+	       a->algo == b->algo && a->root == b->root && a->count == b->count;
+}
+
+int shmcoll__check_rank(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint64_t src_bytes)
+{
+	const struct shmcoll_layout *l = &n->arena.lay;
+	uint32_t par = t->d->step & 1;
+	const struct shmcoll_call *me = &n->st.call;
+	const struct shmcoll_ctrl *pc = shmcoll__ctrl(&n->arena, (uint32_t)p);
+	const struct shmcoll_call *k = &pc->call[par];
+	const struct shmcoll_msg *m = shmcoll__msg(n, p, t->d->step);
+	uint64_t off;
+
+	/* A rank in an inline call leaves its call words alone and describes the call in its
+	 * message (shmcoll__msg_publish); it cannot have rewritten that slot since, as this
+	 * rank has not passed the step. */
+	if (k->step != t->d->step && load_relaxed(&m->stamp) == t->d->step)
+		k = &m->call;
+	if (p != n->rank && !same_call(me, k))
+		return mismatch(n, t->fn, me, p, k);
+	n->st.zc[p] = n->st.zr[p] = NULL;
+	if (!k->zc)
+		return 0;
+	if (k->zc & 1) {
+		off = pc->desc[par].src_off;
+		if (off > l->heap_stride || src_bytes > l->heap_stride - off)
+			goto outside;
+		n->st.zc[p] = shmcoll__heap_of(n, p) + off;
+	}
+	if (k->zc & 2) {
+		off = pc->desc[par].res_off;
+		if (off > l->heap_stride || src_bytes > l->heap_stride - off)
+			goto outside;
+		n->st.zr[p] = shmcoll__heap_of(n, p) + off;
+	}
+	return 0;
+outside:
+	shmcoll__node_break(n, EPROTO);
+	return shmcoll__node_fail(n, -EPROTO, "%s: rank %d described a buffer outside its heap",
+	                          t->fn, p);
+}
+
+int shmcoll__check_peers(struct shmcoll_node *n, struct shmcoll_task *t, uint64_t src_bytes)
+{
+	int p, rc;
+
+	for (p = 0; p < n->size; p++) {
+		rc = shmcoll__check_rank(n, t, p, src_bytes);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int shmcoll__await_from(struct shmcoll_node *n, struct shmcoll_task *t, int from, int first,
+                        uint64_t src_bytes)
+{
+	int rc;
+
+	if (from == STEP_NONE)
+		return 0;
+	if (from != STEP_ALL) {
+		rc = shmcoll__await_rank(n, t, from, n->st.seq);
+		if (rc == 0 && first)
+			rc = shmcoll__check_rank(n, t, from, src_bytes);
+		return rc;
+	}
+	rc = shmcoll__await_all(n, t);
+	if (rc == 0 && first)
+		rc = shmcoll__check_peers(n, t, src_bytes);
+	return rc;
+}
+
+void shmcoll__msg_publish(struct shmcoll_node *n, struct shmcoll_task *t, const void *data,
+                          size_t len)
+{
+	struct shmcoll_msg *m = shmcoll__msg(n, n->rank, t->d->step);
+
+	m->len = (uint32_t)len;
+	m->call = n->st.call;
+	if (len)
+		memcpy(m->data, data, len);
+	/* Release: the call word and data are visible to whoever sees the stamp. seq follows
+	 * without the call word, which an inline call keeps in its message only
+	 * (shmcoll__check_rank looks there). */
+	store_release(&m->stamp, t->d->step);
+	shmcoll__publish_next(n, NULL);
+}
+
+int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, const uint8_t **data)
+{
+	uint32_t step = t->d->step;
+	const struct shmcoll_msg *m = shmcoll__msg(n, p, step);
+	int i, rc;
+
+	if (t->blocking) {
+		/* Spin on the message line itself. With more ranks than CPUs, or after the spin
+		 * budget, the ordinary wait on seq (yield, futex, timeout, abort) takes over; seq
+		 * is published after the message, so the message is there then. */
+		for (i = n->waiter.oversubscribed ? 0 : SHMCOLL_MSG_SPINS; i > 0; i--) {
+			if (load_relaxed(&m->stamp) == step)
+				break;
+			cpu_relax();
+		}
+		if (i == 0) {
+			rc = wait_rank(n, t->fn, p, step);
+			if (rc < 0)
+				return rc;
+		}
+	} else if (load_relaxed(&m->stamp) != step &&
+	           !seq_reached(load_relaxed(&shmcoll__ctrl(&n->arena, (uint32_t)p)->seq), step)) {
+		return pending(n, t, p, step);
+	} else {
+		t->wait_since = 0;
+	}
+	/* Acquire: pairs with the release of stamp in shmcoll__msg_publish() (or, with the
+	 * stamp not there, of seq: the peer is in another call). */
+	fence_acquire();
+	/* A peer in another call published the step without this message (or with another
+	 * call word): report it from its call word. */
+	if (load_relaxed(&m->stamp) != step || !same_call(&n->st.call, &m->call)) {
+		rc = shmcoll__await_rank(n, t, p, step);
+		if (rc == 0)
+			rc = shmcoll__check_rank(n, t, p, 0);
+		if (rc == 0)
+			rc = mismatch(n, t->fn, &n->st.call, p, &m->call);
+		return rc;
+	}
+	*data = m->data;
+	return 0;
+}
+
+int shmcoll__await_msg_gather(struct shmcoll_node *n, struct shmcoll_task *t, const uint8_t *send,
+                              uint8_t *recv, size_t bytes)
+{
+	const uint8_t *m;
+	int rc;
+
+	/* t->k: the ranks done, in rank order. */
+	for (; t->k < n->size; t->k++) {
+		uint8_t *block = recv + (size_t)t->k * bytes;
+
+		if (t->k == n->rank) {
+			if (send != block)
+				memcpy(block, send, bytes);
+			continue;
+		}
+		rc = shmcoll__await_msg(n, t, t->k, &m);
+		if (rc)
+			return rc;
+		memcpy(block, m, bytes);
+	}
+	t->k = 0;
+	/* Every peer has begun this call: it has read all we wrote before. */
+	n->st.clean = n->st.seq - 1;
+	return 0;
+}
+
+int shmcoll__zc_any(const struct shmcoll_node *n, int skip)
+{
+	int p;
+
+	for (p = 0; p < n->size; p++)
+		if (p != skip && n->st.zc[p])
+			return n->size > 1;
+	return 0;
+}

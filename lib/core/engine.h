@@ -1,0 +1,135 @@
+/* engine.h - the step engine every node collective runs on. A call is a sequence of steps:
+ * in step s a rank writes what it contributes (its half s & 1 of its staging slot, or its
+ * message s % SHMCOLL_MSG_RING), publishes seq = s (release), waits for the ranks it depends
+ * on to publish s (acquire) and reads what it needs from theirs. The first step of a call
+ * also publishes its call word, which peers check (-EPROTO on a mismatch).
+ *
+ * Waits are awaits (task.h): each returns 0 once its condition holds, SHMCOLL_PENDING when
+ * the task advances without blocking and the condition does not hold yet, or a negative
+ * errno after which the communicator is broken. An await keeps its place in the task (k), so
+ * calling it again with the same arguments continues it. docs/ARCHITECTURE.md ("The step
+ * engine") has the reuse rule the guards keep. */
+#ifndef SHMCOLL_CORE_ENGINE_H
+#define SHMCOLL_CORE_ENGINE_H
+
+#include <string.h>
+
+#include "lib/core/node.h"
+
+/* Staging half of rank for step. */
+static inline uint8_t *shmcoll__slot(const struct shmcoll_node *n, int rank, uint32_t step)
+{
+	const struct shmcoll_layout *l = &n->arena.lay;
+
+	return n->arena.base + l->slot_off + (uint64_t)rank * l->slot_stride +
+	       (step & 1) * l->slot_half;
+}
+
+/* Rank's message slot for step. */
+static inline struct shmcoll_msg *shmcoll__msg(const struct shmcoll_node *n, int rank,
+                                               uint32_t step)
+{
+	return &shmcoll__ctrl(&n->arena, (uint32_t)rank)->msg[step & (SHMCOLL_MSG_RING - 1)];
+}
+
+/* Elements of es bytes per staging chunk when each chunk is split into parts pieces (1 for
+ * whole-vector collectives, size for per-peer ones). */
+static inline size_t shmcoll__chunk_elems(const struct shmcoll_node *n, size_t es, size_t parts)
+{
+	return (size_t)(n->arena.lay.slot_half / (es * parts));
+}
+
+static inline size_t min_size(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Stages chunk [off, off+len) of each of the parts blocks of src (block q starts at
+ * q * block) at position q * len of slot: the layout of the collectives that split every
+ * chunk per peer. */
+static inline void shmcoll__stage_split(uint8_t *slot, const uint8_t *src, size_t parts,
+                                        size_t block, size_t off, size_t len)
+{
+	for (size_t q = 0; q < parts; q++)
+		memcpy(slot + q * len, src + q * block + off, len);
+}
+
+/* Begins the task's call, whose first step is the next one: builds its call word and
+ * descriptor from the task (kind, dtype, op, root, count; algo flat unless the protocol
+ * sets n->st.call.algo after this) and sets t->d. Both stay private until that step
+ * publishes them, so the line peers poll changes once per step, not twice. Staged calls
+ * also forget the zero-copy buffers of the call before (inline calls do not use them). */
+void shmcoll__describe(struct shmcoll_node *n, struct shmcoll_task *t);
+void shmcoll__describe_inline(struct shmcoll_node *n, struct shmcoll_task *t);
+
+/* Before writing anything shared for step s = seq + 1 (a staging half, a call word): every
+ * rank that may read what this rank wrote at s - 2 has finished - every peer published
+ * s - 1, unless `clean` says so already (then it costs a comparison). */
+int shmcoll__await_guard(struct shmcoll_node *n, struct shmcoll_task *t);
+
+/* Before an inline call writes its message for step s into slot s % SHMCOLL_MSG_RING: every
+ * peer is done with what the slot held (written at s - SHMCOLL_MSG_RING or before), i.e. has
+ * published the step after it. */
+int shmcoll__await_msg_guard(struct shmcoll_node *n, struct shmcoll_task *t);
+
+/* Publishes step seq + 1 without waiting; with first (the call's descriptor) it is the
+ * call's first step and publishes the call word too. */
+void shmcoll__publish_next(struct shmcoll_node *n, const struct shmcoll_desc *first);
+
+/* Rank p has published step want. */
+int shmcoll__await_rank(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint32_t want);
+
+/* Every peer has published the step this rank last published (then every peer has read all
+ * this rank wrote before it: `clean` advances). */
+int shmcoll__await_all(struct shmcoll_node *n, struct shmcoll_task *t);
+
+/* After publishing a step: awaits rank from alone (checking its call word if first), every
+ * peer (STEP_ALL, checking every call word if first: shmcoll__check_peers), or nobody
+ * (STEP_NONE): the rooted protocols, where a rank waits only for the ranks it reads. */
+#define STEP_ALL  (-1)
+#define STEP_NONE (-2)
+int shmcoll__await_from(struct shmcoll_node *n, struct shmcoll_task *t, int from, int first,
+                        uint64_t src_bytes);
+
+/* After the first step of a call: checks every peer's call word matches ours (-EPROTO,
+ * communicator broken) and fills st.zc[p] with each rank's zero-copy source (NULL where it
+ * staged) and st.zr[p] with its result in place, each checked to lie inside its heap for
+ * src_bytes bytes. check_rank does it for rank p alone: for protocols that wait on some
+ * ranks only, each checking the ones it waited for at the call's first step, while those
+ * cannot yet have begun another call. */
+int shmcoll__check_peers(struct shmcoll_node *n, struct shmcoll_task *t, uint64_t src_bytes);
+int shmcoll__check_rank(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint64_t src_bytes);
+
+/* The inline path of single-step calls whose contribution fits SHMCOLL_INLINE_MAX bytes
+ * (struct shmcoll_msg). msg_publish writes this rank's message for the task's call (len 0
+ * for a rank with nothing to give, which still describes its call) and publishes the step.
+ * await_msg gives rank p's data for that step once it is there, having checked its call
+ * word (-EPROTO for a mismatch). Blocking, it spins on the message line itself (one
+ * transfer brings stamp, call word and data) before the ordinary wait on seq. */
+#define SHMCOLL_MSG_SPINS 4096
+void shmcoll__msg_publish(struct shmcoll_node *n, struct shmcoll_task *t, const void *data,
+                          size_t len);
+int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, const uint8_t **data);
+
+/* After publishing its message: puts every rank's block of bytes bytes, in rank order, into
+ * recv - this rank's from send unless it is there already (in place), every peer's from its
+ * message. (gather's root, allgather.) */
+int shmcoll__await_msg_gather(struct shmcoll_node *n, struct shmcoll_task *t, const uint8_t *send,
+                              uint8_t *recv, size_t bytes);
+
+/* After this rank read the message of the task's call from every peer it has: each of them
+ * has begun that call, so has read all this rank wrote before it. Said only where that is
+ * one peer (P = 2), which spares the next inline call's guard a look at it; the collectives
+ * that read every peer's message say it themselves. */
+static inline void shmcoll__msg_seen(struct shmcoll_node *n, const struct shmcoll_task *t)
+{
+	if (n->size == 2)
+		n->st.clean = t->d->step - 1;
+}
+
+/* Whether a rank other than skip (-1: none) let peers read its buffer in place in this call:
+ * then the call ends with one more step (publish, await_all), so nobody returns - and lets
+ * its caller reuse the buffer - while a peer still reads it. */
+int shmcoll__zc_any(const struct shmcoll_node *n, int skip);
+
+#endif

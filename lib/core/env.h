@@ -1,0 +1,9 @@
+/* env.h - numbers from the environment, parsed strictly. */
+#ifndef SHMCOLL_CORE_ENV_H
+#define SHMCOLL_CORE_ENV_H
+
+/* Parses the whole decimal number in variable name. 1: set and valid (*out set), 0: not set
+ * or empty, -1: set but not a number in [lo, hi]. */
+int shmcoll__env_long(const char *name, long long lo, long long hi, long long *out);
+
+#endif

@@ -1,0 +1,34 @@
+/* live.h - liveness of a node communicator's peers: a dead peer process, or a rank that
+ * destroyed its communicator while this one waits for it, ends the wait. */
+#ifndef SHMCOLL_CORE_LIVE_H
+#define SHMCOLL_CORE_LIVE_H
+
+#include <stdint.h>
+
+struct shmcoll_node;
+struct shmcoll_peer;
+
+/* Owned by live.c; the engine sets waiting_for and waiting_step before a wait. */
+struct shmcoll_live {
+	struct shmcoll_peer *peers; /* size entries */
+	int waiting_for;            /* the rank the current wait is for, or -1 */
+	uint32_t waiting_step;      /* and the step it waits for */
+	int left_rank;              /* set before -EPROTO: the rank that left */
+	int dead_rank;              /* set before -EOWNERDEAD: the rank that died */
+	int next;                   /* the next rank a check looks at */
+};
+
+/* Once every rank has attached: opens what the checks need and installs shmcoll__live_check
+ * as the waiter's slow-path check. 0 or -ENOMEM. */
+int shmcoll__live_init(struct shmcoll_node *n);
+void shmcoll__live_fini(struct shmcoll_node *n);
+
+/* The waiter's check (ctx: the node): -EOWNERDEAD, with dead_rank set, once a peer process
+ * has exited; -EPROTO, with left_rank set, when the rank waited for destroyed its
+ * communicator without publishing the step (it made fewer calls); else 0. */
+int shmcoll__live_check(void *ctx);
+
+/* The pid rank p attached with (0 if unknown). */
+int shmcoll__peer_pid(const struct shmcoll_node *n, int p);
+
+#endif

@@ -1,0 +1,245 @@
+/* node.c - node communicators: made from a config (every rank of the job meets in one
+ * arena), destroyed, and failed: messages, the abort word, and entering a call. */
+#include "lib/core/node.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/env.h"
+
+#define DEFAULT_TIMEOUT_MS 300000
+
+int64_t shmcoll__timeout_ns(int timeout_ms)
+{
+	long long ms = DEFAULT_TIMEOUT_MS;
+
+	if (timeout_ms != 0)
+		ms = timeout_ms;
+	else if (shmcoll__env_long("SHMCOLL_TIMEOUT_MS", LLONG_MIN, INT_MAX, &ms) != 1 || ms == 0)
+		ms = DEFAULT_TIMEOUT_MS;
+	return ms < 0 ? -1 : (int64_t)ms * 1000000;
+}
+
+int shmcoll__node_fail(struct shmcoll_node *n, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(n->err, sizeof(n->err), fmt, ap);
+	va_end(ap);
+	if (load_relaxed(&n->broken) && !n->cause[0])
+		memcpy(n->cause, n->err, sizeof(n->cause));
+	return rc;
+}
+
+void shmcoll__node_break(struct shmcoll_node *n, int why)
+{
+	shmcoll__node_break_by(n, why, n->rank);
+}
+
+void shmcoll__node_break_by(struct shmcoll_node *n, int why, int who)
+{
+	uint32_t none = 0;
+	int p;
+
+	atomic_store(&n->broken, why);
+	/* The first cause wins: (rank + 1) << 8 | errno, so a rank woken by it can report what
+	 * happened and who: the rank that saw it, or for EOWNERDEAD the rank that died.
+	 * seq_cst: a waiter re-checks the word after each futex sleep, which is woken or times
+	 * out of its slice (wait.c). Async-signal-safe: atomics and futex calls only. */
+	atomic_compare_exchange_strong(&n->arena.hdr->aborted, &none,
+	                               ((uint32_t)(who + 1) << 8) | ((uint32_t)why & 0xff));
+	for (p = 0; p < n->size; p++)
+		shmcoll__wake_all(&shmcoll__ctrl(&n->arena, (uint32_t)p)->seq);
+	shmcoll__wake_all(&n->arena.hdr->attached);
+}
+
+void shmcoll__node_aborted(const struct shmcoll_node *n, int *why, int *who)
+{
+	uint32_t word = load_relaxed(&n->arena.hdr->aborted);
+
+	*why = (int)(word & 0xff);
+	*who = (int)(word >> 8) - 1;
+}
+
+int shmcoll__node_enter(struct shmcoll_node *n, const char *fn)
+{
+	int why, by;
+
+	if (!load_relaxed(&n->broken) && !load_relaxed(&n->arena.hdr->aborted)) {
+		n->err[0] = '\0';
+		return 0;
+	}
+	if (!load_relaxed(&n->broken)) {
+		shmcoll__node_aborted(n, &why, &by);
+		/* A peer found the call this rank is entering mismatched before this rank entered
+		 * it (rooted and inline calls check a peer as soon as it arrives): this rank is
+		 * party to that mismatch, so it reports it, once, as a failed wait would. A rank
+		 * arriving after its peers timed out waiting for it just finds the communicator
+		 * aborted. */
+		atomic_store(&n->broken, why ? why : ECANCELED);
+		if (why == EPROTO)
+			return shmcoll__node_fail(n, -EPROTO,
+			                          "%s: rank %d detected mismatched calls", fn, by);
+		/* A peer died while this rank was between calls: this call is the one it would
+		 * have waited in. */
+		if (why == EOWNERDEAD)
+			return shmcoll__node_fail(n, -EOWNERDEAD, "%s: rank %d (pid %d) died", fn,
+			                          by, shmcoll__peer_pid(n, by));
+	}
+	return shmcoll__node_fail(n, -ECANCELED, "%s: the communicator was aborted earlier%s%s", fn,
+	                          n->cause[0] ? ": " : " (by a peer or shmcoll_comm_abort)",
+	                          n->cause);
+}
+
+void *shmcoll__node_work(struct shmcoll_node *n, size_t bytes)
+{
+	uint8_t *w;
+
+	if (bytes <= n->work_bytes)
+		return n->work;
+	w = realloc(n->work, bytes);
+	if (!w)
+		return NULL;
+	n->work = w;
+	n->work_bytes = bytes;
+	return w;
+}
+
+static int popcount_cpus(const struct shmcoll_arena_hdr *h)
+{
+	int w, k = 0;
+
+	for (w = 0; w < SHMCOLL_CPU_WORDS; w++)
+		k += __builtin_popcountll(load_relaxed(&h->cpus[w]));
+	return k;
+}
+
+static void free_node(struct shmcoll_node *n)
+{
+	free(n->st.srcs);
+	free(n->st.zc);
+	free(n->st.zr);
+	free(n->work);
+	free(n);
+}
+
+int shmcoll__node_create(const struct shmcoll_node_cfg *cfg, struct shmcoll_node **out, char *err,
+                         size_t errlen)
+{
+	char why[SHMCOLL_ERR_LEN - 64];
+	struct shmcoll_waiter attach_wait;
+	long long env_arena;
+	size_t arena_bytes = cfg->arena_bytes;
+	struct shmcoll_node *n;
+	int rc;
+
+	*out = NULL;
+	if (!arena_bytes) {
+		rc = shmcoll__env_long("SHMCOLL_ARENA_BYTES", 0, LLONG_MAX, &env_arena);
+		if (rc < 0) {
+			snprintf(err, errlen, "SHMCOLL_ARENA_BYTES is not a byte count");
+			return -EINVAL;
+		}
+		if (rc > 0)
+			arena_bytes = (size_t)env_arena;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	n->rank = cfg->rank;
+	n->size = cfg->size;
+	n->st.srcs = calloc((size_t)n->size, sizeof(*n->st.srcs));
+	n->st.zc = calloc((size_t)n->size, sizeof(*n->st.zc));
+	n->st.zr = calloc((size_t)n->size, sizeof(*n->st.zr));
+	if (!n->st.srcs || !n->st.zc || !n->st.zr) {
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+		goto err_free;
+	}
+	n->waiter.timeout_ns = cfg->timeout_ns;
+	rc = shmcoll__tuning_read(&n->tune, err, errlen);
+	if (rc == 0)
+		rc = shmcoll__cma_offer(&n->cma, err, errlen);
+	if (rc < 0)
+		goto err_free;
+
+	if (n->rank == 0)
+		rc = shmcoll__arena_create(&n->arena, cfg->job, (uint32_t)n->size, arena_bytes, why,
+		                           sizeof(why));
+	else
+		rc = shmcoll__arena_attach(&n->arena, cfg->job, (uint32_t)n->size,
+		                           n->waiter.timeout_ns, why, sizeof(why));
+	if (rc < 0) {
+		snprintf(err, errlen, "rank %d: %s", n->rank, why);
+		goto err_free;
+	}
+	n->waiter.abort_word = &n->arena.hdr->aborted;
+	n->st.me = shmcoll__ctrl(&n->arena, (uint32_t)n->rank);
+	n->st.seq = load_relaxed(&n->st.me->seq);
+	n->st.clean = n->st.seq;
+	shmcoll__cma_show(n);
+	shmcoll__arena_join(&n->arena, (uint32_t)n->rank);
+
+	/* Wait for every rank: the last one unlinked the name, and the CPU union they wrote
+	 * decides how we wait from now on. */
+	attach_wait = n->waiter;
+	attach_wait.oversubscribed = 1;
+	rc = shmcoll__wait_geq(&attach_wait, &n->arena.hdr->attached,
+	                       &n->arena.hdr->attach_sleepers, (uint32_t)n->size);
+	if (rc < 0) {
+		snprintf(err, errlen, "only %u of %d ranks attached to %s",
+		         load_relaxed(&n->arena.hdr->attached), n->size, n->arena.name);
+		shmcoll__arena_release(&n->arena, 1);
+		goto err_free;
+	}
+	n->waiter.oversubscribed = n->size > popcount_cpus(n->arena.hdr);
+	rc = shmcoll__cma_agree(n);
+	if (rc < 0) {
+		snprintf(err, errlen,
+		         "rank %d: not every rank of %s came to agree on single copies", n->rank,
+		         n->arena.name);
+		shmcoll__arena_release(&n->arena, 0);
+		goto err_free;
+	}
+	n->live.waiting_for = -1;
+	n->live.dead_rank = -1;
+	n->live.left_rank = -1;
+	rc = shmcoll__live_init(n);
+	if (rc < 0) {
+		snprintf(err, errlen, "out of memory");
+		shmcoll__arena_release(&n->arena, 0);
+		goto err_free;
+	}
+	shmcoll__heap_init(n);
+	*out = n;
+	return 0;
+
+err_free:
+	free_node(n);
+	return rc;
+}
+
+int shmcoll__node_destroy(struct shmcoll_node *n)
+{
+	if (n->tasks.head)
+		return shmcoll__node_fail(n, -EBUSY,
+		                          "shmcoll_comm_destroy: %u operation(s) still outstanding",
+		                          n->tasks.outstanding);
+	/* Local: the segment's name is gone since every rank attached, and unmapping our view
+	 * leaves the peers' views intact, so no step is needed. Every collective already waited
+	 * for readers of our data. After our last publish: a peer still waiting for a step from
+	 * us learns it will never come (live.c). */
+	store_release(&n->st.me->left, 1);
+	shmcoll__heap_fini(n);
+	shmcoll__live_fini(n);
+	shmcoll__arena_release(&n->arena, 0);
+	free_node(n);
+	return 0;
+}

@@ -1,0 +1,117 @@
+/* task.h - resumable operations. Every collective of a node communicator is a task: its
+ * init function records the arguments and picks the protocol; its advance function runs
+ * the protocol's steps from where it last stopped. A task advances in one of two modes:
+ *   blocking      it waits wherever its protocol waits (the bounded wait of shm/wait.h) and
+ *                 returns only when it is complete: the blocking API is init + this;
+ *   non-blocking  at the first wait that is not satisfied yet it records where it stopped
+ *                 (`at`) and returns SHMCOLL_PENDING, doing nothing that must not be redone.
+ * Tasks of one communicator run one at a time, in the order they were started (the steps
+ * of the engine are one sequence per rank, and every rank starts collectives in the same
+ * order), but any number may be outstanding: a queue holds them, and any call into the
+ * communicator advances it. docs/ARCHITECTURE.md ("Tasks") has the life cycle. */
+#ifndef SHMCOLL_CORE_TASK_H
+#define SHMCOLL_CORE_TASK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shmcoll.h"
+#include "shm/arena.h"
+#include "lib/kernels/kernels.h"
+#include "lib/sched/sched.h"
+
+/* What an advance returns when it stopped at an unsatisfied wait (not an errno). */
+#define SHMCOLL_PENDING 1
+
+struct shmcoll_node;
+struct shmcoll_task;
+
+typedef int (*shmcoll__advance_fn)(struct shmcoll_node *n, struct shmcoll_task *t);
+
+struct shmcoll_task {
+	/* The life cycle (task.c). */
+	shmcoll__advance_fn advance;
+	struct shmcoll_task *next; /* the communicator's queue */
+	const char *fn;            /* the public function, for messages */
+	int blocking;              /* waits block (else they return SHMCOLL_PENDING) */
+	int at;                    /* where advance resumes: 0 at the start */
+	int done;                  /* complete: rc is the result */
+	int rc;
+
+	/* The call, set by its init function. */
+	uint32_t kind;
+	int algo;
+	int root;
+	shmcoll_dtype dtype;
+	shmcoll_op op;
+	const uint8_t *send;
+	uint8_t *recv;
+	size_t count; /* elements: of the vector, or of one rank's block */
+	size_t es;    /* bytes per element */
+	size_t bytes; /* the size the protocol was chosen by */
+	shmcoll__reduce_fn reduce;
+	uint64_t aux; /* per kind: the heap offset of a malloc or free */
+
+	/* The engine's place inside an await (engine.c). */
+	struct shmcoll_desc *d; /* the call's descriptor, once begun */
+	int k;                  /* peers an await has seen so far */
+	uint32_t low;           /* the message guard's lowest step seen */
+	int64_t wait_since;     /* not blocking: when the pending await began (0: none) */
+	int64_t checked;        /* and when it last looked for dead peers */
+
+	/* The protocol's place (lib/coll): the chunk, slice or peer it is at. */
+	size_t off, len, i, nchunks;
+	int p;
+	uint32_t step, first;
+	struct shmcoll_tree tree;
+};
+
+/* The queue of a node communicator (task.c owns it). */
+struct shmcoll_tasks {
+	struct shmcoll_task *head, *tail; /* head: the one running */
+	unsigned outstanding;
+};
+
+/* After an await returned rc != 0 at resume point at: the value to return from advance,
+ * having recorded where to resume if the await is pending. */
+static inline int shmcoll__suspend(struct shmcoll_task *t, int at, int rc)
+{
+	if (rc == SHMCOLL_PENDING)
+		t->at = at;
+	return rc;
+}
+
+/* The common part of every init: the task is new, for the public function fn. */
+static inline void shmcoll__task_init(struct shmcoll_task *t, const char *fn,
+                                      shmcoll__advance_fn advance)
+{
+	t->advance = advance;
+	t->next = NULL;
+	t->fn = fn;
+	t->at = 0;
+	t->done = 0;
+	t->rc = 0;
+	t->d = NULL;
+	t->k = 0;
+	t->wait_since = 0;
+}
+
+/* Runs t to completion behind the tasks outstanding, blocking, and returns its result. With
+ * none outstanding (the blocking API's usual case) it is one call of its advance. */
+int shmcoll__task_run(struct shmcoll_node *n, struct shmcoll_task *t);
+
+/* Starts t behind the tasks outstanding and advances the queue without blocking. t belongs
+ * to the communicator until shmcoll__task_test says it is done or shmcoll__task_wait
+ * returns. */
+void shmcoll__task_start(struct shmcoll_node *n, struct shmcoll_task *t);
+
+/* Advances the queue without blocking; *done = whether t is complete. */
+void shmcoll__task_test(struct shmcoll_node *n, struct shmcoll_task *t, int *done);
+
+/* Advances the queue, blocking, until t is complete; returns its result. */
+int shmcoll__task_wait(struct shmcoll_node *n, struct shmcoll_task *t);
+
+/* Advances every outstanding task as far as it goes without blocking. */
+void shmcoll__progress(struct shmcoll_node *n);
+
+#endif

@@ -1,0 +1,470 @@
+/* hier.c - one communicator over the ranks of several nodes: shared memory inside each node
+ * (a node communicator of its own), and one leader per node (its local rank 0) that talks to
+ * the other nodes' leaders over lib/net. This file makes and ends it, enters it, fails it,
+ * and runs the two kinds of stage its collectives (colls.c) are made of: node collectives
+ * and the leaders' exchanges.
+ *
+ * A failure anywhere breaks the whole communicator: the leader shuts its connections (the
+ * other nodes' leaders fail at once and break their nodes) and breaks its node communicator
+ * (its node's ranks wake and fail). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/coll/coll.h"
+#include "lib/core/errors.h"
+#include "lib/hier/impl.h"
+#include "lib/sched/sched.h"
+
+/* How long a leader with a CPU of its own spins on its sockets before it sleeps: a few times
+ * the 14-25 us a sleeper on an idle vCPU takes to wake, which is more than a small exchange
+ * over loopback costs in all. */
+#define NET_SPIN_NS 50000
+
+int hier__fail(struct shmcoll_hier *h, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(h->err, sizeof(h->err), fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int hier__broken(struct shmcoll_hier *h, int rc)
+{
+	int why = rc == -ENOMEM ? ECANCELED : -rc;
+	char err[64];
+
+	atomic_store(&h->broken, why);
+	h->xmode = X_RUN;
+	if (h->net) {
+		shmcoll__net_shutdown(h->net);
+		/* An exchange in flight writes into working memory: reap it. */
+		shmcoll__net_wait(h->net, err, sizeof(err));
+	}
+	shmcoll__node_break(h->local, why);
+	if (!h->cause[0])
+		snprintf(h->cause, sizeof(h->cause), "%s", h->err);
+	return rc;
+}
+
+int hier__oom(struct shmcoll_hier *h, const char *fn, size_t bytes)
+{
+	hier__fail(h, -ENOMEM, "%s: out of memory for %zu bytes of working memory", fn, bytes);
+	return hier__broken(h, -ENOMEM);
+}
+
+void *hier__scratch(struct shmcoll_hier *h, int i, size_t bytes)
+{
+	void *p;
+
+	if (bytes <= h->cap[i])
+		return h->scr[i];
+	p = realloc(h->scr[i], bytes);
+	if (!p)
+		return NULL;
+	h->scr[i] = p;
+	h->cap[i] = bytes;
+	return p;
+}
+
+uint64_t hier__call_word(uint32_t kind, shmcoll_dtype dt, shmcoll_op op, int root, size_t count)
+{
+	return (uint64_t)kind | (uint64_t)dt << 8 | (uint64_t)op << 16 |
+	       (uint64_t)((uint32_t)(root + 1) & 0xffffff) << 24 | (uint64_t)(count & 0xffff) << 48;
+}
+
+/* Whether a node broken for a dead peer was broken by its leader, alive: then it was the
+ * other nodes that failed (the leader breaks its node when its connections do; a rank of the
+ * node that dies is named instead), and the node's own message ("rank 0 died") would
+ * mislead. */
+static int broken_by_live_leader(const struct shmcoll_hier *h)
+{
+	int why, who;
+	pid_t pid;
+
+	shmcoll__node_aborted(h->local, &why, &who);
+	if (h->lrank == 0 || who != 0)
+		return 0;
+	pid = shmcoll__peer_pid(h->local, 0);
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* A node-stage result: rc, with the node communicator's message as ours. */
+static int local_rc(struct shmcoll_hier *h, int rc)
+{
+	if (rc >= 0)
+		return rc;
+	if (rc == -EOWNERDEAD && broken_by_live_leader(h))
+		hier__fail(
+		    h, rc,
+		    "node %d: its leader (rank %d) lost its connection to another node: a rank "
+		    "or the leader there died or aborted",
+		    h->node, h->node * h->nproc);
+	else
+		hier__fail(h, rc, "node %d: %s", h->node, h->local->err);
+	return hier__broken(h, rc);
+}
+
+/* Every node stage enters the node communicator first, as a call of its own would: a rank of
+ * the node that failed meanwhile is found before anything is written. */
+static int local_enter(struct shmcoll_hier *h, const char *fn)
+{
+	return shmcoll__node_enter(h->local, fn);
+}
+
+int hier__local_reduce(struct shmcoll_hier *h, const void *send, void *recv, size_t count,
+                       shmcoll_dtype dt, shmcoll_op op, int root)
+{
+	int rc = local_enter(h, "shmcoll_reduce");
+
+	if (rc == 0)
+		rc = shmcoll__node_reduce(h->local, send, recv, count, dt, op, root);
+	return local_rc(h, rc);
+}
+
+int hier__local_bcast(struct shmcoll_hier *h, void *buf, size_t count, shmcoll_dtype dt, int root)
+{
+	int rc = local_enter(h, "shmcoll_bcast");
+
+	if (rc == 0)
+		rc = shmcoll__node_bcast(h->local, buf, count, dt, root);
+	return local_rc(h, rc);
+}
+
+int hier__local_gather(struct shmcoll_hier *h, const void *send, void *recv, size_t count,
+                       shmcoll_dtype dt, int root)
+{
+	int rc = local_enter(h, "shmcoll_gather");
+
+	if (rc == 0)
+		rc = shmcoll__node_gather(h->local, send, recv, count, dt, root);
+	return local_rc(h, rc);
+}
+
+int hier__local_scatter(struct shmcoll_hier *h, const void *send, void *recv, size_t count,
+                        shmcoll_dtype dt, int root)
+{
+	int rc = local_enter(h, "shmcoll_scatter");
+
+	if (rc == 0)
+		rc = shmcoll__node_scatter(h->local, send, recv, count, dt, root);
+	return local_rc(h, rc);
+}
+
+int hier__local_barrier(struct shmcoll_hier *h)
+{
+	int rc = local_enter(h, "shmcoll_barrier");
+
+	if (rc == 0)
+		rc = shmcoll__node_barrier(h->local);
+	return local_rc(h, rc);
+}
+
+/* Runs nx transfers among the leaders (h->px), as h->xmode says: at once, posted (returns
+ * POSTED), or as the wait for the posted ones. */
+static int xchg(struct shmcoll_hier *h, const char *fn, int nx)
+{
+	char err[SHMCOLL_ERR_LEN - 64];
+	int mode = h->xmode, rc;
+
+	h->xmode = X_RUN;
+	if (mode == X_RESUME)
+		rc = shmcoll__net_wait(h->net, err, sizeof(err));
+	else if (mode == X_POST)
+		rc = shmcoll__net_post(h->net, h->px, nx, err, sizeof(err));
+	else
+		rc = shmcoll__net_run(h->net, h->px, nx, err, sizeof(err));
+	if (rc >= 0)
+		return mode == X_POST ? POSTED : 0;
+	hier__fail(h, rc, "%s: node %d's leader: %s", fn, h->node, err);
+	return hier__broken(h, rc);
+}
+
+int hier__run(struct shmcoll_hier *h, const char *fn, struct shmcoll_xfer *x, int nx)
+{
+	memcpy(h->px, x, sizeof(*x) * (size_t)nx);
+	return xchg(h, fn, nx);
+}
+
+int hier__sendrecv(struct shmcoll_hier *h, const char *fn, uint64_t call, int to, const void *sbuf,
+                   size_t slen, int from, void *rbuf, size_t rlen)
+{
+	struct shmcoll_xfer *x = h->px;
+	int nx = 0;
+
+	if (to >= 0)
+		x[nx++] = (struct shmcoll_xfer){to, XFER_SEND, (void *)sbuf, slen, call, 0};
+	if (from >= 0)
+		x[nx++] = (struct shmcoll_xfer){from, XFER_RECV, rbuf, rlen, call, 0};
+	return xchg(h, fn, nx);
+}
+
+int hier__post(struct shmcoll_hier *h, const char *fn, struct shmcoll_xfer *x, int nx)
+{
+	int rc;
+
+	h->xmode = X_POST;
+	rc = hier__run(h, fn, x, nx);
+	return rc == POSTED ? 0 : rc;
+}
+
+int hier__wait(struct shmcoll_hier *h, const char *fn)
+{
+	h->xmode = X_RESUME;
+	return xchg(h, fn, 0);
+}
+
+int shmcoll__hier_enter(struct shmcoll_hier *h, const char *fn)
+{
+	int rc;
+
+	if (load_relaxed(&h->broken))
+		return hier__fail(h, -ECANCELED, "%s: the communicator was aborted earlier%s%s", fn,
+		                  h->cause[0] ? ": " : " (by a peer or shmcoll_comm_abort)",
+		                  h->cause);
+	/* A rank of this node failed between calls. */
+	rc = shmcoll__node_enter(h->local, fn);
+	if (rc < 0)
+		return local_rc(h, rc);
+	h->err[0] = '\0';
+	return 0;
+}
+
+char *shmcoll__hier_err(struct shmcoll_hier *h)
+{
+	return h->err;
+}
+
+void shmcoll__hier_abort(struct shmcoll_hier *h)
+{
+	atomic_store(&h->broken, ECANCELED);
+	if (h->net)
+		shmcoll__net_shutdown(h->net);
+	shmcoll__node_break(h->local, ECANCELED);
+}
+
+void shmcoll__hier_destroy(struct shmcoll_hier *h)
+{
+	int i;
+
+	shmcoll__net_close(h->net);
+	shmcoll__node_destroy(h->local);
+	for (i = 0; i < SCR_COUNT; i++)
+		free(h->scr[i]);
+	free(h);
+}
+
+void *shmcoll__hier_malloc(struct shmcoll_hier *h, size_t bytes)
+{
+	int rc = local_enter(h, "shmcoll_malloc");
+	void *p = rc == 0 ? shmcoll__node_malloc(h->local, bytes) : NULL;
+
+	if (!p)
+		local_rc(h, rc < 0 ? rc : -ENOMEM);
+	return p;
+}
+
+int shmcoll__hier_free(struct shmcoll_hier *h, void *ptr)
+{
+	int rc = local_enter(h, "shmcoll_free");
+
+	if (rc == 0)
+		rc = shmcoll__node_free(h->local, ptr);
+	return local_rc(h, rc);
+}
+
+int shmcoll__hier_rank(const struct shmcoll_hier *h)
+{
+	return h->rank;
+}
+
+int shmcoll__hier_size(const struct shmcoll_hier *h)
+{
+	return h->size;
+}
+
+struct shmcoll_node *shmcoll__hier_local(const struct shmcoll_hier *h)
+{
+	return h->local;
+}
+
+int shmcoll__hier_nproc(const struct shmcoll_hier *h)
+{
+	return h->nproc;
+}
+
+const char *shmcoll__hier_transport(const struct shmcoll_hier *h)
+{
+	return h->net ? shmcoll__net_kind_name(h->net) : NULL;
+}
+
+/* The node's ranks may spin while they wait only if nothing else needs their
+ * CPUs. On a machine of its own a node knows (the node communicator counts
+ * its ranks against their CPUs); but several nodes of one job may share a
+ * machine (tests, benchmarks, a node carved in two), and then a rank spinning
+ * on its leader takes the CPU another node's rank needs: at 2 nodes x 2 ranks
+ * on 2 CPUs, 396 us per small allreduce instead of 29.5. So the leaders
+ * compare machines (the kernel's boot id) and count the ranks of the job on
+ * this one. Returns 1 if they outnumber this node's CPUs, 0 if not, or the
+ * error of the exchange. */
+static int colocated_oversubscribed(struct shmcoll_hier *h, int ncpus)
+{
+	char id[40] = "", *all;
+	size_t idn = sizeof(id);
+	int fd, n, same = 0, rc;
+
+	fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, id, sizeof(id) - 1) < 0)
+			id[0] = '\0';
+		close(fd);
+	}
+	if (!id[0])
+		return 0; /* cannot tell: assume machines of their own */
+	all = hier__scratch(h, SCR_NET, idn * (size_t)h->nnodes);
+	if (!all)
+		return hier__oom(h, "shmcoll_init", idn * (size_t)h->nnodes);
+	memcpy(all + idn * (size_t)h->node, id, idn);
+	rc = hier__lead_ring_ag(h, "shmcoll_init", hier__call_word(KIND_BARRIER, 0, 0, -1, 0),
+	                        (uint8_t *)all, (size_t)h->nnodes, idn, 1);
+	if (rc < 0)
+		return rc;
+	for (n = 0; n < h->nnodes; n++)
+		same += !memcmp(all + idn * (size_t)n, id, idn);
+	return (long)same * h->nproc > ncpus;
+}
+
+/* The machine's CPUs: not this process's affinity, which the launcher may have
+ * narrowed to one CPU per rank. */
+static int online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (int)n : 1;
+}
+
+/* Parses the leaders' addresses "h:p,h:p,..." into n entries. */
+static int parse_nodes(const char *s, int n, char (*addrs)[SHMCOLL_ADDR_MAX])
+{
+	char host[SHMCOLL_ADDR_MAX];
+	uint16_t port;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		const char *end = strchr(s, ',');
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+
+		if (len == 0 || len >= SHMCOLL_ADDR_MAX || (i == n - 1) != !end)
+			return -EINVAL;
+		memcpy(addrs[i], s, len);
+		addrs[i][len] = '\0';
+		if (shmcoll__addr_split(addrs[i], host, sizeof(host), &port) < 0 || port == 0)
+			return -EINVAL;
+		s = end ? end + 1 : s + len;
+	}
+	return 0;
+}
+
+int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, struct shmcoll_hier **out, char *err,
+                         size_t errlen)
+{
+	char nerr[SHMCOLL_ERR_LEN - 64];
+	char(*addrs)[SHMCOLL_ADDR_MAX] = NULL;
+	struct shmcoll_node_cfg lc = {0};
+	struct shmcoll_hier *h;
+	int rc, status;
+
+	*out = NULL;
+	h = calloc(1, sizeof(*h));
+	addrs = calloc((size_t)cfg->nnodes, sizeof(*addrs));
+	if (!h || !addrs) {
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+		goto err_free;
+	}
+	if (parse_nodes(cfg->nodes, cfg->nnodes, addrs) < 0) {
+		snprintf(err, errlen, "SHMCOLL_NODES is not %d comma-separated host:port addresses",
+		         cfg->nnodes);
+		rc = -EINVAL;
+		goto err_free;
+	}
+	h->rank = cfg->node * cfg->nproc + cfg->lrank;
+	h->size = cfg->nnodes * cfg->nproc;
+	h->nnodes = cfg->nnodes;
+	h->node = cfg->node;
+	h->nproc = cfg->nproc;
+	h->lrank = cfg->lrank;
+
+	lc.rank = cfg->lrank;
+	lc.size = cfg->nproc;
+	lc.job = cfg->job;
+	lc.timeout_ns = cfg->timeout_ns;
+	rc = shmcoll__node_create(&lc, &h->local, nerr, sizeof(nerr));
+	if (rc < 0) {
+		snprintf(err, errlen, "node %d: %s", cfg->node, nerr);
+		goto err_free;
+	}
+	status = 0;
+	if (h->lrank == 0) {
+		struct shmcoll_net_cfg nc = {
+		    .nnodes = cfg->nnodes,
+		    .node = cfg->node,
+		    .nproc = cfg->nproc,
+		    .token = cfg->token,
+		    .addrs = (const char(*)[SHMCOLL_ADDR_MAX])addrs,
+		    .listen_fd = cfg->listen_fd,
+		    .timeout_ns = cfg->timeout_ns,
+		    .kind = NET_AUTO,
+		    .log = cfg->log,
+		};
+
+		status = shmcoll__net_open(&nc, &h->net, nerr, sizeof(nerr));
+		if (status < 0)
+			snprintf(err, errlen, "node %d's leader (rank %d): %s", cfg->node, h->rank,
+			         nerr);
+		if (status == 0) {
+			status = colocated_oversubscribed(h, online_cpus());
+			if (status < 0)
+				snprintf(err, errlen, "node %d's leader (rank %d): %s", cfg->node,
+				         h->rank, h->err);
+		}
+	}
+	/* Every rank of the node learns whether its leader got through, and whether to wait as
+	 * an oversubscribed node does. */
+	rc = shmcoll__node_bcast(h->local, &status, 1, SHMCOLL_INT32, 0);
+	if (rc < 0) {
+		snprintf(err, errlen, "node %d: %s", cfg->node, h->local->err);
+		goto err_local;
+	}
+	if (status < 0) {
+		if (h->lrank != 0)
+			snprintf(err, errlen,
+			         "node %d's leader could not reach the other nodes (%s)", cfg->node,
+			         shmcoll__strerror(status));
+		rc = status;
+		goto err_local;
+	}
+	if (status > 0)
+		h->local->waiter.oversubscribed = 1;
+	/* A leader with a CPU of its own spins on its sockets before it sleeps. */
+	if (h->net && !h->local->waiter.oversubscribed)
+		shmcoll__net_set_spin(h->net, NET_SPIN_NS);
+	free(addrs);
+	*out = h;
+	return 0;
+
+err_local:
+	shmcoll__net_close(h->net);
+	shmcoll__node_destroy(h->local);
+err_free:
+	free(addrs);
+	free(h);
+	return rc;
+}

@@ -1,0 +1,80 @@
+/* hier.h - communicators over several nodes: shared memory inside a node (a node
+ * communicator of its own, lib/core), the leaders' transport (lib/net) between nodes. The
+ * entry layer (lib/api) checks a call's arguments against the global rank and size, enters
+ * the communicator and hands the call here. */
+#ifndef SHMCOLL_HIER_H
+#define SHMCOLL_HIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shmcoll.h"
+
+struct shmcoll_hier;
+struct shmcoll_node;
+
+/* Wide bytes per chunk of a reduction, and bytes per chunk of a bcast: a chunk's exchange
+ * among the leaders overlaps the node's work on the next (and the tests size their
+ * multi-chunk cases by it). */
+#define SHMCOLL_HIER_CHUNK_BYTES ((size_t)1 << 20)
+
+struct shmcoll_hier_cfg {
+	int nnodes, node;  /* SHMCOLL_NNODES, SHMCOLL_NODE_RANK */
+	int nproc, lrank;  /* SHMCOLL_LOCAL_SIZE, SHMCOLL_LOCAL_RANK */
+	const char *job;   /* this node's job name: its arena */
+	const char *token; /* SHMCOLL_TOKEN */
+	const char *nodes; /* SHMCOLL_NODES: every leader's "host:port", comma-separated */
+	int listen_fd;     /* SHMCOLL_NET_FD on the leader, else -1 */
+	int64_t
+	    timeout_ns; /* the bound of every wait, the node's and the transport's (< 0: none) */
+	int log;        /* the transport logs refused connections */
+};
+
+/* Creates this rank's communicator over every node: its node's, then (the leader) the
+ * connections to the other leaders; every rank of the node fails alike if its leader cannot
+ * connect. Returns 0 or a negative errno with a message in err. */
+int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, struct shmcoll_hier **out, char *err,
+                         size_t errlen);
+void shmcoll__hier_destroy(struct shmcoll_hier *h);
+/* Async-signal-safe. */
+void shmcoll__hier_abort(struct shmcoll_hier *h);
+
+/* As shmcoll__node_enter: 0 with the last message cleared, or the error that broke the
+ * communicator (here or on this node). */
+int shmcoll__hier_enter(struct shmcoll_hier *h, const char *fn);
+
+/* The buffer of this rank's last message (shmcoll_last_error), SHMCOLL_ERR_LEN bytes. */
+char *shmcoll__hier_err(struct shmcoll_hier *h);
+
+/* This rank's global rank, the global size. */
+int shmcoll__hier_rank(const struct shmcoll_hier *h);
+int shmcoll__hier_size(const struct shmcoll_hier *h);
+/* This rank's node communicator, and the ranks per node. */
+struct shmcoll_node *shmcoll__hier_local(const struct shmcoll_hier *h);
+int shmcoll__hier_nproc(const struct shmcoll_hier *h);
+/* "io_uring" or "poll" on a leader, NULL elsewhere. */
+const char *shmcoll__hier_transport(const struct shmcoll_hier *h);
+
+/* The collectives, arguments checked, count > 0, communicator entered. Buffers, counts and
+ * roots are global, as in include/shmcoll.h. */
+int shmcoll__hier_barrier(struct shmcoll_hier *h);
+int shmcoll__hier_allreduce(struct shmcoll_hier *h, const uint8_t *send, uint8_t *recv,
+                            size_t count, shmcoll_dtype dt, shmcoll_op op);
+int shmcoll__hier_reduce(struct shmcoll_hier *h, const uint8_t *send, uint8_t *recv, size_t count,
+                         shmcoll_dtype dt, shmcoll_op op, int root);
+int shmcoll__hier_bcast(struct shmcoll_hier *h, uint8_t *buf, size_t count, shmcoll_dtype dt,
+                        int root);
+int shmcoll__hier_allgather(struct shmcoll_hier *h, const uint8_t *send, uint8_t *recv, size_t sc,
+                            shmcoll_dtype dt);
+int shmcoll__hier_reduce_scatter(struct shmcoll_hier *h, const uint8_t *send, uint8_t *recv,
+                                 size_t rcount, shmcoll_dtype dt, shmcoll_op op);
+int shmcoll__hier_gather(struct shmcoll_hier *h, const uint8_t *send, uint8_t *recv, size_t sc,
+                         shmcoll_dtype dt, int root);
+int shmcoll__hier_scatter(struct shmcoll_hier *h, const uint8_t *send, uint8_t *recv, size_t rcount,
+                          shmcoll_dtype dt, int root);
+int shmcoll__hier_alltoall(struct shmcoll_hier *h, const uint8_t *send, uint8_t *recv, size_t count,
+                           shmcoll_dtype dt);
+void *shmcoll__hier_malloc(struct shmcoll_hier *h, size_t bytes);
+int shmcoll__hier_free(struct shmcoll_hier *h, void *ptr);
+
+#endif

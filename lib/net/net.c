@@ -1,0 +1,1090 @@
+/* net.c - the leaders' transport (net.h): the mesh and its handshake, the
+ * frame bookkeeping both backends share, and the poll() backend. The
+ * io_uring backend is net_uring.c.
+ *
+ * Mesh: node i first connects to every lower node (which answer once they
+ * reach their accept phase: node 0 is there at once, node 1 once node 0
+ * answered it, ...: no cycle, so no deadlock), then serves its listener until
+ * every higher node is in. The acceptor reads hellos from all accepted
+ * sockets at once, each with its own bound, so a silent or slow client delays
+ * no one. After the handshake the sockets are blocking; the poll backend
+ * passes MSG_DONTWAIT per call and io_uring arms its own polls. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/net/net_impl.h"
+#include "lib/net/sock.h"
+#include "shm/arena.h"
+#include "shm/atomics.h"
+#include "shm/wait.h"
+
+#define NS_PER_MS 1000000ll
+
+/* How long an accepted client may take to send its whole hello (capped by
+ * the open's own timeout): a port scanner or a stuck client is dropped after
+ * this, and never holds up the real peers, whose hellos are read alongside. */
+#define HELLO_WAIT_NS (5000 * NS_PER_MS)
+
+/* Accepted sockets whose hello is still being read. More waiting clients
+ * than this and the listener is left alone until one is done. */
+#define PENDING_MAX 16
+
+/* Retrying a refused connect: the lower node's listener may not exist yet. */
+#define BACKOFF_MIN_NS (10 * NS_PER_MS)
+#define BACKOFF_MAX_NS (200 * NS_PER_MS)
+
+/* Payloads of at least this many bytes are sent with IORING_OP_SENDMSG_ZC
+ * (SHMCOLL_NET_ZC_MIN overrides). Measured with bench/net-bench: 2 nodes on
+ * 127.0.0.1, one send and one receive each way per call, median of 7 runs;
+ * kernel 6.18, 2 CPUs shared with other work (absolute figures moved by up to
+ * 2x between sessions, the order never did). GB/s per direction, plain / ZC:
+ *              64 KiB        1 MiB         4 MiB         16 MiB
+ *   quiet    2.13 / 1.69   3.47 / 0.71   1.98 / 1.43   2.01 / 0.78
+ *   loaded   1.58 / 1.09   1.73 / 0.53   1.93 / 0.51   1.62 / 0.68
+ * (8 B: 24 / 42 us per call.) Zero-copy lost at every size in every run: a
+ * zero-copy skb delivered to a local socket is copied anyway, and the
+ * notification CQE comes on top. It can only pay off through a real NIC with
+ * large messages, so it is off by default and SHMCOLL_NET_ZC_MIN=<bytes>
+ * turns it on where that was measured to help. */
+#define ZC_MIN_DEFAULT SIZE_MAX
+
+__attribute__((format(printf, 3, 4))) static void say(char *err, size_t errlen, const char *fmt,
+                                                      ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int expired(int64_t deadline)
+{
+	return deadline >= 0 && shmcoll__now_ns() >= deadline;
+}
+
+static void sleep_ns(int64_t ns)
+{
+	struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static int set_blocking(int fd, int blocking)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0)
+		return -errno;
+	fl = blocking ? fl & ~O_NONBLOCK : fl | O_NONBLOCK;
+	return fcntl(fd, F_SETFL, fl) < 0 ? -errno : 0;
+}
+
+/* ---- frame bookkeeping (both backends) ---- */
+
+void shmcoll__net_op_start(struct shmcoll_net *n, struct net_op *op, struct shmcoll_xfer *x)
+{
+	op->x = x;
+	op->complete = 0;
+	op->checked = 0;
+	op->done = 0;
+	op->busy = 0;
+	op->notifs = 0;
+	op->zc = 0;
+	if (op->dir == XFER_SEND) {
+		struct shmcoll_frame f = {.type = FRAME_DATA,
+		                          .node = (uint16_t)n->node,
+		                          .seq = ++n->tx_seq[op->peer],
+		                          .call = x->call,
+		                          .len = x->len};
+
+		shmcoll__frame_encode(op->hdr, &f);
+	}
+}
+
+int shmcoll__net_op_iov(const struct net_op *op, struct iovec *iov)
+{
+	size_t len = op->x->len, body;
+	int cnt = 0;
+
+	if (shmcoll__net_op_small(op)) {
+		iov[0].iov_base = (uint8_t *)op->hdr + op->done;
+		iov[0].iov_len = SHMCOLL_FRAME_BYTES + len - op->done;
+		return 1;
+	}
+	if (op->done < SHMCOLL_FRAME_BYTES) {
+		iov[cnt].iov_base = (uint8_t *)op->hdr + op->done;
+		iov[cnt++].iov_len = SHMCOLL_FRAME_BYTES - op->done;
+		/* A send takes the payload along in the same call; a receive
+		 * must not read a byte of it before the header is checked. */
+		if (op->dir == XFER_RECV || len == 0)
+			return cnt;
+		body = 0;
+	} else {
+		body = op->done - SHMCOLL_FRAME_BYTES;
+	}
+	iov[cnt].iov_base = (uint8_t *)op->x->buf + body;
+	iov[cnt++].iov_len = len - body < NET_CHUNK ? len - body : NET_CHUNK;
+	return cnt;
+}
+
+/* The receive's header is in: check it against what was posted. */
+static int check_header(struct shmcoll_net *n, struct net_op *op, char *err, size_t errlen)
+{
+	struct shmcoll_xfer *x = op->x;
+	struct shmcoll_frame f;
+	uint32_t want = n->rx_seq[op->peer] + 1;
+	char why[120];
+
+	if (shmcoll__frame_decode(op->hdr, &f, why, sizeof(why)) < 0) {
+		say(err, errlen, "node %d sent a malformed frame header: %s", op->peer, why);
+		return -EPROTO;
+	}
+	x->got = f.call;
+	if (f.type != FRAME_DATA) {
+		say(err, errlen, "node %d sent a frame of type %u where data was expected",
+		    op->peer, f.type);
+		return -EPROTO;
+	}
+	if (f.node != op->peer) {
+		say(err, errlen, "node %d sent a frame marked as node %u's", op->peer, f.node);
+		return -EPROTO;
+	}
+	if (f.seq != want) {
+		say(err, errlen, "node %d sent frame %u where frame %u was due", op->peer, f.seq,
+		    want);
+		return -EPROTO;
+	}
+	if (f.len != x->len) {
+		say(err, errlen, "node %d announced %llu bytes where %zu were posted", op->peer,
+		    (unsigned long long)f.len, x->len);
+		return -EPROTO;
+	}
+	if (f.call != x->call) {
+		say(err, errlen,
+		    "node %d sent call word %#llx where %#llx was posted: the nodes called "
+		    "different collectives or counts",
+		    op->peer, (unsigned long long)f.call, (unsigned long long)x->call);
+		return -EPROTO;
+	}
+	n->rx_seq[op->peer] = want;
+	return 0;
+}
+
+int shmcoll__net_op_advance(struct shmcoll_net *n, struct net_op *op, size_t k, char *err,
+                            size_t errlen)
+{
+	int rc;
+
+	op->done += k;
+	if (op->dir == XFER_RECV && !op->checked && op->done >= SHMCOLL_FRAME_BYTES) {
+		rc = check_header(n, op, err, errlen);
+		if (rc < 0)
+			return rc;
+		op->checked = 1;
+	}
+	op->complete = op->done == SHMCOLL_FRAME_BYTES + op->x->len;
+	if (op->complete && shmcoll__net_op_small(op) && op->x->len)
+		memcpy(op->x->buf, op->hdr + SHMCOLL_FRAME_BYTES, op->x->len);
+	return 0;
+}
+
+int shmcoll__net_op_failed(const struct net_op *op, int res, char *err, size_t errlen)
+{
+	const char *what = op->dir == XFER_SEND ? "send to" : "receive from";
+
+	if (res == 0 || res == -ECONNRESET || res == -EPIPE || res == -ESHUTDOWN) {
+		/* A leader closes its connections when it dies, and shuts
+		 * them down when its node failed: a rank there died or
+		 * aborted, or timed out. */
+		say(err, errlen,
+		    "node %d closed its connection: its leader died, or a rank there failed",
+		    op->peer);
+		return -EOWNERDEAD;
+	}
+	say(err, errlen, "%s node %d failed: %s", what, op->peer, strerror(-res));
+	return res;
+}
+
+int shmcoll__net_op_timeout(const struct shmcoll_net *n, const struct net_op *op, char *err,
+                            size_t errlen)
+{
+	size_t total = SHMCOLL_FRAME_BYTES + op->x->len;
+
+	say(err, errlen,
+	    "%s node %d did not complete within %lld ms (%zu of %zu bytes moved): is it stuck?",
+	    op->dir == XFER_SEND ? "a send to" : "a receive from", op->peer,
+	    (long long)(n->timeout_ns / NS_PER_MS), op->done, total);
+	return -ETIMEDOUT;
+}
+
+int shmcoll__net_fail(struct shmcoll_net *n, int rc, const char *err)
+{
+	if (!n->broken)
+		snprintf(n->cause, sizeof(n->cause), "%s", err ? err : "");
+	shmcoll__net_shutdown(n);
+	return rc;
+}
+
+void shmcoll__net_shutdown(struct shmcoll_net *n)
+{
+	int i;
+
+	if (!n)
+		return;
+	if (!n->broken && !n->cause[0])
+		snprintf(n->cause, sizeof(n->cause), "the transport was shut down");
+	n->broken = 1;
+	/* shutdown, not close: the fds stay valid (no reuse under an SQE in
+	 * flight) while every pending operation on them, ours and the
+	 * peer's, completes at once. Repeating it is harmless. */
+	for (i = 0; i < n->nnodes; i++)
+		if (n->fd[i] >= 0)
+			shutdown(n->fd[i], SHUT_RDWR);
+}
+
+/* ---- the poll backend ---- */
+
+/* One non-blocking step of op; returns 1 if bytes moved, 0 if the socket
+ * would block, or a negative code (message in err). */
+static int poll_step(struct shmcoll_net *n, struct net_op *op, char *err, size_t errlen)
+{
+	struct iovec iov[2];
+	struct msghdr msg = {.msg_iov = iov};
+	ssize_t r;
+
+	msg.msg_iovlen = (size_t)shmcoll__net_op_iov(op, iov);
+	do {
+		if (op->dir == XFER_SEND)
+			r = sendmsg(op->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+		else
+			r = recvmsg(op->fd, &msg, MSG_DONTWAIT);
+	} while (r < 0 && errno == EINTR);
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (r < 0)
+		return shmcoll__net_op_failed(op, -errno, err, errlen);
+	if (r == 0 && op->dir == XFER_RECV)
+		return shmcoll__net_op_failed(op, 0, err, errlen);
+	r = shmcoll__net_op_advance(n, op, (size_t)r, err, errlen);
+	return r < 0 ? (int)r : 1;
+}
+
+/* Bytes one op may move per round before the others get their turn, so a
+ * fast send cannot starve the receive from the same peer. */
+#define POLL_ROUND_BYTES ((size_t)4 << 20)
+
+/* Moves n->live[0..nops): all the way (wait), or as far as the sockets take
+ * without blocking (a post). */
+static int poll_run(struct shmcoll_net *n, int nops, int64_t deadline, int wait, char *err,
+                    size_t errlen)
+{
+	struct pollfd pfd[2 * SHMCOLL_NODES_MAX];
+	int64_t spin_until = -1, now;
+	int i, rc, moved, left;
+
+	for (;;) {
+		moved = 0;
+		left = 0;
+		for (i = 0; i < nops; i++) {
+			struct net_op *op = n->live[i];
+			size_t start = op->done;
+
+			while (!op->complete && op->done - start < POLL_ROUND_BYTES) {
+				rc = poll_step(n, op, err, errlen);
+				if (rc < 0)
+					return rc;
+				if (rc == 0)
+					break;
+				moved = 1;
+			}
+			left += !op->complete;
+		}
+		if (!left || !wait)
+			return 0;
+		if (expired(deadline)) {
+			for (i = 0; n->live[i]->complete; i++)
+				;
+			return shmcoll__net_op_timeout(n, n->live[i], err, errlen);
+		}
+		if (moved) {
+			spin_until = -1;
+			continue;
+		}
+		/* Retry for a while before sleeping in poll() (see spin_ns). */
+		if (n->spin_ns > 0) {
+			now = shmcoll__now_ns();
+			if (spin_until < 0)
+				spin_until = now + n->spin_ns;
+			if (now < spin_until) {
+				cpu_relax();
+				continue;
+			}
+		}
+		for (i = 0; i < nops; i++) {
+			pfd[i].fd = n->live[i]->complete ? -1 : n->live[i]->fd;
+			pfd[i].events = n->live[i]->dir == XFER_SEND ? POLLOUT : POLLIN;
+			pfd[i].revents = 0;
+		}
+		/* Readiness is all poll() reports: errors and EOF show in the
+		 * next step's system call. */
+		if (poll(pfd, (nfds_t)nops, shmcoll__poll_ms(deadline)) < 0 && errno != EINTR) {
+			rc = -errno;
+			say(err, errlen, "poll: %s", strerror(errno));
+			return rc;
+		}
+	}
+}
+
+/* ---- net_post, net_wait, net_run ---- */
+
+const char *shmcoll__net_kind_name(const struct shmcoll_net *n)
+{
+	return n->kind == NET_URING ? "io_uring" : "poll";
+}
+
+void shmcoll__net_set_spin(struct shmcoll_net *n, int64_t ns)
+{
+	n->spin_ns = ns > 0 ? ns : 0;
+}
+
+/* The end of a call: its ops are free again. */
+static void unpost(struct shmcoll_net *n)
+{
+	int i;
+
+	for (i = 0; i < n->posted; i++)
+		n->live[i]->x = NULL;
+	n->posted = -1;
+}
+
+int shmcoll__net_post(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, char *err,
+                      size_t errlen)
+{
+	int i, rc;
+
+	if (n->posted >= 0) {
+		say(err, errlen, "a call is posted already");
+		return -EBUSY;
+	}
+	if (n->broken) {
+		say(err, errlen, "the connection to the other nodes was broken earlier: %s",
+		    n->cause);
+		return -ECANCELED;
+	}
+	if (nx < 0 || nx > 2 * (n->nnodes - 1) || (nx && !x)) {
+		say(err, errlen, "%d transfers for %d peers", nx, n->nnodes - 1);
+		return -EINVAL;
+	}
+	for (i = 0; i < nx; i++) {
+		struct net_op *op;
+
+		if (x[i].peer < 0 || x[i].peer >= n->nnodes || x[i].peer == n->node ||
+		    (x[i].dir != XFER_SEND && x[i].dir != XFER_RECV) || (x[i].len && !x[i].buf) ||
+		    x[i].len > SHMCOLL_FRAME_MAX_LEN) {
+			say(err, errlen,
+			    "transfer %d (peer %d, direction %d, %zu bytes) is invalid", i,
+			    x[i].peer, x[i].dir, x[i].len);
+			goto invalid;
+		}
+		op = &n->ops[2 * x[i].peer + x[i].dir];
+		if (op->x) {
+			say(err, errlen, "two %ss with node %d in one call",
+			    x[i].dir == XFER_SEND ? "send" : "receive", x[i].peer);
+			goto invalid;
+		}
+		op->x = &x[i];
+		n->live[i] = op;
+	}
+	/* Validated: only now does anything reach the wire. */
+	n->posted = nx;
+	n->deadline = n->timeout_ns >= 0 ? shmcoll__now_ns() + n->timeout_ns : -1;
+	for (i = 0; i < nx; i++)
+		shmcoll__net_op_start(n, n->live[i], n->live[i]->x);
+	if (n->kind == NET_URING)
+		rc = shmcoll__net_uring_post(n, nx, n->deadline, err, errlen);
+	else
+		rc = poll_run(n, nx, n->deadline, 0, err, errlen);
+	if (rc < 0) {
+		unpost(n);
+		return shmcoll__net_fail(n, rc, err);
+	}
+	return 0;
+
+invalid:
+	for (i = 0; i < 2 * n->nnodes; i++)
+		n->ops[i].x = NULL;
+	return -EINVAL;
+}
+
+int shmcoll__net_wait(struct shmcoll_net *n, char *err, size_t errlen)
+{
+	int rc;
+
+	if (n->posted < 0)
+		return 0;
+	if (n->kind == NET_URING)
+		rc = shmcoll__net_uring_wait(n, n->posted, err, errlen);
+	else if (n->broken)
+		rc = -ECANCELED; /* the poll backend has nothing in the kernel's hands */
+	else
+		rc = poll_run(n, n->posted, n->deadline, 1, err, errlen);
+	unpost(n);
+	if (rc < 0) {
+		if (rc == -ECANCELED && n->broken)
+			say(err, errlen, "the connection to the other nodes was broken: %s",
+			    n->cause);
+		return shmcoll__net_fail(n, rc, err);
+	}
+	return 0;
+}
+
+int shmcoll__net_run(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, char *err,
+                     size_t errlen)
+{
+	int rc = shmcoll__net_post(n, x, nx, err, errlen);
+
+	return rc < 0 ? rc : shmcoll__net_wait(n, err, errlen);
+}
+
+/* ---- the handshake ---- */
+
+/* "a.b.c.d:port" of a connected socket's peer, for the log. */
+static void peer_name(int fd, char *out, size_t outlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+			inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+			port = ntohs(s4->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+			inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+			port = ntohs(s6->sin6_port);
+			snprintf(out, outlen, "[%s]:%u", host, port);
+			return;
+		}
+	}
+	snprintf(out, outlen, "%s:%u", host, port);
+}
+
+static void my_hello(const struct shmcoll_net *n, const char *token, struct shmcoll_hello *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->version = SHMCOLL_WIRE_VERSION;
+	h->role = ROLE_LEADER;
+	h->nnodes = (uint32_t)n->nnodes;
+	h->node = (uint32_t)n->node;
+	h->nproc = (uint32_t)n->nproc;
+	h->rank = (uint32_t)n->node * (uint32_t)n->nproc;
+	snprintf(h->token, sizeof(h->token), "%s", token);
+}
+
+/* Checks a peer's hello (both sides): why says what is wrong. want_node < 0:
+ * any node above ours not yet connected (the acceptor). */
+static int check_hello(const struct shmcoll_net *n, const uint8_t *buf, const char *token,
+                       int want_node, int *node, char *why, size_t whylen)
+{
+	struct shmcoll_hello h;
+
+	if (shmcoll__hello_decode(buf, &h, why, whylen) < 0)
+		return -EPROTO;
+	if (h.role != ROLE_LEADER) {
+		say(why, whylen, "role %u, not a leader", h.role);
+		return -EPROTO;
+	}
+	if (!shmcoll__token_equal(h.token, token)) {
+		say(why, whylen, "wrong job token");
+		return -EPROTO;
+	}
+	if (h.nnodes != (uint32_t)n->nnodes || h.nproc != (uint32_t)n->nproc) {
+		say(why, whylen, "a job of %u nodes of %u ranks, this one has %d of %d", h.nnodes,
+		    h.nproc, n->nnodes, n->nproc);
+		return -EPROTO;
+	}
+	if (want_node >= 0 && h.node != (uint32_t)want_node) {
+		say(why, whylen, "node %u answered where node %d was dialled", h.node, want_node);
+		return -EPROTO;
+	}
+	if (want_node < 0 && h.node <= (uint32_t)n->node) {
+		say(why, whylen, "node %u connects to lower nodes only, not to node %d", h.node,
+		    n->node);
+		return -EPROTO;
+	}
+	if (want_node < 0 && n->fd[h.node] >= 0) {
+		say(why, whylen, "node %u is already connected", h.node);
+		return -EPROTO;
+	}
+	if (h.rank != h.node * h.nproc) {
+		say(why, whylen, "node %u claims rank %u, not its first rank %u", h.node, h.rank,
+		    h.node * h.nproc);
+		return -EPROTO;
+	}
+	*node = (int)h.node;
+	return 0;
+}
+
+static int tune(int fd)
+{
+	int one = 1;
+
+	/* Frames are written whole; Nagle would hold back every small one
+	 * for the peer's delayed ACK. */
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+		return -errno;
+	return 0;
+}
+
+static int resolve(const char *addr, int passive, struct addrinfo **res, char *err, size_t errlen)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+	                         .ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0)};
+	char host[SHMCOLL_ADDR_MAX], port[8];
+	uint16_t p;
+	int rc;
+
+	if (shmcoll__addr_split(addr, host, sizeof(host), &p) < 0) {
+		say(err, errlen, "\"%s\" is not host:port", addr);
+		return -EINVAL;
+	}
+	snprintf(port, sizeof(port), "%u", p);
+	rc = getaddrinfo(host, port, &hints, res);
+	if (rc == EAI_AGAIN)
+		return -EAGAIN;
+	if (rc) {
+		say(err, errlen, "cannot resolve %s: %s", addr,
+		    rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+		return rc == EAI_MEMORY ? -ENOMEM : -EHOSTUNREACH;
+	}
+	return 0;
+}
+
+/* Whether a failed connect may succeed later: the lower node's listener or
+ * the route to it may not be up yet. */
+static int retryable(int e)
+{
+	return e == ECONNREFUSED || e == ENETUNREACH || e == EHOSTUNREACH || e == ETIMEDOUT ||
+	       e == ECONNRESET || e == EAGAIN || e == ECONNABORTED || e == EADDRNOTAVAIL;
+}
+
+/* One connect attempt to ai by deadline: a non-blocking socket, or -errno. */
+static int connect_once(const struct addrinfo *ai, int64_t deadline)
+{
+	struct pollfd p = {.events = POLLOUT};
+	socklen_t sl = sizeof(int);
+	int fd, e = 0;
+
+	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		if (errno != EINPROGRESS) {
+			e = errno;
+			goto err;
+		}
+		p.fd = fd;
+		for (;;) {
+			int r = poll(&p, 1, shmcoll__poll_ms(deadline));
+
+			if (r > 0)
+				break;
+			if (r < 0 && errno != EINTR) {
+				e = errno;
+				goto err;
+			}
+			if (expired(deadline)) {
+				e = ETIMEDOUT;
+				goto err;
+			}
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) < 0)
+			e = errno;
+		if (e)
+			goto err;
+	}
+	return fd;
+err:
+	close(fd);
+	return -e;
+}
+
+/* Connects to lower node j, retrying until the deadline, and trades hellos. */
+static int dial(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, int j, int64_t deadline,
+                char *err, size_t errlen)
+{
+	struct addrinfo *res = NULL, *ai;
+	struct shmcoll_hello h;
+	uint8_t buf[SHMCOLL_HELLO_BYTES];
+	int64_t backoff = BACKOFF_MIN_NS;
+	char why[120];
+	int fd = -1, rc, last = 0, node;
+
+	for (;;) {
+		rc = resolve(cfg->addrs[j], 0, &res, err, errlen);
+		if (rc < 0 && rc != -EAGAIN)
+			return rc;
+		for (ai = rc < 0 ? NULL : res; ai && fd < 0; ai = ai->ai_next) {
+			fd = connect_once(ai, deadline);
+			if (fd < 0)
+				last = -fd;
+			if (fd < 0 && !retryable(last))
+				break;
+		}
+		if (res)
+			freeaddrinfo(res);
+		res = NULL;
+		if (rc == -EAGAIN)
+			last = EAGAIN;
+		if (fd >= 0)
+			break;
+		if (!retryable(last)) {
+			say(err, errlen, "node %d cannot connect to node %d at %s: %s", n->node, j,
+			    cfg->addrs[j], strerror(last));
+			return -last;
+		}
+		if (expired(deadline)) {
+			say(err, errlen,
+			    "node %d could not connect to node %d at %s within %lld ms (last: %s)",
+			    n->node, j, cfg->addrs[j], (long long)(cfg->timeout_ns / NS_PER_MS),
+			    strerror(last));
+			return -ETIMEDOUT;
+		}
+		/* Sleep, not spin: the listener comes up on its own time. */
+		if (deadline >= 0 && deadline - shmcoll__now_ns() < backoff)
+			backoff = deadline - shmcoll__now_ns();
+		if (backoff > 0)
+			sleep_ns(backoff);
+		backoff = backoff * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS : backoff * 2;
+	}
+
+	rc = tune(fd);
+	if (rc < 0)
+		goto err_sys;
+	my_hello(n, cfg->token, &h);
+	rc = shmcoll__hello_encode(buf, &h);
+	if (rc < 0)
+		goto err_sys;
+	rc = shmcoll__send_all(fd, buf, sizeof(buf), deadline);
+	if (rc == 0)
+		rc = shmcoll__recv_all(fd, buf, sizeof(buf), deadline);
+	if (rc == -ECONNRESET || rc == -EPIPE) {
+		say(err, errlen,
+		    "node %d at %s closed the connection instead of answering node %d's hello: it "
+		    "refused it (another job's token, wire version or shape; its log says which)",
+		    j, cfg->addrs[j], n->node);
+		rc = -ECONNREFUSED;
+		goto err;
+	}
+	if (rc == -ETIMEDOUT) {
+		say(err, errlen, "node %d at %s did not answer node %d's hello within %lld ms", j,
+		    cfg->addrs[j], n->node, (long long)(cfg->timeout_ns / NS_PER_MS));
+		goto err;
+	}
+	if (rc < 0)
+		goto err_sys;
+	rc = check_hello(n, buf, cfg->token, j, &node, why, sizeof(why));
+	if (rc < 0) {
+		say(err, errlen, "node %d at %s answered with a bad hello: %s", j, cfg->addrs[j],
+		    why);
+		goto err;
+	}
+	rc = set_blocking(fd, 1);
+	if (rc < 0)
+		goto err_sys;
+	n->fd[j] = fd;
+	return 0;
+
+err_sys:
+	say(err, errlen, "node %d, connecting to node %d at %s: %s", n->node, j, cfg->addrs[j],
+	    strerror(-rc));
+err:
+	close(fd);
+	return rc;
+}
+
+struct pending {
+	int fd;
+	size_t got;
+	int64_t until;
+	uint8_t buf[SHMCOLL_HELLO_BYTES];
+};
+
+static void refuse(const struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg,
+                   struct pending *p, const char *why)
+{
+	char name[INET6_ADDRSTRLEN + 8];
+
+	if (cfg->log) {
+		peer_name(p->fd, name, sizeof(name));
+		fprintf(stderr, "shmcoll: node %d refused a connection from %s: %s\n", n->node,
+		        name, why);
+	}
+	close(p->fd);
+	p->fd = -1;
+}
+
+/* Reads more of p's hello; once whole, checks it and answers. Returns 0, or
+ * a negative code that ends the open (our own socket calls failing). */
+static int serve(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, struct pending *p,
+                 int64_t deadline, int *joined)
+{
+	struct shmcoll_hello h;
+	uint8_t out[SHMCOLL_HELLO_BYTES];
+	char why[160];
+	ssize_t r;
+	int node, rc;
+
+	r = recv(p->fd, p->buf + p->got, sizeof(p->buf) - p->got, MSG_DONTWAIT);
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	if (r <= 0) {
+		snprintf(why, sizeof(why), "%s after %zu bytes of its hello",
+		         r == 0 ? "it closed the connection" : strerror(errno), p->got);
+		refuse(n, cfg, p, why);
+		return 0;
+	}
+	p->got += (size_t)r;
+	if (p->got < sizeof(p->buf))
+		return 0;
+	if (check_hello(n, p->buf, cfg->token, -1, &node, why, sizeof(why)) < 0) {
+		refuse(n, cfg, p, why);
+		return 0;
+	}
+	my_hello(n, cfg->token, &h);
+	rc = shmcoll__hello_encode(out, &h);
+	if (rc < 0)
+		return rc;
+	rc = shmcoll__send_all(p->fd, out, sizeof(out), deadline);
+	if (rc == 0)
+		rc = tune(p->fd);
+	if (rc == 0)
+		rc = set_blocking(p->fd, 1);
+	if (rc < 0) {
+		snprintf(why, sizeof(why), "answering its hello: %s", strerror(-rc));
+		refuse(n, cfg, p, why);
+		return 0;
+	}
+	n->fd[node] = p->fd;
+	p->fd = -1;
+	++*joined;
+	return 0;
+}
+
+/* Serves lfd until every higher node is in or the deadline passes. */
+static int accept_all(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, int lfd,
+                      int64_t deadline, char *err, size_t errlen)
+{
+	struct pending pend[PENDING_MAX];
+	struct pollfd pfd[PENDING_MAX + 1];
+	int64_t hello_ns = HELLO_WAIT_NS, now, wake;
+	int joined = 0, want = n->nnodes - 1 - n->node, np, i, k, rc = 0, fd;
+
+	if (cfg->timeout_ns >= 0 && cfg->timeout_ns < hello_ns)
+		hello_ns = cfg->timeout_ns;
+	for (i = 0; i < PENDING_MAX; i++)
+		pend[i].fd = -1;
+	while (joined < want) {
+		now = shmcoll__now_ns();
+		if (deadline >= 0 && now >= deadline) {
+			for (k = n->node + 1; n->fd[k] >= 0; k++)
+				;
+			say(err, errlen,
+			    "node %d: node %d and %d more did not connect within %lld ms", n->node,
+			    k, want - joined - 1, (long long)(cfg->timeout_ns / NS_PER_MS));
+			rc = -ETIMEDOUT;
+			goto out;
+		}
+		wake = deadline;
+		np = 0;
+		for (i = 0; i < PENDING_MAX; i++) {
+			if (pend[i].fd < 0)
+				continue;
+			if (now >= pend[i].until) {
+				char why[80];
+
+				snprintf(why, sizeof(why), "no complete hello within %lld ms",
+				         (long long)(hello_ns / NS_PER_MS));
+				refuse(n, cfg, &pend[i], why);
+				continue;
+			}
+			if (wake < 0 || pend[i].until < wake)
+				wake = pend[i].until;
+			pfd[np].fd = pend[i].fd;
+			pfd[np].events = POLLIN;
+			np++;
+		}
+		/* Full: leave new clients in the backlog until a slot frees. */
+		pfd[np].fd = np < PENDING_MAX ? lfd : -1;
+		pfd[np].events = POLLIN;
+		if (poll(pfd, (nfds_t)np + 1, shmcoll__poll_ms(wake)) < 0 && errno != EINTR) {
+			rc = -errno;
+			say(err, errlen, "node %d: poll: %s", n->node, strerror(errno));
+			goto out;
+		}
+		for (i = 0; i < PENDING_MAX && joined < want; i++) {
+			if (pend[i].fd < 0)
+				continue;
+			rc = serve(n, cfg, &pend[i], deadline, &joined);
+			if (rc < 0) {
+				say(err, errlen, "node %d: answering a hello: %s", n->node,
+				    strerror(-rc));
+				goto out;
+			}
+		}
+		if (!(pfd[np].revents & POLLIN) || joined == want)
+			continue;
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0) {
+			/* A client gone before we took it, or a signal: serve on.
+			 * Out of fds or memory: no peer could be taken either. */
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED ||
+			    errno == EINTR || errno == EPROTO || errno == EPERM)
+				continue;
+			rc = -errno;
+			say(err, errlen, "node %d: accept: %s", n->node, strerror(errno));
+			goto out;
+		}
+		for (i = 0; pend[i].fd >= 0; i++)
+			;
+		pend[i].fd = fd;
+		pend[i].got = 0;
+		pend[i].until = shmcoll__now_ns() + hello_ns;
+	}
+out:
+	for (i = 0; i < PENDING_MAX; i++)
+		if (pend[i].fd >= 0)
+			refuse(n, cfg, &pend[i], "the mesh is complete");
+	return rc;
+}
+
+/* This node's own listener when the launcher gave none. */
+static int listen_on(const struct shmcoll_net_cfg *cfg, char *err, size_t errlen)
+{
+	struct addrinfo *res = NULL, *ai;
+	int fd = -1, one = 1, rc;
+
+	rc = resolve(cfg->addrs[cfg->node], 1, &res, err, errlen);
+	if (rc == -EAGAIN)
+		say(err, errlen, "cannot resolve %s now", cfg->addrs[cfg->node]);
+	if (rc < 0)
+		return rc;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd < 0) {
+			rc = -errno;
+			continue;
+		}
+		if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+		    bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0)
+			break;
+		rc = -errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		say(err, errlen, "node %d cannot listen on %s: %s", cfg->node,
+		    cfg->addrs[cfg->node], strerror(-rc));
+	return fd < 0 ? rc : fd;
+}
+
+static int mesh(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, char *err, size_t errlen)
+{
+	int64_t deadline = cfg->timeout_ns < 0 ? -1 : shmcoll__now_ns() + cfg->timeout_ns;
+	int lfd = cfg->listen_fd, own = 0, fl = -1, rc = 0, j;
+
+	if (n->node < n->nnodes - 1 && lfd < 0) {
+		lfd = listen_on(cfg, err, errlen);
+		if (lfd < 0)
+			return lfd;
+		own = 1;
+	}
+	for (j = 0; j < n->node; j++) {
+		rc = dial(n, cfg, j, deadline, err, errlen);
+		if (rc < 0)
+			goto out;
+	}
+	if (n->node == n->nnodes - 1)
+		goto out;
+	/* An inherited listener may be blocking: a client that vanishes
+	 * between poll and accept must not hang us. Its flags are shared
+	 * with the launcher's copy, so they are put back after. */
+	fl = fcntl(lfd, F_GETFL);
+	if (fl < 0 || fcntl(lfd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		rc = -errno;
+		say(err, errlen, "node %d: listener fd %d: %s", n->node, lfd, strerror(errno));
+		goto out;
+	}
+	rc = accept_all(n, cfg, lfd, deadline, err, errlen);
+	fcntl(lfd, F_SETFL, fl);
+out:
+	if (own)
+		close(lfd);
+	return rc;
+}
+
+/* ---- open and close ---- */
+
+/* The backend SHMCOLL_NET asks for, if kind is NET_AUTO. */
+static int pick_kind(int kind, char *err, size_t errlen)
+{
+	const char *env = getenv("SHMCOLL_NET");
+
+	if (kind != NET_AUTO || !env || !*env || !strcmp(env, "auto"))
+		return kind;
+	if (!strcmp(env, "uring") || !strcmp(env, "io_uring"))
+		return NET_URING;
+	if (!strcmp(env, "poll"))
+		return NET_POLL;
+	say(err, errlen, "SHMCOLL_NET=%s: expected uring, poll or auto", env);
+	return -EINVAL;
+}
+
+/* Starts the backend: io_uring for NET_URING and NET_AUTO, poll for NET_POLL
+ * and for NET_AUTO where io_uring_setup is forbidden or missing. */
+static int backend(struct shmcoll_net *n, int kind, char *err, size_t errlen)
+{
+	const char *env = getenv("SHMCOLL_NET_ZC_MIN");
+	char *end;
+	int rc;
+
+	n->kind = NET_POLL;
+	if (kind == NET_POLL)
+		return 0;
+	n->zc_min = ZC_MIN_DEFAULT;
+	if (env && *env) {
+		errno = 0;
+		n->zc_min = strtoull(env, &end, 10);
+		if (errno || *end || *env == '-') {
+			say(err, errlen, "SHMCOLL_NET_ZC_MIN=%s: expected a byte count", env);
+			return -EINVAL;
+		}
+	}
+	rc = shmcoll__net_uring_init(n);
+	if (rc == 0) {
+		n->kind = NET_URING;
+		return 0;
+	}
+	if (kind == NET_AUTO && (rc == -EPERM || rc == -ENOSYS))
+		return 0;
+	say(err, errlen,
+	    "io_uring is not available (io_uring_setup: %s); SHMCOLL_NET=poll moves the "
+	    "bytes with poll() instead",
+	    strerror(-rc));
+	return rc;
+}
+
+int shmcoll__net_open(const struct shmcoll_net_cfg *cfg, struct shmcoll_net **out, char *err,
+                      size_t errlen)
+{
+	struct shmcoll_net *n = NULL;
+	int rc, kind, i;
+
+	*out = NULL;
+	if (!cfg || cfg->nnodes < 2 || cfg->nnodes > SHMCOLL_NODES_MAX || cfg->node < 0 ||
+	    cfg->node >= cfg->nnodes || cfg->nproc < 1 || cfg->nproc > SHMCOLL_MAX_RANKS ||
+	    !cfg->addrs || !shmcoll__token_valid(cfg->token) || cfg->kind < NET_AUTO ||
+	    cfg->kind > NET_POLL) {
+		say(err, errlen, "invalid transport configuration");
+		return -EINVAL;
+	}
+#ifndef SHMCOLL_HAVE_URING
+	/* Whatever SHMCOLL_NET says: the poll backend alone is not what a
+	 * multi-node job is built and tested with. */
+	say(err, errlen,
+	    "this shmcoll was built without liburing; multi-node jobs need it (install "
+	    "liburing-dev and rebuild)");
+	return -ENOTSUP;
+#endif
+	kind = pick_kind(cfg->kind, err, errlen);
+	if (kind < 0)
+		return kind;
+	rc = -ENOMEM;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		goto err_mem;
+	n->nnodes = cfg->nnodes;
+	n->node = cfg->node;
+	n->nproc = cfg->nproc;
+	n->timeout_ns = cfg->timeout_ns;
+	n->posted = -1;
+	n->fd = malloc(sizeof(*n->fd) * (size_t)n->nnodes);
+	n->tx_seq = calloc((size_t)n->nnodes, sizeof(*n->tx_seq));
+	n->rx_seq = calloc((size_t)n->nnodes, sizeof(*n->rx_seq));
+	n->ops = calloc(2 * (size_t)n->nnodes, sizeof(*n->ops));
+	n->live = calloc(2 * (size_t)n->nnodes, sizeof(*n->live));
+	if (!n->fd || !n->tx_seq || !n->rx_seq || !n->ops || !n->live)
+		goto err_mem;
+	for (i = 0; i < n->nnodes; i++)
+		n->fd[i] = -1;
+	rc = backend(n, kind, err, errlen);
+	if (rc < 0)
+		goto err;
+	rc = mesh(n, cfg, err, errlen);
+	if (rc < 0)
+		goto err;
+	for (i = 0; i < 2 * n->nnodes; i++) {
+		n->ops[i].peer = i / 2;
+		n->ops[i].dir = i % 2;
+		n->ops[i].fd = n->fd[i / 2];
+	}
+	*out = n;
+	return 0;
+
+err_mem:
+	say(err, errlen, "out of memory for the transport of %d nodes", cfg->nnodes);
+err:
+	shmcoll__net_close(n);
+	return rc;
+}
+
+void shmcoll__net_close(struct shmcoll_net *n)
+{
+	int i;
+
+	char err[64];
+
+	if (!n)
+		return;
+	/* A posted call's buffers are its caller's: reap it before they may go. */
+	if (n->posted >= 0) {
+		shmcoll__net_shutdown(n);
+		shmcoll__net_wait(n, err, sizeof(err));
+	}
+	/* The ring first: it cancels whatever is left in flight before the
+	 * fds it refers to go. */
+	shmcoll__net_uring_exit(n);
+	if (n->fd)
+		for (i = 0; i < n->nnodes; i++)
+			if (n->fd[i] >= 0)
+				close(n->fd[i]);
+	free(n->fd);
+	free(n->tx_seq);
+	free(n->rx_seq);
+	free(n->ops);
+	free(n->live);
+	free(n);
+}

@@ -1,0 +1,124 @@
+/* net_impl.h - what net.c (mesh, handshake, frame bookkeeping, the poll
+ * backend) shares with net_uring.c (the io_uring backend). Private to the
+ * transport; tests of internals include it to drive the resume logic alone. */
+#ifndef SHMCOLL_NET_IMPL_H
+#define SHMCOLL_NET_IMPL_H
+
+#include <linux/time_types.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "lib/net/net.h"
+
+/* The most payload one system call or SQE is given: io_uring's send and recv
+ * lengths are 32 bits, and the kernel caps one transfer below 2 GiB anyway. */
+#define NET_CHUNK ((size_t)1 << 30)
+
+/* A receive of at most this many payload bytes reads its header and payload
+ * in one piece into the op's own buffer, and copies the payload out once the
+ * header has passed and the rest is in: one system call or CQE per small
+ * message instead of two, and still no byte in the caller's buffer before
+ * its header is checked. */
+#define NET_SMALL ((size_t)4096 - SHMCOLL_FRAME_BYTES)
+
+/* One transfer of a net_run in progress. A net owns two per peer (one per
+ * direction), set up once in net_open, so a call allocates nothing. */
+struct net_op {
+	struct shmcoll_xfer *x; /* NULL: not part of this call */
+	int peer;
+	int dir; /* XFER_SEND or XFER_RECV */
+	int fd;
+	int complete;
+	int checked;                                  /* a receive's header has passed */
+	size_t done;                                  /* bytes of header + payload moved so far */
+	uint8_t hdr[SHMCOLL_FRAME_BYTES + NET_SMALL]; /* the header; a small receive's payload */
+	/* io_uring only: the msghdr of a send lives here while its SQE is in
+	 * flight, as does the linked timeout's timespec. */
+	int busy;   /* the op's SQE is in flight */
+	int notifs; /* zero-copy notifications still to come */
+	int zc;     /* this send goes zero-copy */
+	struct msghdr msg;
+	struct iovec iov[2];
+	struct __kernel_timespec ts;
+};
+
+/* The io_uring state (net_uring.c). Behind a pointer so this layout is the
+ * same with and without liburing, whoever includes this header. */
+struct net_uring;
+
+struct shmcoll_net {
+	int nnodes, node, nproc;
+	int kind; /* NET_URING or NET_POLL: what net_open chose */
+	int64_t timeout_ns;
+	int *fd;              /* per node: its connection, -1 for this node */
+	uint32_t *tx_seq;     /* per node: the seq of the last frame sent */
+	uint32_t *rx_seq;     /* per node: the seq of the last frame received */
+	struct net_op *ops;   /* 2 per node: [2 * peer + dir] */
+	struct net_op **live; /* the ops of the current call */
+	int broken;           /* a failure happened; cause says which */
+	char cause[200];
+	size_t zc_min;        /* io_uring: payloads of this many bytes or more go zero-copy */
+	int64_t spin_ns;      /* how long a wait spins before it sleeps (0: not at all) */
+	int posted;           /* ops of a posted call (net_post), or -1: none */
+	int64_t deadline;     /* the posted call's */
+	struct net_uring *ur; /* io_uring: NULL for the poll backend */
+};
+
+/* Starts op on x: a send encodes its header (the next seq), a receive expects
+ * the next one. */
+void shmcoll__net_op_start(struct shmcoll_net *n, struct net_op *op, struct shmcoll_xfer *x);
+
+/* Fills iov (2 entries) with what op moves next; returns the count (1 or 2,
+ * at most NET_CHUNK payload bytes). A receive never spans the header and the
+ * caller's buffer: the header is checked first (a small one reads both into
+ * op->hdr). Only for an op not complete. */
+int shmcoll__net_op_iov(const struct net_op *op, struct iovec *iov);
+
+/* Whether op is a receive that goes through op->hdr whole (NET_SMALL). */
+static inline int shmcoll__net_op_small(const struct net_op *op)
+{
+	return op->dir == XFER_RECV && op->x->len <= NET_SMALL;
+}
+
+/* Accounts k bytes moved for op. When a receive's header is in, checks it
+ * against what was posted; when a small receive is complete, copies its
+ * payload to the caller's buffer. Returns 0 (op->complete says whether it is done),
+ * or -EPROTO with a message naming the peer. */
+int shmcoll__net_op_advance(struct shmcoll_net *n, struct net_op *op, size_t k, char *err,
+                            size_t errlen);
+
+/* The code and message for a failed socket call (res < 0) or an EOF (0) on
+ * op: -EOWNERDEAD for a closed or reset connection, else res. */
+int shmcoll__net_op_failed(const struct net_op *op, int res, char *err, size_t errlen);
+
+/* The message for an op that missed the deadline; returns -ETIMEDOUT. */
+int shmcoll__net_op_timeout(const struct shmcoll_net *n, const struct net_op *op, char *err,
+                            size_t errlen);
+
+/* Creates n's ring (n->ur) and probes zero-copy send. Returns 0, -ENOMEM, or
+ * io_uring_queue_init's error (-EPERM, -ENOSYS where io_uring is forbidden or
+ * absent); -ENOTSUP when built without liburing. */
+int shmcoll__net_uring_init(struct shmcoll_net *n);
+
+/* Frees n->ur (NULL: nothing), cancelling whatever is still in flight. */
+void shmcoll__net_uring_exit(struct shmcoll_net *n);
+
+/* net_post's and net_wait's io_uring halves: post submits the first piece of
+ * each of n->live[0..nops) (deadline < 0: none); wait moves them to the end.
+ * On failure either breaks n (shmcoll__net_fail) and has reaped every CQE
+ * that could touch a caller's buffer before it returns. */
+int shmcoll__net_uring_post(struct shmcoll_net *n, int nops, int64_t deadline, char *err,
+                            size_t errlen);
+int shmcoll__net_uring_wait(struct shmcoll_net *n, int nops, char *err, size_t errlen);
+
+/* CQEs that reached n's ring after the call that caused them returned (the
+ * tests' check that a failed call left nothing in flight); 0 without a ring. */
+unsigned shmcoll__net_uring_stray(struct shmcoll_net *n);
+
+/* Records the first failure of n (its message err) and shuts every socket
+ * down. Returns rc. */
+int shmcoll__net_fail(struct shmcoll_net *n, int rc, const char *err);
+
+#endif
