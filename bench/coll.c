@@ -1,6 +1,6 @@
 /* coll.c - the collectives mode of shmcoll-bench: every collective timed exactly the way
- * ../shared/bench-mpi/mpi_coll_bench.c times MPI (sizes, iteration counts, warm-up, validation,
- * timing modes, reported figures and CSV), so a shmcoll CSV and an MPI CSV join row by row. */
+ * bench/mpi/mpi-bench.c times MPI (sizes, iteration counts, warm-up, validation, timing modes,
+ * reported figures and CSV), so a shmcoll CSV and an MPI CSV join row by row. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>

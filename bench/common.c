@@ -141,12 +141,6 @@ const char *bench_op_name(shmcoll_op op)
 	return (unsigned)op < SHMCOLL_OP_COUNT ? op_names[op] : "unknown";
 }
 
-int bench_dtype_is_float(shmcoll_dtype dtype)
-{
-	return dtype == SHMCOLL_FLOAT16 || dtype == SHMCOLL_BFLOAT16 || dtype == SHMCOLL_FLOAT32 ||
-	       dtype == SHMCOLL_FLOAT64;
-}
-
 double bench_now(void)
 {
 	struct timespec ts;

@@ -39,6 +39,14 @@ enum {
 	GEN_BITS,   /* bitwise: scrambled bits */
 };
 
+/* Here rather than in common.c, so that this file needs only <shmcoll.h>'s types, not the
+ * library: mpi-bench (bench/mpi/) compiles it in for the same exact values. */
+int bench_dtype_is_float(shmcoll_dtype dtype)
+{
+	return dtype == SHMCOLL_FLOAT16 || dtype == SHMCOLL_BFLOAT16 || dtype == SHMCOLL_FLOAT32 ||
+	       dtype == SHMCOLL_FLOAT64;
+}
+
 static int64_t pat(size_t i)
 {
 	return (int64_t)(i % 13 + 1);

@@ -273,7 +273,7 @@ def plots(med, impls, ops, out, work, tag, caption):
         sizes = sorted({b for (i, o, b) in med if o == op})
         script.append("set xtics (%s)" % xtics(sizes))
         script.append("set xrange [%g:%g]" % (sizes[0] / 1.4, sizes[-1] * 1.4))
-        script.append('set xlabel "size (bytes, as mpi_coll_bench counts them)"')
+        script.append('set xlabel "size (bytes, as shmcoll-bench and mpi-bench count them)"')
         for kind, col, ylabel, logy in (("lat", 2, "latency (us)", True),
                                         ("busbw", 3, "bus bandwidth (GB/s)", False)):
             png = "%s-%s-%s.png" % (op, tag, kind)
@@ -333,7 +333,7 @@ def main():
           " over shmcoll's, so > 1 means shmcoll is faster. Differences under ~1.3x are"
           " within this machine's run-to-run noise."
           + (" MPI+shmcoll is the fastest MPI run with the shmcoll interposer preloaded"
-             " (the same MPI harness binary, unmodified), and MPI/(MPI+shmcoll) the best"
+             " (the same mpi-bench binary, unmodified), and MPI/(MPI+shmcoll) the best"
              " plain MPI's latency over it." if any(interposed(i) for i in impls) else ""),
           ""]
     md += ["- **%s**: %s" % (k, v.replace("|", "\\|")) for k, v in meta]
@@ -341,8 +341,8 @@ def main():
         "`%s` = %s" % (i, NAMES.get(i, i)) for i in impls)
         + " (coll/sm only for allreduce, reduce, bcast and barrier, the only collectives"
         " Open MPI 4.1's coll/sm implements)")
-    md.append("- **sizes** as mpi_coll_bench counts them: the buffer on every rank for"
-              " allreduce, reduce, bcast; the total gathered or scattered data for allgather,"
+    md.append("- **sizes** as shmcoll-bench and mpi-bench count them: the buffer on every"
+              " rank for allreduce, reduce, bcast; the total gathered or scattered data for allgather,"
               " gather, reduce_scatter, scatter; the per-rank send buffer for alltoall."
               " busbw = algbw x 2(P-1)/P for allreduce, x (P-1)/P for the gather/scatter"
               " family and alltoall, x 1 for bcast and reduce (nccl-tests)")
