@@ -17,6 +17,8 @@ extern "C" {
 #define SHMCOLL_API
 #endif
 
+/* The version of this header and its library: the one place it is written (meson.build
+ * reads it from here). */
 #define SHMCOLL_VERSION_MAJOR 0
 #define SHMCOLL_VERSION_MINOR 1
 #define SHMCOLL_VERSION_PATCH 0

@@ -4,8 +4,9 @@
  * left is gone; --cleanup removes the arenas of dead jobs. With --nnodes, one
  * launcher per node: they meet (rendezvous.c), then each supervises its node's
  * ranks and tells node 0 how they ended, and node 0 tells all how the job ended. */
-#include "lib/net/frame.h"
+#include "shmcoll.h"
 #include "lib/launcher/rendezvous.h"
+#include "lib/net/frame.h"
 #include "shm/arena.h"
 #include "shm/name.h"
 
@@ -34,7 +35,6 @@
 #include <unistd.h>
 
 #define PROG                  "shmcoll-run"
-#define VERSION               "0.1.0"
 #define MAX_RANKS             4096
 #define KILL_GRACE_MS         500 /* SIGTERM -> SIGKILL: the others are gone within a second */
 #define KILL_AGAIN_MS         100 /* then SIGKILL again for whatever appeared meanwhile */
@@ -1015,7 +1015,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			usage(stdout);
 			return 0;
 		case OPT_VERSION:
-			printf(PROG " " VERSION "\n");
+			printf(PROG " %d.%d.%d\n", SHMCOLL_VERSION_MAJOR, SHMCOLL_VERSION_MINOR,
+			       SHMCOLL_VERSION_PATCH);
 			return 0;
 		case ':':
 			return usage_error("option '%s' needs a value", argv[optind - 1]);
