@@ -36,6 +36,40 @@ INTERPOSED = "+shmcoll"
 
 def interposed(impl):
     return impl.endswith(INTERPOSED)
+
+
+# Another commit's build of shmcoll (compare-mpi --against REV): "shmcoll@<7-char
+# id>". Not an MPI either: it is compared with this tree's build, shmcoll, in
+# sections of its own, and drawn dashed in fixed styles, by command-line order.
+AGAINST = "shmcoll@"
+AGAINST_STYLES = ['lc rgb "#67001f" pt 6 lw 2 dt 2', 'lc rgb "#f4a582" pt 8 lw 2 dt 3',
+                  'lc rgb "#404040" pt 12 lw 2 dt 4', 'lc rgb "#a6611a" pt 10 lw 2 dt 5']
+
+
+def against(impl):
+    return impl.startswith(AGAINST)
+
+
+def rev_of(impl):
+    """The commit id in an --against label: shmcoll@243d9ed -> 243d9ed."""
+    return impl[len(AGAINST):]
+
+
+def style(impl, impls):
+    if against(impl):
+        k = [i for i in impls if against(i)].index(impl)
+        return AGAINST_STYLES[k % len(AGAINST_STYLES)]
+    return STYLES.get(impl, "lw 2")
+
+
+def describe(impl):
+    """An implementation's label in the markdown's list of them."""
+    if against(impl):
+        return ("shmcoll at commit %s, with that commit's own shmcoll-run and"
+                " shmcoll-bench (--against)" % rev_of(impl))
+    return NAMES.get(impl, impl)
+
+
 FIELDS = ["impl", "op", "ranks", "bytes", "lat_us", "algbw_GBps", "busbw_GBps"]
 
 
@@ -110,8 +144,9 @@ def summary_rows(med, op, impls):
     """One row per size of op: the cells of the comparison table, and the ratio
     (best MPI latency / shmcoll latency) or None. With interposed runs, three
     more cells: the fastest of them, its latency, and the best plain MPI's
-    latency over it (what the interposer gains an unmodified program)."""
-    mpis = [i for i in impls if i != SHM and not interposed(i)]
+    latency over it (what the interposer gains an unmodified program). When no
+    MPI ran at all (--no-mpi), only the first three cells: shmcoll's figures."""
+    mpis = [i for i in impls if i != SHM and not interposed(i) and not against(i)]
     withs = [i for i in impls if interposed(i)]
     sizes = sorted({b for (i, o, b) in med if o == op})
     rows = []
@@ -122,11 +157,14 @@ def summary_rows(med, op, impls):
         ratio = m["lat"] / s["lat"] if s and m else None
         cells = [fmt_bytes(b),
                  fmt_lat(s["lat"]) if s else "-",
-                 fmt_bw(op, s["busbw"]) if s else "-",
-                 best or "-",
-                 fmt_lat(m["lat"]) if m else "-",
-                 fmt_bw(op, m["busbw"]) if m else "-",
-                 "%.2fx" % ratio if ratio else "-"]
+                 fmt_bw(op, s["busbw"]) if s else "-"]
+        if not mpis and not withs:
+            rows.append((cells, None))
+            continue
+        cells += [best or "-",
+                  fmt_lat(m["lat"]) if m else "-",
+                  fmt_bw(op, m["busbw"]) if m else "-",
+                  "%.2fx" % ratio if ratio else "-"]
         if withs:
             w = fastest(med, withs, op, b)
             x = med[(w, op, b)] if w else None
@@ -142,13 +180,16 @@ HEAD_WITH = ["MPI+shmcoll", "us", "MPI/(MPI+shmcoll)"]
 
 
 def head_of(rows):
-    return HEAD + (HEAD_WITH if rows and len(rows[0][0]) > len(HEAD) else [])
+    n = len(rows[0][0]) if rows else len(HEAD)
+    return (HEAD + HEAD_WITH)[:n]
 # Run-to-run spread on the reference VM is 5-30 % (baseline README): a ratio
 # closer to 1 than this is not a difference.
 NOISE = 1.3
 
 
 def verdict(rows):
+    if rows and len(rows[0][0]) < len(HEAD):
+        return None  # no MPI ran: nothing to compare shmcoll with
     ratios = [r for _, r in rows if r]
     if not ratios:
         return "no size has both shmcoll and an MPI"
@@ -168,27 +209,89 @@ def verdict(rows):
     return text
 
 
-def text_table(rows):
-    head = head_of(rows)
-    cells = [head] + [r for r, _ in rows]
+def fmt_text(head, body, left=()):
+    """Plain-text table: the columns in left (the implementations' names)
+    left-aligned, the numbers right-aligned."""
+    cells = [head] + body
     width = [max(len(c[k]) for c in cells) for k in range(len(head))]
-    lines = []
-    for c in cells:
-        # Left-align the implementations' names, right-align the numbers.
-        lines.append("  ".join(c[k].ljust(width[k]) if k in (3, 7) else c[k].rjust(width[k])
-                               for k in range(len(c))).rstrip())
-    return lines
+    return ["  ".join(c[k].ljust(width[k]) if k in left else c[k].rjust(width[k])
+                      for k in range(len(c))).rstrip() for c in cells]
+
+
+def fmt_md(head, body, left=()):
+    align = "|" + "".join(":---|" if k in left else "---:|" for k in range(len(head)))
+    return ["| " + " | ".join(head) + " |", align] + ["| " + " | ".join(r) + " |" for r in body]
+
+
+def text_table(rows):
+    return fmt_text(head_of(rows), [r for r, _ in rows], left=(3, 7))
 
 
 def md_table(rows):
-    head = head_of(rows)
-    align = "|" + "---:|" * 3 + ":---|" + "---:|" * 3
-    if len(head) > len(HEAD):
-        align += ":---|" + "---:|" * 2
-    lines = ["| " + " | ".join(head) + " |", align]
-    for r, _ in rows:
-        lines.append("| " + " | ".join(r) + " |")
-    return lines
+    return fmt_md(head_of(rows), [r for r, _ in rows], left=(3, 7))
+
+
+# --against: two builds of shmcoll whose latencies differ by more than this
+# factor either way are counted as apart. Below the run-to-run noise of single
+# runs (NOISE), but interleaved repeats of the same benchmark code resolve it;
+# an A/A run (--against HEAD on a clean tree) shows how far it can be trusted.
+APART = 1.05
+
+
+def against_rows(med, op, rev):
+    """One row per size of op that either build ran: the cells (size, rev's
+    latency, shmcoll's, rev/shmcoll) and that ratio, or None where one is missing.
+    > 1: the current build is faster."""
+    rows = []
+    for b in sorted({b for (i, o, b) in med if o == op and i in (rev, SHM)}):
+        r, s = med.get((rev, op, b)), med.get((SHM, op, b))
+        ratio = r["lat"] / s["lat"] if r and s else None
+        rows.append(([fmt_bytes(b), fmt_lat(r["lat"]) if r else "-",
+                      fmt_lat(s["lat"]) if s else "-",
+                      "%.2fx" % ratio if ratio else "-"], ratio))
+    return rows
+
+
+def against_head(rev):
+    return ["size", rev + " us", "shmcoll us", "%s/current" % rev_of(rev)]
+
+
+def against_stats(rows):
+    """(sizes compared, geometric mean of rev/current, sizes where the current
+    build is > APART faster, sizes where it is > APART slower), or None."""
+    ratios = [r for _, r in rows if r]
+    if not ratios:
+        return None
+    gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    return (len(ratios), gm, sum(r > APART for r in ratios),
+            sum(r < 1 / APART for r in ratios))
+
+
+def against_line(rev, stats):
+    if stats is None:
+        return "no size has both %s and shmcoll" % rev
+    n, gm, faster, slower = stats
+    pct = round((APART - 1) * 100)
+    return ("%s/current over %d sizes: geometric mean %.3fx (> 1: the current build is"
+            " faster); the current build is > %d%% faster at %d, > %d%% slower at %d,"
+            " within %d%% at %d" % (rev_of(rev), n, gm, pct, faster, pct, slower, pct,
+                                   n - faster - slower))
+
+
+def against_summary(stats_of, rev, ops):
+    """The head and rows of the one-line-per-op table of rev against shmcoll."""
+    pct = round((APART - 1) * 100)
+    head = ["op", "sizes", "%s/current geomean" % rev_of(rev),
+            "current > %d%% faster" % pct, "current > %d%% slower" % pct]
+    body = []
+    for op in ops:
+        st = stats_of.get((rev, op))
+        if st is None:
+            body.append([op, "0", "-", "-", "-"])
+        else:
+            n, gm, faster, slower = st
+            body.append([op, str(n), "%.3fx" % gm, str(faster), str(slower)])
+    return head, body
 
 
 def write_csv(path, med, impls, ops):
@@ -283,7 +386,7 @@ def plots(med, impls, ops, out, work, tag, caption):
             script.append('set title "%s, %s"' % (op, caption))
             script.append("plot " + ", ".join(
                 '"%s" using 1:%d with linespoints %s title "%s"'
-                % (dat, col, STYLES.get(i, "lw 2"), NAMES.get(i, i))
+                % (dat, col, style(i, impls), NAMES.get(i, i))
                 for i, dat in series))
             written.append(png)
     gp = os.path.join(work, "plots.gp")
@@ -326,21 +429,30 @@ def main():
     if plot_note:
         notes.append(plot_note)
 
+    revs = [i for i in impls if against(i)]
+    any_mpi = any(i != SHM and not against(i) for i in impls)
     txt = []
-    md = ["# shmcoll vs MPI: %s" % caption, "",
+    md = ["# shmcoll vs %s: %s" % (" and ".join((["MPI"] if any_mpi or not revs else []) + revs),
+                                   caption), "",
           "Generated by `scripts/compare-mpi`. Every figure is the median over the runs of"
-          " one implementation (`runs` in the CSV); MPI/shmcoll is the best MPI's latency"
-          " over shmcoll's, so > 1 means shmcoll is faster. Differences under ~1.3x are"
-          " within this machine's run-to-run noise."
+          " one implementation (`runs` in the CSV)"
+          + ("; MPI/shmcoll is the best MPI's latency over shmcoll's, so > 1 means shmcoll is"
+             " faster. Differences under ~1.3x are within this machine's run-to-run noise."
+             if any_mpi or not revs else ".")
           + (" MPI+shmcoll is the fastest MPI run with the shmcoll interposer preloaded"
              " (the same mpi-bench binary, unmodified), and MPI/(MPI+shmcoll) the best"
-             " plain MPI's latency over it." if any(interposed(i) for i in impls) else ""),
+             " plain MPI's latency over it." if any(interposed(i) for i in impls) else "")
+          + (" `shmcoll@<id>` is shmcoll built from commit <id> (--against), run interleaved"
+             " with the others in every repeat; <id>/current is its latency over this"
+             " tree's build's (`shmcoll`), so > 1 means the current build is faster, and"
+             " sizes more than %d%% apart either way are counted."
+             % round((APART - 1) * 100) if revs else ""),
           ""]
     md += ["- **%s**: %s" % (k, v.replace("|", "\\|")) for k, v in meta]
     md.append("- **implementations**: " + ", ".join(
-        "`%s` = %s" % (i, NAMES.get(i, i)) for i in impls)
-        + " (coll/sm only for allreduce, reduce, bcast and barrier, the only collectives"
-        " Open MPI 4.1's coll/sm implements)")
+        "`%s` = %s" % (i, describe(i)) for i in impls)
+        + (" (coll/sm only for allreduce, reduce, bcast and barrier, the only collectives"
+           " Open MPI 4.1's coll/sm implements)" if "ompi-collsm" in impls else ""))
     md.append("- **sizes** as shmcoll-bench and mpi-bench count them: the buffer on every"
               " rank for allreduce, reduce, bcast; the total gathered or scattered data for allgather,"
               " gather, reduce_scatter, scatter; the per-rank send buffer for alltoall."
@@ -348,6 +460,7 @@ def main():
               " family and alltoall, x 1 for bcast and reduce (nccl-tests)")
     md += ["- **medians of every implementation**: [%s.csv](%s.csv)" % (a.stem, a.stem), ""]
 
+    stats_of = {}  # (rev, op): against_stats()
     for op in ops:
         rows = summary_rows(med, op, impls)
         if not rows:
@@ -356,10 +469,29 @@ def main():
             continue
         txt += ["", "%s (%s)" % (op, caption)]
         txt += ["  " + line for line in text_table(rows)]
-        txt.append("  " + verdict(rows))
-        md += ["## %s" % op, ""] + md_table(rows) + ["", verdict(rows) + ".", ""]
+        md += ["## %s" % op, ""] + md_table(rows) + [""]
+        v = verdict(rows)
+        if v:
+            txt.append("  " + v)
+            md += [v + ".", ""]
+        for rev in revs:
+            arows = against_rows(med, op, rev)
+            st = stats_of[(rev, op)] = against_stats(arows)
+            head, body = against_head(rev), [c for c, _ in arows]
+            txt += ["", "%s: %s against this build (shmcoll)" % (op, rev)]
+            txt += ["  " + line for line in fmt_text(head, body)]
+            txt.append("  " + against_line(rev, st))
+            md += ["### %s: %s against shmcoll" % (op, rev), ""] + fmt_md(head, body)
+            md += ["", against_line(rev, st) + ".", ""]
         pngs = ["%s-%s-%s.png" % (op, a.tag, kind) for kind in ("lat", "busbw")]
         md += ["![%s](%s)" % (png[:-4], png) for png in pngs if png in plotted] + [""]
+    for rev in revs:
+        head, body = against_summary(stats_of, rev, ops)
+        title = ("%s against this build (shmcoll), per op: the geometric mean over the"
+                 " sizes of %s/current (> 1: the current build is faster)" % (rev, rev_of(rev)))
+        txt += ["", title + ":"] + ["  " + line for line in fmt_text(head, body, left=(0,))]
+        md += ["## %s against shmcoll, per op" % rev, "", title + ".",
+               ""] + fmt_md(head, body, left=(0,)) + [""]
     if notes:
         txt += ["", "Notes:"] + ["  " + n for n in notes]
         md += ["## Notes", ""] + ["- " + n for n in notes] + [""]
