@@ -242,14 +242,18 @@ int shmcoll__net_fail(struct shmcoll_net *n, int rc, const char *err)
 	return rc;
 }
 
+#define SHUT_DOWN "the transport was shut down"
+_Static_assert(sizeof(SHUT_DOWN) <= sizeof(((struct shmcoll_net *)0)->cause), "it fits");
+
 void shmcoll__net_shutdown(struct shmcoll_net *n)
 {
 	int i;
 
 	if (!n)
 		return;
+	/* memcpy, not snprintf: shmcoll_comm_abort comes here from signal handlers. */
 	if (!n->broken && !n->cause[0])
-		snprintf(n->cause, sizeof(n->cause), "the transport was shut down");
+		memcpy(n->cause, SHUT_DOWN, sizeof(SHUT_DOWN));
 	n->broken = 1;
 	/* shutdown, not close: the fds stay valid (no reuse under an SQE in
 	 * flight) while every pending operation on them, ours and the
@@ -447,6 +451,40 @@ int shmcoll__net_wait(struct shmcoll_net *n, char *err, size_t errlen)
 		rc = poll_run(n, n->posted, n->deadline, 1, err, errlen);
 	unpost(n);
 	if (rc < 0) {
+		if (rc == -ECANCELED && n->broken)
+			say(err, errlen, "the connection to the other nodes was broken: %s",
+			    n->cause);
+		return shmcoll__net_fail(n, rc, err);
+	}
+	return 0;
+}
+
+int shmcoll__net_test(struct shmcoll_net *n, int *done, char *err, size_t errlen)
+{
+	int i, rc;
+
+	*done = 1;
+	if (n->posted < 0)
+		return 0;
+	if (n->kind == NET_URING) {
+		rc = shmcoll__net_uring_test(n, n->posted, done, err, errlen);
+	} else if (n->broken) {
+		rc = -ECANCELED;
+	} else {
+		rc = poll_run(n, n->posted, n->deadline, 0, err, errlen);
+		for (i = 0; rc == 0 && i < n->posted; i++)
+			if (!n->live[i]->complete) {
+				*done = 0;
+				if (expired(n->deadline))
+					rc = shmcoll__net_op_timeout(n, n->live[i], err, errlen);
+				break;
+			}
+	}
+	if (rc == 0 && !*done)
+		return 0;
+	unpost(n);
+	if (rc < 0) {
+		*done = 1;
 		if (rc == -ECANCELED && n->broken)
 			say(err, errlen, "the connection to the other nodes was broken: %s",
 			    n->cause);

@@ -93,6 +93,12 @@ int shmcoll__net_post(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, cha
                       size_t errlen);
 int shmcoll__net_wait(struct shmcoll_net *n, char *err, size_t errlen);
 
+/* net_wait without blocking: moves the posted transfers as far as they go now and sets
+ * *done to whether they are complete (then the call is over, as after net_wait). Returns
+ * 0, or fails as net_wait does (the deadline counts from the post); with none posted, 0
+ * and *done = 1. */
+int shmcoll__net_test(struct shmcoll_net *n, int *done, char *err, size_t errlen);
+
 /* How long a wait spins (retrying, without sleeping) before it sleeps: 0
  * (the default) where CPUs are shared with other ranks, a few tens of
  * microseconds where the leader has a CPU to itself -- waking from a sleep

@@ -112,6 +112,9 @@ void shmcoll__net_uring_exit(struct shmcoll_net *n);
 int shmcoll__net_uring_post(struct shmcoll_net *n, int nops, int64_t deadline, char *err,
                             size_t errlen);
 int shmcoll__net_uring_wait(struct shmcoll_net *n, int nops, char *err, size_t errlen);
+/* net_test's io_uring half: reaps the CQEs there are, without waiting; *done once every op
+ * and notification is in. Fails as wait does. */
+int shmcoll__net_uring_test(struct shmcoll_net *n, int nops, int *done, char *err, size_t errlen);
 
 /* CQEs that reached n's ring after the call that caused them returned (the
  * tests' check that a failed call left nothing in flight); 0 without a ring. */

@@ -53,6 +53,15 @@ int shmcoll__net_uring_wait(struct shmcoll_net *n, int nops, char *err, size_t e
 	return -ENOTSUP;
 }
 
+int shmcoll__net_uring_test(struct shmcoll_net *n, int nops, int *done, char *err, size_t errlen)
+{
+	(void)n;
+	(void)nops;
+	*done = 0;
+	snprintf(err, errlen, "built without liburing");
+	return -ENOTSUP;
+}
+
 unsigned shmcoll__net_uring_stray(struct shmcoll_net *n)
 {
 	(void)n;
@@ -378,6 +387,28 @@ int shmcoll__net_uring_wait(struct shmcoll_net *n, int nops, char *err, size_t e
 			return uring_fail(n, nops, rc, err);
 		u->left -= rc;
 	}
+	return 0;
+}
+int shmcoll__net_uring_test(struct shmcoll_net *n, int nops, int *done, char *err, size_t errlen)
+{
+	struct net_uring *u = n->ur;
+	struct io_uring_cqe *cqe;
+	int rc;
+
+	/* What reaping queued (the rest of a partial transfer) goes to the kernel now. */
+	rc = io_uring_submit(&u->ring);
+	if (rc < 0) {
+		snprintf(err, errlen, "io_uring_submit: %s", strerror(-rc));
+		return uring_fail(n, nops, rc, err);
+	}
+	while ((u->left || u->inflight || u->notifs) && io_uring_peek_cqe(&u->ring, &cqe) == 0) {
+		rc = reap(n, cqe, 0, err, errlen);
+		io_uring_cqe_seen(&u->ring, cqe);
+		if (rc < 0)
+			return uring_fail(n, nops, rc, err);
+		u->left -= rc;
+	}
+	*done = !u->left && !u->inflight && !u->notifs;
 	return 0;
 }
 #endif
