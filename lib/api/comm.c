@@ -193,7 +193,7 @@ int shmcoll_comm_destroy(shmcoll_comm *c)
 	if (!c)
 		return -EINVAL;
 	if (c->kind == COMM_HIER)
-		shmcoll__hier_destroy(c->u.hier);
+		rc = shmcoll__hier_destroy(c->u.hier);
 	else
 		rc = shmcoll__node_destroy(c->u.node);
 	if (rc == 0)

@@ -42,7 +42,6 @@ int hier__broken(struct shmcoll_hier *h, int rc)
 	char err[64];
 
 	atomic_store(&h->broken, why);
-	h->xmode = X_RUN;
 	if (h->net) {
 		shmcoll__net_shutdown(h->net);
 		/* An exchange in flight writes into working memory: reap it. */
@@ -112,113 +111,119 @@ static int local_rc(struct shmcoll_hier *h, int rc)
 	return hier__broken(h, rc);
 }
 
-/* Every node stage enters the node communicator first, as a call of its own would: a rank of
- * the node that failed meanwhile is found before anything is written. */
-static int local_enter(struct shmcoll_hier *h, const char *fn)
+int hier__await_node(struct shmcoll_hier *h, struct hier_task *t)
 {
-	return shmcoll__node_enter(h->local, fn);
-}
+	int rc, done;
 
-int hier__local_reduce(struct shmcoll_hier *h, const void *send, void *recv, size_t count,
-                       shmcoll_dtype dt, shmcoll_op op, int root)
-{
-	int rc = local_enter(h, "shmcoll_reduce");
-
-	if (rc == 0)
-		rc = shmcoll__node_reduce(h->local, send, recv, count, dt, op, root);
+	/* A node stage enters the node communicator first, as a call of its own would: a rank
+	 * of the node that failed meanwhile is found before anything is written. */
+	if (!t->node_on) {
+		rc = shmcoll__node_enter(h->local, t->node.fn);
+		if (rc < 0)
+			return local_rc(h, rc);
+		if (t->blocking)
+			return local_rc(h, shmcoll__task_run(h->local, &t->node));
+		t->node_on = 1;
+		shmcoll__task_start(h->local, &t->node);
+	}
+	if (t->blocking) {
+		rc = shmcoll__task_wait(h->local, &t->node);
+	} else {
+		shmcoll__task_test(h->local, &t->node, &done);
+		if (!done)
+			return SHMCOLL_PENDING;
+		rc = t->node.rc;
+	}
+	t->node_on = 0;
 	return local_rc(h, rc);
 }
 
-int hier__local_bcast(struct shmcoll_hier *h, void *buf, size_t count, shmcoll_dtype dt, int root)
+int hier__await_lead(struct shmcoll_hier *h, struct hier_task *t)
 {
-	int rc = local_enter(h, "shmcoll_bcast");
-
-	if (rc == 0)
-		rc = shmcoll__node_bcast(h->local, buf, count, dt, root);
-	return local_rc(h, rc);
+	return hier__lead_advance(h, &t->lead, t->blocking);
 }
 
-int hier__local_gather(struct shmcoll_hier *h, const void *send, void *recv, size_t count,
-                       shmcoll_dtype dt, int root)
+static void finish(struct shmcoll_hier *h, struct hier_task *t, int rc)
 {
-	int rc = local_enter(h, "shmcoll_gather");
-
-	if (rc == 0)
-		rc = shmcoll__node_gather(h->local, send, recv, count, dt, root);
-	return local_rc(h, rc);
+	t->rc = rc;
+	t->done = 1;
+	h->tasks.head = t->next;
+	if (!h->tasks.head)
+		h->tasks.tail = NULL;
+	h->tasks.outstanding--;
 }
 
-int hier__local_scatter(struct shmcoll_hier *h, const void *send, void *recv, size_t count,
-                        shmcoll_dtype dt, int root)
+/* Advances the head call once; one that reaches the head after an earlier call broke the
+ * communicator fails as a call entering it does. */
+static int advance_head(struct shmcoll_hier *h, int blocking)
 {
-	int rc = local_enter(h, "shmcoll_scatter");
-
-	if (rc == 0)
-		rc = shmcoll__node_scatter(h->local, send, recv, count, dt, root);
-	return local_rc(h, rc);
-}
-
-int hier__local_barrier(struct shmcoll_hier *h)
-{
-	int rc = local_enter(h, "shmcoll_barrier");
-
-	if (rc == 0)
-		rc = shmcoll__node_barrier(h->local);
-	return local_rc(h, rc);
-}
-
-/* Runs nx transfers among the leaders (h->px), as h->xmode says: at once, posted (returns
- * POSTED), or as the wait for the posted ones. */
-static int xchg(struct shmcoll_hier *h, const char *fn, int nx)
-{
-	char err[SHMCOLL_ERR_LEN - 64];
-	int mode = h->xmode, rc;
-
-	h->xmode = X_RUN;
-	if (mode == X_RESUME)
-		rc = shmcoll__net_wait(h->net, err, sizeof(err));
-	else if (mode == X_POST)
-		rc = shmcoll__net_post(h->net, h->px, nx, err, sizeof(err));
-	else
-		rc = shmcoll__net_run(h->net, h->px, nx, err, sizeof(err));
-	if (rc >= 0)
-		return mode == X_POST ? POSTED : 0;
-	hier__fail(h, rc, "%s: node %d's leader: %s", fn, h->node, err);
-	return hier__broken(h, rc);
-}
-
-int hier__run(struct shmcoll_hier *h, const char *fn, struct shmcoll_xfer *x, int nx)
-{
-	memcpy(h->px, x, sizeof(*x) * (size_t)nx);
-	return xchg(h, fn, nx);
-}
-
-int hier__sendrecv(struct shmcoll_hier *h, const char *fn, uint64_t call, int to, const void *sbuf,
-                   size_t slen, int from, void *rbuf, size_t rlen)
-{
-	struct shmcoll_xfer *x = h->px;
-	int nx = 0;
-
-	if (to >= 0)
-		x[nx++] = (struct shmcoll_xfer){to, XFER_SEND, (void *)sbuf, slen, call, 0};
-	if (from >= 0)
-		x[nx++] = (struct shmcoll_xfer){from, XFER_RECV, rbuf, rlen, call, 0};
-	return xchg(h, fn, nx);
-}
-
-int hier__post(struct shmcoll_hier *h, const char *fn, struct shmcoll_xfer *x, int nx)
-{
+	struct hier_task *t = h->tasks.head;
 	int rc;
 
-	h->xmode = X_POST;
-	rc = hier__run(h, fn, x, nx);
-	return rc == POSTED ? 0 : rc;
+	t->blocking = blocking;
+	rc = t->at == 0 ? shmcoll__hier_enter(h, t->fn) : 0;
+	if (rc == 0)
+		rc = t->advance(h, t);
+	if (rc != SHMCOLL_PENDING)
+		finish(h, t, rc);
+	return rc;
 }
 
-int hier__wait(struct shmcoll_hier *h, const char *fn)
+static void enqueue(struct shmcoll_hier *h, struct hier_task *t)
 {
-	h->xmode = X_RESUME;
-	return xchg(h, fn, 0);
+	t->next = NULL;
+	t->at = t->done = t->node_on = t->lead_on = 0;
+	if (h->tasks.tail)
+		h->tasks.tail->next = t;
+	else
+		h->tasks.head = t;
+	h->tasks.tail = t;
+	h->tasks.outstanding++;
+}
+
+int shmcoll__hier_wait(struct shmcoll_hier *h, struct hier_task *t)
+{
+	/* The calls before t first, each to its end: their stages come before t's on every
+	 * rank of every node. */
+	while (!t->done)
+		advance_head(h, 1);
+	return t->rc;
+}
+
+int hier__task_run(struct shmcoll_hier *h, struct hier_task *t)
+{
+	if (!h->tasks.head) {
+		t->next = NULL;
+		t->at = t->done = t->node_on = t->lead_on = 0;
+		t->blocking = 1;
+		return t->advance(h, t);
+	}
+	enqueue(h, t);
+	return shmcoll__hier_wait(h, t);
+}
+
+void shmcoll__hier_start(struct shmcoll_hier *h, struct hier_task *t)
+{
+	enqueue(h, t);
+	while (h->tasks.head && advance_head(h, 0) != SHMCOLL_PENDING)
+		;
+}
+
+void shmcoll__hier_test(struct shmcoll_hier *h, struct hier_task *t, int *done)
+{
+	while (h->tasks.head && advance_head(h, 0) != SHMCOLL_PENDING)
+		;
+	*done = t->done;
+}
+
+int shmcoll__hier_result(const struct hier_task *t)
+{
+	return t->rc;
+}
+
+void shmcoll__hier_call_free(struct hier_task *t)
+{
+	free(t);
 }
 
 int shmcoll__hier_enter(struct shmcoll_hier *h, const char *fn)
@@ -250,20 +255,25 @@ void shmcoll__hier_abort(struct shmcoll_hier *h)
 	shmcoll__node_break(h->local, ECANCELED);
 }
 
-void shmcoll__hier_destroy(struct shmcoll_hier *h)
+int shmcoll__hier_destroy(struct shmcoll_hier *h)
 {
 	int i;
 
+	if (h->tasks.head)
+		return hier__fail(h, -EBUSY,
+		                  "shmcoll_comm_destroy: %u operation(s) still outstanding",
+		                  h->tasks.outstanding);
 	shmcoll__net_close(h->net);
 	shmcoll__node_destroy(h->local);
 	for (i = 0; i < SCR_COUNT; i++)
 		free(h->scr[i]);
 	free(h);
+	return 0;
 }
 
 void *shmcoll__hier_malloc(struct shmcoll_hier *h, size_t bytes)
 {
-	int rc = local_enter(h, "shmcoll_malloc");
+	int rc = shmcoll__node_enter(h->local, "shmcoll_malloc");
 	void *p = rc == 0 ? shmcoll__node_malloc(h->local, bytes) : NULL;
 
 	if (!p)
@@ -273,10 +283,14 @@ void *shmcoll__hier_malloc(struct shmcoll_hier *h, size_t bytes)
 
 int shmcoll__hier_free(struct shmcoll_hier *h, void *ptr)
 {
-	int rc = local_enter(h, "shmcoll_free");
+	int rc = shmcoll__node_enter(h->local, "shmcoll_free");
 
 	if (rc == 0)
 		rc = shmcoll__node_free(h->local, ptr);
+	/* A pointer that did not come from malloc is refused before any step, on this rank
+	 * alone: an argument error, which breaks nothing. */
+	if (rc == -EINVAL && !load_relaxed(&h->local->broken))
+		return hier__fail(h, rc, "node %d: %s", h->node, h->local->err);
 	return local_rc(h, rc);
 }
 
@@ -318,6 +332,7 @@ static int colocated_oversubscribed(struct shmcoll_hier *h, int ncpus)
 {
 	char id[40] = "", *all;
 	size_t idn = sizeof(id);
+	struct lead l;
 	int fd, n, same = 0, rc;
 
 	fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
@@ -332,8 +347,9 @@ static int colocated_oversubscribed(struct shmcoll_hier *h, int ncpus)
 	if (!all)
 		return hier__oom(h, "shmcoll_init", idn * (size_t)h->nnodes);
 	memcpy(all + idn * (size_t)h->node, id, idn);
-	rc = hier__lead_ring_ag(h, "shmcoll_init", hier__call_word(KIND_BARRIER, 0, 0, -1, 0),
-	                        (uint8_t *)all, (size_t)h->nnodes, idn, 1);
+	hier__lead_ag(&l, "shmcoll_init", hier__call_word(KIND_BARRIER, 0, 0, -1, 0),
+	              (uint8_t *)all, (size_t)h->nnodes, idn, 1);
+	rc = hier__lead_advance(h, &l, 1);
 	if (rc < 0)
 		return rc;
 	for (n = 0; n < h->nnodes; n++)

@@ -35,7 +35,8 @@ struct shmcoll_hier_cfg {
  * connect. Returns 0 or a negative errno with a message in err. */
 int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, struct shmcoll_hier **out, char *err,
                          size_t errlen);
-void shmcoll__hier_destroy(struct shmcoll_hier *h);
+/* Local, as shmcoll__node_destroy: -EBUSY (and nothing changes) with calls outstanding. */
+int shmcoll__hier_destroy(struct shmcoll_hier *h);
 /* Async-signal-safe. */
 void shmcoll__hier_abort(struct shmcoll_hier *h);
 
@@ -76,5 +77,22 @@ int shmcoll__hier_alltoall(struct shmcoll_hier *h, const uint8_t *send, uint8_t 
                            shmcoll_dtype dt);
 void *shmcoll__hier_malloc(struct shmcoll_hier *h, size_t bytes);
 int shmcoll__hier_free(struct shmcoll_hier *h, void *ptr);
+
+/* The collectives as calls that resume (lib/core/task.h has the model; colls.c the calls):
+ * made by shmcoll__hier_call_new for collective kind (lib/core/algo.h's KIND_*, arguments as
+ * above, count > 0), started behind the calls outstanding and advanced without blocking;
+ * test says whether one is done, wait blocks until it is and returns its result. A call
+ * belongs to the communicator from start until test said done or wait returned; then
+ * shmcoll__hier_call_free releases it. NULL when out of memory. */
+struct hier_task;
+struct hier_task *shmcoll__hier_call_new(struct shmcoll_hier *h, uint32_t kind, const void *send,
+                                         void *recv, size_t count, shmcoll_dtype dt, shmcoll_op op,
+                                         int root);
+void shmcoll__hier_call_free(struct hier_task *t);
+void shmcoll__hier_start(struct shmcoll_hier *h, struct hier_task *t);
+void shmcoll__hier_test(struct shmcoll_hier *h, struct hier_task *t, int *done);
+int shmcoll__hier_wait(struct shmcoll_hier *h, struct hier_task *t);
+/* The result of a call test said done. */
+int shmcoll__hier_result(const struct hier_task *t);
 
 #endif

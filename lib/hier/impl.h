@@ -9,9 +9,20 @@
 #include <stdint.h>
 
 #include "lib/core/node.h"
+#include "lib/core/task.h"
 #include "lib/hier/hier.h"
 #include "lib/kernels/kernels.h"
 #include "lib/net/net.h"
+#include "lib/sched/sched.h"
+
+struct hier_task;
+
+/* The calls of a multi-node communicator, run one at a time in the order they were started
+ * (hier.c), as a node communicator's tasks are. */
+struct hier_tasks {
+	struct hier_task *head, *tail;
+	unsigned outstanding;
+};
 
 /* Working memory of the compositions, grown on demand and kept. */
 enum { SCR_IN, SCR_RES, SCR_TMP, SCR_NET, SCR_MOVE, SCR_COUNT };
@@ -24,23 +35,11 @@ struct shmcoll_hier {
 	_Atomic int broken;         /* non-zero once broken: later calls fail */
 	void *scr[SCR_COUNT];
 	size_t cap[SCR_COUNT];
-	int xmode; /* how the next leaders' exchange runs: X_RUN, ... */
-	struct shmcoll_xfer px[2 * SHMCOLL_NODES_MAX]; /* a posted exchange's transfers */
+	struct hier_tasks tasks;   /* the calls outstanding (hier.c) */
+	struct shmcoll_xfer px[2]; /* the exchange in flight of a leaders' algorithm */
 	char err[SHMCOLL_ERR_LEN];
 	char cause[SHMCOLL_ERR_LEN];
 };
-
-/* How a leaders' exchange (hier__sendrecv, hier__post) runs. An algorithm of the leaders is
- * a sequence of exchanges with local work between them; to overlap its network time with the
- * node's next stage, it runs twice:
- *   X_POST    it stops at its first exchange, which stays in flight (the exchange returns
- *             POSTED, which every algorithm passes up as it does an error);
- *   X_RESUME  it runs from the start again, and its first exchange waits for the one in
- *             flight instead of starting it.
- * So whatever an algorithm does before its first exchange must give the same result twice
- * (it only sizes scratch and picks peers). */
-enum { X_RUN, X_POST, X_RESUME };
-#define POSTED 1
 
 /* Records a message (hier.c). */
 int hier__fail(struct shmcoll_hier *h, int rc, const char *fmt, ...)
@@ -66,26 +65,6 @@ static inline size_t hier__align16(size_t bytes)
 /* The word every frame of a call carries: both leaders must agree on it. */
 uint64_t hier__call_word(uint32_t kind, shmcoll_dtype dt, shmcoll_op op, int root, size_t count);
 
-/* The node stages: the node communicator entered and the collective run; an error comes
- * back with the node's message as ours, everything broken. */
-int hier__local_reduce(struct shmcoll_hier *h, const void *send, void *recv, size_t count,
-                       shmcoll_dtype dt, shmcoll_op op, int root);
-int hier__local_bcast(struct shmcoll_hier *h, void *buf, size_t count, shmcoll_dtype dt, int root);
-int hier__local_gather(struct shmcoll_hier *h, const void *send, void *recv, size_t count,
-                       shmcoll_dtype dt, int root);
-int hier__local_scatter(struct shmcoll_hier *h, const void *send, void *recv, size_t count,
-                        shmcoll_dtype dt, int root);
-int hier__local_barrier(struct shmcoll_hier *h);
-
-/* The leaders' exchanges (hier.c). run: nx transfers at once; sendrecv: one send to node `to`
- * and one receive from node `from` (either -1: none), at once, or posted or resumed as
- * h->xmode says; post/wait: transfers left in flight while the node works, and their end. */
-int hier__run(struct shmcoll_hier *h, const char *fn, struct shmcoll_xfer *x, int nx);
-int hier__sendrecv(struct shmcoll_hier *h, const char *fn, uint64_t call, int to, const void *sbuf,
-                   size_t slen, int from, void *rbuf, size_t rlen);
-int hier__post(struct shmcoll_hier *h, const char *fn, struct shmcoll_xfer *x, int nx);
-int hier__wait(struct shmcoll_hier *h, const char *fn);
-
 /* How a reduction travels between its stages (wide.c): float16/bfloat16 sums, products and
  * averages as float32, rounded once at the end; integer averages as (quotient, remainder)
  * pairs of the division by the job's size, exact for any values; float averages as sums
@@ -109,17 +88,92 @@ void hier__wide_in(const struct wide *w, void *dst, const void *src, size_t n, s
 void hier__wide_out(const struct wide *w, void *dst, const void *src, size_t n, shmcoll_dtype dt,
                     shmcoll_op op, uint64_t S);
 
-/* The leaders' algorithms (lead.c), over m wide elements of w (or bytes, es = 1). */
-/* The fold over every node's buf, the same bits on every node; *res says where the result
- * is: final if given and used, buf, or scratch. */
-int hier__lead_allreduce(struct shmcoll_hier *h, const char *fn, const struct wide *w,
-                         uint64_t call, uint8_t *buf, size_t m, uint8_t *final, uint8_t **res);
-/* Ring reduce-scatter: node n ends holding the fold of block n of every node's buf (blocks
- * of seg elements each if seg, else lib/sched's even segments). */
-int hier__lead_ring_rs(struct shmcoll_hier *h, const char *fn, const struct wide *w, uint64_t call,
-                       uint8_t *buf, size_t m, size_t seg);
-/* Ring allgather of blocks of es-byte elements: node n has block n and ends with all. */
-int hier__lead_ring_ag(struct shmcoll_hier *h, const char *fn, uint64_t call, uint8_t *buf,
-                       size_t m, size_t es, size_t seg);
+/* A leaders' algorithm in progress (lead.c), advanced like a task (lib/core/task.h): one set
+ * of transfers, recursive doubling, the ring's reduce-scatter or allgather, or an allreduce
+ * (recursive doubling for small vectors, the ring for large ones). Its first advance posts
+ * its first exchange, so a composition can leave it in flight while the node works and
+ * finish it later (the pipelines of colls.c). Over m elements of w.es bytes (wide elements
+ * of a reduction, or bytes). */
+enum { LEAD_XFER, LEAD_RD, LEAD_RS, LEAD_AG, LEAD_ALLREDUCE };
+struct lead {
+	int kind;
+	int at;     /* where it resumes: 0 at the start */
+	int posted; /* its exchange is in flight */
+	const char *fn;
+	uint64_t call;
+	struct wide w;
+	uint8_t *buf;   /* the vector (RD, RS, AG, ALLREDUCE) */
+	size_t m, seg;  /* its elements; RS, AG: elements per block (0: even segments) */
+	uint8_t *final; /* RD, ALLREDUCE: where the result may go instead of buf (or NULL) */
+	uint8_t *res;   /* out, RD, ALLREDUCE: where the result is */
+	struct shmcoll_xfer *x; /* XFER: the transfers, kept until it completes */
+	int nx;
+	/* its place */
+	struct shmcoll_rd rd;
+	int r, s, ring;
+	uint8_t *in, *cur, *other;
+};
+
+void hier__lead_xfer(struct lead *l, const char *fn, struct shmcoll_xfer *x, int nx);
+void hier__lead_allreduce(struct lead *l, const char *fn, const struct wide *w, uint64_t call,
+                          uint8_t *buf, size_t m, uint8_t *final);
+void hier__lead_rs(struct lead *l, const char *fn, const struct wide *w, uint64_t call,
+                   uint8_t *buf, size_t m, size_t seg);
+void hier__lead_ag(struct lead *l, const char *fn, uint64_t call, uint8_t *buf, size_t m, size_t es,
+                   size_t seg);
+
+/* Advances l: 0 once complete, SHMCOLL_PENDING with its exchange in flight (not blocking), or
+ * a negative errno (everything broken). */
+int hier__lead_advance(struct shmcoll_hier *h, struct lead *l, int blocking);
+
+/* A call of a multi-node communicator (colls.c), advanced like a node task: blocking, or
+ * not (then it returns SHMCOLL_PENDING where a stage is not done yet). Its stages are node
+ * collectives (a task of the node communicator) and leaders' algorithms. */
+struct hier_task {
+	int (*advance)(struct shmcoll_hier *h, struct hier_task *t);
+	struct hier_task *next;
+	const char *fn;
+	int blocking, at, done, rc;
+	/* the call */
+	const uint8_t *send;
+	uint8_t *recv;
+	size_t count, es;
+	shmcoll_dtype dt;
+	shmcoll_op op;
+	int root;
+	struct wide w;
+	uint64_t call;
+	/* its place */
+	size_t k, K;
+	int node_on, lead_on;
+	struct shmcoll_task node; /* the node stage in progress */
+	struct lead lead;         /* the leaders' algorithm in progress */
+	uint8_t *wres[2], *res[2], *bufs, *out;
+	struct shmcoll_xfer *x;
+	const void **srcs;
+	/* a hand-off between two ranks of the node (local_move): chunks of node bcasts */
+	int mv_from, mv_to;
+	const uint8_t *mv_src;
+	uint8_t *mv_dst;
+	size_t mv_bytes, mv_off;
+};
+
+/* Runs t to the end, blocking, behind the calls outstanding (hier.c); its result. */
+int hier__task_run(struct shmcoll_hier *h, struct hier_task *t);
+
+/* The stages of a call (hier.c). await_node: the node collective t->node, made by its init
+ * function, entered and run (not blocking: started, then tested); await_lead: t->lead
+ * advanced. Both return 0, SHMCOLL_PENDING or an error with everything broken (a node error
+ * with the node's message as ours). */
+int hier__await_node(struct shmcoll_hier *h, struct hier_task *t);
+int hier__await_lead(struct shmcoll_hier *h, struct hier_task *t);
+
+/* After an await returned rc != 0 at resume point at (task.h's shmcoll__suspend). */
+static inline int hier__suspend(struct hier_task *t, int at, int rc)
+{
+	if (rc == SHMCOLL_PENDING)
+		t->at = at;
+	return rc;
+}
 
 #endif
