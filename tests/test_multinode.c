@@ -461,11 +461,12 @@ MATRIX(3, 1, poll)
 MATRIX(3, 2, poll)
 MATRIX(3, 3, poll)
 
-/* The cases that span several of the leaders' chunks (nodematrix chunks):
- * the pipelined allreduce, the chunked reduce and bcast, every wide form. */
-static void run_chunks(const struct shape *s)
+/* A mode of nodematrix across nodes: "chunks", the cases that span several of the leaders'
+ * chunks (the pipelined allreduce, the chunked reduce and bcast, every wide form); "tasks",
+ * calls of every collective started without blocking and polled together. */
+static void run_mode(const struct shape *s, const char *mode)
 {
-	const char *argv[] = {env_path("SHMCOLL_NODEMATRIX"), "chunks", NULL};
+	const char *argv[] = {env_path("SHMCOLL_NODEMATRIX"), mode, NULL};
 	struct mn_job j = {.nnodes = s->nnodes,
 	                   .nproc = s->nproc,
 	                   .net = s->net,
@@ -479,7 +480,7 @@ static void run_chunks(const struct shape *s)
 	for (n = 0; n < s->nnodes; n++)
 		cr_expect_eq(exit_code(l.status[n]), 0, "node %d's launcher exited %d:\n%s", n,
 		             exit_code(l.status[n]), l.out[n]);
-	snprintf(line, sizeof(line), "ok chunks rank 0 of %d\n", s->nnodes * s->nproc);
+	snprintf(line, sizeof(line), "ok %s rank 0 of %d\n", mode, s->nnodes * s->nproc);
 	cr_expect(strstr(l.out[0], line), "rank 0 did not report '%s':\n%s", line, l.out[0]);
 }
 
@@ -487,11 +488,20 @@ static void run_chunks(const struct shape *s)
 	Test(multinode, chunks_##N##x##P##_##NET, .timeout = 900)                                  \
 	{                                                                                          \
 		const struct shape s = {N, P, #NET};                                               \
-		run_chunks(&s);                                                                    \
+		run_mode(&s, "chunks");                                                            \
 	}
 CHUNKS(2, 1, uring)
 CHUNKS(2, 2, poll)
 CHUNKS(3, 2, uring)
+
+#define TASKS(N, P, NET)                                                                           \
+	Test(multinode, tasks_##N##x##P##_##NET, .timeout = 900)                                   \
+	{                                                                                          \
+		const struct shape s = {N, P, #NET};                                               \
+		run_mode(&s, "tasks");                                                             \
+	}
+TASKS(2, 2, uring)
+TASKS(3, 1, poll)
 
 /* shmcoll_comm_split and _dup on a communicator over nodes (nodematrix
  * split): within a node they work, across nodes they are -ENOTSUP. */

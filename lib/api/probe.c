@@ -1,9 +1,11 @@
 /* probe.c - the tests' and benchmarks' view inside a communicator (probe.h). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/api/api.h"
 #include "lib/api/probe.h"
+#include "lib/coll/coll.h"
 #include "lib/core/heap.h"
 #include "lib/core/node.h"
 #include "lib/hier/hier.h"
@@ -90,4 +92,63 @@ const char *shmcoll__probe_transport(shmcoll_comm *c)
 size_t shmcoll__probe_hier_chunk_bytes(void)
 {
 	return SHMCOLL_HIER_CHUNK_BYTES;
+}
+
+struct shmcoll_probe_call {
+	struct shmcoll_task node; /* on a node communicator */
+	struct hier_task *hier;   /* on one over several nodes */
+};
+
+struct shmcoll_probe_call *shmcoll__probe_start(shmcoll_comm *c, const char *collective,
+                                                const void *send, void *recv, size_t count,
+                                                shmcoll_dtype dt, shmcoll_op op, int root)
+{
+	struct shmcoll_probe_call *call;
+	uint32_t kind;
+
+	for (kind = KIND_BARRIER; kind <= KIND_ALLTOALL; kind++)
+		if (!strcmp(shmcoll__kind_name(kind), collective))
+			break;
+	if (kind > KIND_ALLTOALL)
+		return NULL;
+	call = calloc(1, sizeof(*call));
+	if (!call)
+		return NULL;
+	if (c->kind == COMM_HIER) {
+		call->hier =
+		    shmcoll__hier_call_new(c->u.hier, kind, send, recv, count, dt, op, root);
+		if (!call->hier) {
+			free(call);
+			return NULL;
+		}
+		shmcoll__hier_start(c->u.hier, call->hier);
+		return call;
+	}
+	shmcoll__coll_init(c->u.node, &call->node, kind, send, recv, count, dt, op, root);
+	shmcoll__task_start(c->u.node, &call->node);
+	return call;
+}
+
+int shmcoll__probe_test(shmcoll_comm *c, struct shmcoll_probe_call *call, int *done)
+{
+	if (c->kind == COMM_HIER) {
+		shmcoll__hier_test(c->u.hier, call->hier, done);
+		return *done ? shmcoll__hier_result(call->hier) : 0;
+	}
+	shmcoll__task_test(c->u.node, &call->node, done);
+	return *done ? call->node.rc : 0;
+}
+
+int shmcoll__probe_wait(shmcoll_comm *c, struct shmcoll_probe_call *call)
+{
+	if (c->kind == COMM_HIER)
+		return shmcoll__hier_wait(c->u.hier, call->hier);
+	return shmcoll__task_wait(c->u.node, &call->node);
+}
+
+void shmcoll__probe_free(struct shmcoll_probe_call *call)
+{
+	if (call)
+		shmcoll__hier_call_free(call->hier);
+	free(call);
 }

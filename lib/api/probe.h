@@ -45,6 +45,20 @@ void *shmcoll__probe_peer(shmcoll_comm *c, const void *mine, int p);
  * the tests size their multi-chunk cases by. */
 size_t shmcoll__probe_hier_chunk_bytes(void);
 
+/* Collectives that resume (lib/core/task.h, lib/hier), on either kind of communicator, for
+ * the tests of progress without blocking: started behind the calls outstanding, tested,
+ * waited for. collective is a name ("allreduce", ..., "alltoall", "barrier"); the other
+ * arguments are the blocking call's, valid, count > 0 (bcast's buffer is recv). start
+ * returns NULL when out of memory or for an unknown name; test sets *done and, once done,
+ * returns the call's result; wait returns it. Free a call once it is done. */
+struct shmcoll_probe_call;
+struct shmcoll_probe_call *shmcoll__probe_start(shmcoll_comm *c, const char *collective,
+                                                const void *send, void *recv, size_t count,
+                                                shmcoll_dtype dt, shmcoll_op op, int root);
+int shmcoll__probe_test(shmcoll_comm *c, struct shmcoll_probe_call *call, int *done);
+int shmcoll__probe_wait(shmcoll_comm *c, struct shmcoll_probe_call *call);
+void shmcoll__probe_free(struct shmcoll_probe_call *call);
+
 /* The leaders' transport on a leader ("io_uring" or "poll"), NULL elsewhere. */
 const char *shmcoll__probe_transport(shmcoll_comm *c);
 

@@ -29,6 +29,13 @@ void shmcoll__alltoall_init(struct shmcoll_node *n, struct shmcoll_task *t, cons
                             void *recv, size_t count, shmcoll_dtype dt);
 void shmcoll__barrier_init(struct shmcoll_node *n, struct shmcoll_task *t);
 
+/* The init function of collective kind (lib/core/algo.h's KIND_*, KIND_BARRIER to
+ * KIND_ALLTOALL), with every argument any of them takes: root where the kind has one, op
+ * where it reduces; bcast's buffer is recv. */
+void shmcoll__coll_init(struct shmcoll_node *n, struct shmcoll_task *t, uint32_t kind,
+                        const void *send, void *recv, size_t count, shmcoll_dtype dt, shmcoll_op op,
+                        int root);
+
 int shmcoll__node_allreduce(struct shmcoll_node *n, const void *send, void *recv, size_t count,
                             shmcoll_dtype dt, shmcoll_op op);
 int shmcoll__node_reduce(struct shmcoll_node *n, const void *send, void *recv, size_t count,

@@ -4,7 +4,8 @@
  * shmcoll_init() makes - in the multi-node tests, one over several nodes.
  * With arguments, only the named collectives ("allreduce bcast ..."); with
  * "chunks", the cases that span several of the leaders' chunks instead; with
- * "split", shmcoll_comm_split and _dup on a communicator over nodes. Rank 0
+ * "split", shmcoll_comm_split and _dup on a communicator over nodes; with "tasks", collectives
+ * of every kind started without blocking, polled together and checked (tests/calls.c). Rank 0
  * prints a line per collective and the transport its node's leader uses;
  * the exit code is 0 only when every check of this rank passed. */
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "lib/api/probe.h"
+#include "tests/calls.h"
 #include "tests/matrix.h"
 
 /* The barrier's ordering check needs counters every rank of the job sees:
@@ -158,6 +160,33 @@ static int run_split(shmcoll_comm *comm)
 	return err;
 }
 
+/* Calls of every collective started without blocking, several of them spanning the
+ * pipelines' chunks, polled until all are done, then checked. */
+#define NCALLS 36
+static int run_tasks(shmcoll_comm *comm)
+{
+	static struct tcall calls[NCALLS];
+	int rank = shmcoll_comm_rank(comm), k, done, err = 0;
+
+	for (k = 0; k < NCALLS && !err; k++)
+		err = tcall_start(comm, &calls[k], k, 1) ? 1 : 0;
+	if (!err)
+		tcall_poll_all(comm, calls, NCALLS);
+	for (k = 0; k < NCALLS && !err; k++) {
+		err = tcall_check(comm, &calls[k], k,
+		                  shmcoll__probe_test(comm, calls[k].call, &done));
+		if (err)
+			fprintf(stderr, "nodematrix: call %d failed on rank %d (%d): %s\n", k, rank,
+			        err, shmcoll_last_error(comm));
+	}
+	for (k = 0; k < NCALLS; k++)
+		tcall_free(&calls[k]);
+	if (rank == 0 || err)
+		printf("%s tasks rank %d of %d\n", err ? "FAIL" : "ok", rank,
+		       shmcoll_comm_size(comm));
+	return err;
+}
+
 int main(int argc, char **argv)
 {
 	shmcoll_comm *comm;
@@ -175,6 +204,11 @@ int main(int argc, char **argv)
 	net = shmcoll__probe_transport(comm);
 	if (net && rank == 0)
 		printf("transport %s\n", net);
+	if (argc == 2 && !strcmp(argv[1], "tasks")) {
+		failed = run_tasks(comm) != 0;
+		rc = shmcoll_comm_destroy(comm);
+		return failed || rc;
+	}
 	if (argc == 2 && (!strcmp(argv[1], "chunks") || !strcmp(argv[1], "split"))) {
 		failed = (argv[1][0] == 'c' ? run_chunks(comm) : run_split(comm)) != 0;
 		rc = shmcoll_comm_destroy(comm);
