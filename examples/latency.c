@@ -1,7 +1,6 @@
-/* latency.c - how long one small collective takes, timed the way
- * ../shared/bench-mpi/mpi_coll_bench.c times MPI: back-to-back calls after a
- * barrier, latency = the largest per-call average over the ranks. A quick
- * probe until bench/shmcoll-bench exists; run it as
+/* latency.c - how long one small collective takes, timed the way bench/mpi/mpi-bench.c
+ * times MPI: back-to-back calls after a barrier, latency = the largest per-call average over
+ * the ranks. A quick probe; bench/shmcoll-bench is the full benchmark. Run it as
  *     shmcoll-run -n P build/examples/latency [BYTES] [ITERS]
  * (float32 sum allreduce, default 8 bytes, 20000 iterations). */
 #include <shmcoll.h>

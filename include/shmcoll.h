@@ -1,6 +1,44 @@
-/* shmcoll.h - the public API of shmcoll: collective operations for processes
- * (or threads) of one node that meet in a POSIX shared-memory arena.
- * The contract is ../shared/spec/api.md; this header adds nothing it renames. */
+/* shmcoll.h - the public API of shmcoll: collective operations for processes (or threads) of
+ * one machine that meet in a POSIX shared-memory arena. docs/API.md is the guide to it; the
+ * comments here are the contract, and the rules below hold for every function.
+ *
+ * Results. Every int function returns 0 or a negative errno value; shmcoll_strerror() names
+ * a code, shmcoll_last_error() gives this rank's detailed message. The library never prints,
+ * exits or aborts on a caller's error, and a failed call writes no buffer it was not asked
+ * to write.
+ *
+ * Collective and local. A collective call must be made by every rank of the communicator,
+ * and the collective calls on one communicator (the collectives, shmcoll_malloc,
+ * shmcoll_free, shmcoll_comm_split and shmcoll_comm_dup) must be made in the same order on
+ * every rank, with the same count, dtype, op and root. A local call involves no other rank.
+ *
+ * Blocking. Every call returns when this rank's part of it is complete: its output is
+ * written and all its buffers may be reused or freed. That says nothing of the other ranks:
+ * the root of a small bcast may return before the others have received its data (copied out
+ * first); only shmcoll_barrier returns after every rank has entered it.
+ *
+ * Buffers. count is in elements of dtype and per rank, as in NCCL: a buffer that holds one
+ * block per rank holds size * count elements. Any count is valid, 0 included (the call then
+ * checks its arguments and returns without waiting for any peer); a buffer may be NULL only
+ * when it has no bytes to move or the call ignores it on this rank. sendbuf == recvbuf is the
+ * in-place form where a function names it; send and receive buffers that overlap in any
+ * other way are -EINVAL. Buffers stay the caller's: the library uses them only during the
+ * call and keeps no pointer to them. Ranks that are threads of one process pass buffers of
+ * their own.
+ *
+ * Failure of the communicator. Arguments are checked before any rank waits for another, so
+ * -EINVAL comes at once, on the caller alone, and leaves the communicator usable. A wait
+ * that fails breaks the communicator for every rank: -ETIMEDOUT (a peer did not arrive
+ * within the timeout), -EOWNERDEAD (a peer process died), -EPROTO (the ranks' calls do not
+ * match, or a peer destroyed its communicator while this rank waits for it). So do -EIO (a
+ * direct read of a peer's buffer failed: a buffer shorter than its count) and -ENOMEM inside
+ * a collective. After that every call on the communicator returns -ECANCELED, on every
+ * rank, until it is destroyed. Any collective call may return these, on top of its own
+ * -EINVAL cases.
+ *
+ * Threads. A communicator is used by one thread at a time, except shmcoll_comm_abort.
+ * Different communicators may be used by different threads at once, and the ranks of one
+ * communicator may be threads of one process (each with its own shmcoll_comm). */
 #ifndef SHMCOLL_H
 #define SHMCOLL_H
 
@@ -11,6 +49,8 @@
 extern "C" {
 #endif
 
+/* Marks the library's exported functions: it is built with hidden visibility, so only these
+ * are visible. Define SHMCOLL_STATIC_BUILD to drop the attribute. */
 #if defined(__GNUC__) && !defined(SHMCOLL_STATIC_BUILD)
 #define SHMCOLL_API __attribute__((visibility("default")))
 #else
@@ -23,22 +63,35 @@ extern "C" {
 #define SHMCOLL_VERSION_MINOR 1
 #define SHMCOLL_VERSION_PATCH 0
 
+/* One rank's handle on a communicator: a group of ranks 0 .. size-1 that run collectives
+ * together. Opaque; made by shmcoll_init, shmcoll_comm_create, shmcoll_comm_create_oob,
+ * shmcoll_comm_split or shmcoll_comm_dup, and released by shmcoll_comm_destroy. */
 typedef struct shmcoll_comm shmcoll_comm; /* opaque */
 
+/* Element types, in host byte order. float16 and bfloat16 travel as 16-bit storage
+ * (uint16_t) holding the bit pattern. An unknown value is -EINVAL. */
 typedef enum shmcoll_dtype {
-	SHMCOLL_INT8,
-	SHMCOLL_UINT8,
-	SHMCOLL_INT32,
-	SHMCOLL_UINT32,
-	SHMCOLL_INT64,
-	SHMCOLL_UINT64,
-	SHMCOLL_FLOAT16,  /* IEEE 754 binary16 */
-	SHMCOLL_BFLOAT16, /* bfloat16 */
-	SHMCOLL_FLOAT32,
-	SHMCOLL_FLOAT64,
-	SHMCOLL_DTYPE_COUNT
+	SHMCOLL_INT8,       /* int8_t */
+	SHMCOLL_UINT8,      /* uint8_t */
+	SHMCOLL_INT32,      /* int32_t */
+	SHMCOLL_UINT32,     /* uint32_t */
+	SHMCOLL_INT64,      /* int64_t */
+	SHMCOLL_UINT64,     /* uint64_t */
+	SHMCOLL_FLOAT16,    /* IEEE 754 binary16 */
+	SHMCOLL_BFLOAT16,   /* bfloat16 */
+	SHMCOLL_FLOAT32,    /* float, IEEE 754 binary32 */
+	SHMCOLL_FLOAT64,    /* double, IEEE 754 binary64 */
+	SHMCOLL_DTYPE_COUNT /* the number of types; not a type */
 } shmcoll_dtype;
 
+/* Element-wise reductions. Every rank receives the same bits, whatever the protocol or the
+ * instruction set (on one node the ranks' values are folded in rank order). Integer SUM and
+ * PROD wrap modulo 2^bits. float32 and float64 accumulate in their own type; float16 and
+ * bfloat16 are widened to float32, folded there and rounded once, to nearest even. NaNs
+ * propagate (docs/KERNELS.md has the exact rule). AVG divides the sum by the communicator's
+ * size: for integers the exact sum (it does not wrap), truncated toward zero; for the 16-bit
+ * floats in float32, before the one rounding. BAND, BOR and BXOR are bitwise and, or, xor.
+ * An unknown value, or a bitwise op on a floating type, is -EINVAL. */
 typedef enum shmcoll_op {
 	SHMCOLL_SUM,
 	SHMCOLL_PROD,
@@ -47,10 +100,26 @@ typedef enum shmcoll_op {
 	SHMCOLL_AVG, /* sum / size; integers truncate toward zero */
 	SHMCOLL_BAND,
 	SHMCOLL_BOR,
-	SHMCOLL_BXOR, /* integer types only */
-	SHMCOLL_OP_COUNT
+	SHMCOLL_BXOR,    /* integer types only */
+	SHMCOLL_OP_COUNT /* the number of ops; not an op */
 } shmcoll_op;
 
+/* What shmcoll_comm_create needs to know. Every rank of the job passes the same size, job,
+ * arena_bytes and timeout_ms, and a rank of its own; the struct and the job string are read
+ * during the call only.
+ * rank         this caller's rank; no two callers of one job share one.
+ * size         1 .. 1024.
+ * job          a non-empty string. It names the job's arena, so no live job of the same user
+ *              on this machine may be using it (rank 0 then fails with -EEXIST).
+ * arena_bytes  the size of the whole shared arena; rank 0's value decides. 0: the
+ *              environment's SHMCOLL_ARENA_BYTES, else the default: 256 KiB of staging and a
+ *              4 MiB symmetric heap (shmcoll_malloc) per rank, shrunk to fit the free space
+ *              of /dev/shm and of the memory cgroup. A size of the caller's is split between
+ *              staging and the heaps; too small for size ranks is -EINVAL, more than
+ *              /dev/shm has room for -ENOSPC.
+ * timeout_ms   the bound on every wait for a peer, this call's wait for the others included.
+ *              0: SHMCOLL_TIMEOUT_MS from the environment, else 300000 (5 minutes); < 0: no
+ *              bound. */
 typedef struct shmcoll_config {
 	int rank;           /* 0 .. size-1 */
 	int size;           /* ranks in the communicator, >= 1 */
@@ -60,56 +129,177 @@ typedef struct shmcoll_config {
 	                       forever */
 } shmcoll_config;
 
-/* Errors: every int function returns 0 or a negative errno value. */
+/* The fixed text for an error code, negative or positive ("success" for 0, "unknown error"
+ * for a code shmcoll does not return). Local; never NULL; the string is static. */
 SHMCOLL_API const char *shmcoll_strerror(int err);
-/* Detailed message of this rank's last failure on comm, "" if none. With
- * comm == NULL: the calling thread's last failed shmcoll_init or
- * shmcoll_comm_create (an addition to the contract). */
+
+/* Detailed message of this rank's last failure on comm: the function and what went wrong
+ * (which argument, which peer, which step); "" if no call failed, or a collective call on
+ * comm has succeeded since. With comm == NULL (an addition to the contract): the message of
+ * the calling thread's last shmcoll_init, shmcoll_comm_create or shmcoll_comm_create_oob,
+ * "" if it succeeded. Local; never NULL. The string belongs to comm (or to the thread) and
+ * may change at the next call on comm (or the thread's next create). */
 SHMCOLL_API const char *shmcoll_last_error(const shmcoll_comm *comm);
 
 /* Communicators. */
+
+/* Collective over the job the launcher (shmcoll-run) started: reads SHMCOLL_RANK,
+ * SHMCOLL_SIZE and SHMCOLL_JOB, which must be set all three or none. With none, the caller is
+ * a job of one rank of its own. With SHMCOLL_NNODES > 1 (shmcoll-run --nnodes) the
+ * communicator spans nodes: the ranks of each node share memory and one rank per node talks
+ * to the other nodes over TCP; every call keeps its meaning. Otherwise as
+ * shmcoll_comm_create with {rank, size, job}, arena_bytes = 0 and timeout_ms = 0.
+ * Waits until every rank has arrived. On success *comm is the caller's to destroy; on
+ * failure *comm = NULL (if comm is not NULL) and shmcoll_last_error(NULL) says why.
+ * Errors: -EINVAL: comm is NULL; the launcher's variables are malformed, incomplete or
+ * disagree; in a multi-node job, SHMCOLL_NET or SHMCOLL_NET_ZC_MIN has a bad value.
+ * -ENOTSUP: a multi-node job in a build without liburing. Otherwise what shmcoll_comm_create
+ * returns, and in a multi-node job the failures of its connections (-ETIMEDOUT,
+ * -EOWNERDEAD, -EPROTO). */
 SHMCOLL_API int shmcoll_init(shmcoll_comm **comm);
+
+/* Collective over the ranks that pass the same cfg->job: makes one communicator of
+ * cfg->size ranks, for embedding shmcoll in a program or library that knows its ranks
+ * (processes or threads of this machine, run by the same user). Rank 0 creates the job's
+ * arena, the others attach to it; the call waits until every rank has attached, within the
+ * timeout. On success *comm is the caller's to destroy; on failure *comm = NULL (if comm is
+ * not NULL) and shmcoll_last_error(NULL) says why.
+ * Errors: -EINVAL: comm or cfg is NULL, size out of 1 .. 1024, rank out of range, job NULL or
+ * empty, arena_bytes too small for size ranks, or a bad value in one of the environment
+ * variables that tune the library (SHMCOLL_ARENA_BYTES, SHMCOLL_ALGO, SHMCOLL_CHUNK_BYTES,
+ * SHMCOLL_NT, SHMCOLL_CMA, SHMCOLL_CMA_MIN).
+ * -ENOMEM: out of memory. -ENOSPC: /dev/shm (or the memory cgroup) has no room for the arena.
+ * -ETIMEDOUT: rank 0 did not create the arena, or not every rank attached, within the
+ * timeout. -EEXIST: a live job already uses this job name. -EPROTO: what is there under that
+ * name is not a valid arena for size ranks. Or another negative errno of the shared-memory
+ * system calls (-EACCES, -EMFILE). */
 SHMCOLL_API int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **comm);
+
+/* Every rank calls it once, when it is done with comm, even after comm broke: it releases
+ * this rank's memory, mapping and symmetric buffers, and comm is invalid afterwards. It
+ * waits for no peer (every collective already waited for whoever reads this rank's data); a
+ * peer still waiting for this rank in a collective then fails with -EPROTO. The arena's name
+ * is gone from /dev/shm once every rank has attached; its memory goes with the last rank.
+ * Returns 0; -EINVAL if comm is NULL; -EBUSY, changing nothing, if operations are still
+ * outstanding on comm (reserved for non-blocking operations, which are not built yet: the
+ * blocking calls here never leave one). A rank that exits without destroying comm is seen by
+ * its peers as dead (-EOWNERDEAD). */
 SHMCOLL_API int shmcoll_comm_destroy(shmcoll_comm *comm);
+
+/* Local: breaks comm for every rank. Each rank's pending call and every later call return
+ * -ECANCELED (on other nodes of a multi-node communicator, a pending call may see the lost
+ * connection first: -EOWNERDEAD). Returns at once with 0, or -EINVAL if comm is NULL. May be
+ * called from another thread while this rank is inside a call on comm, or from a signal
+ * handler (async-signal-safe on a communicator within one node: atomics and futex wake-ups
+ * only). comm must still be destroyed. */
 SHMCOLL_API int shmcoll_comm_abort(shmcoll_comm *comm);
+
+/* Local: this rank's rank in comm (0 .. size-1), and the number of ranks in comm; -EINVAL if
+ * comm is NULL. Valid on a broken communicator too. */
 SHMCOLL_API int shmcoll_comm_rank(const shmcoll_comm *comm);
 SHMCOLL_API int shmcoll_comm_size(const shmcoll_comm *comm);
 
 /* Symmetric memory (zero copy). */
+
+/* Collective, with the same bytes on every rank: returns a buffer of bytes inside this
+ * rank's part of the shared arena (its symmetric heap), at the same offset on every rank,
+ * aligned to 128 bytes, contents unspecified. A collective whose send buffer lies in it is
+ * read by the peers where it is, with no staging copy (an in-place call still stages: the
+ * caller overwrites the buffer while peers would read it). It is ordinary memory otherwise,
+ * and any collective takes it or any other buffer. It stays valid until shmcoll_free or
+ * shmcoll_comm_destroy. Returns NULL on failure, with shmcoll_last_error(comm) saying why:
+ * bytes is 0; bytes do not fit in the heap of some rank (4 MiB per rank by default: see
+ * arena_bytes and SHMCOLL_ARENA_BYTES), which every rank learns and which leaves comm
+ * usable; ranks that passed different sizes (-EPROTO: comm is broken); or comm is NULL or
+ * broken. On a communicator over several nodes the heap is per node, and a failure breaks
+ * comm. */
 SHMCOLL_API void *shmcoll_malloc(shmcoll_comm *comm, size_t bytes);
+
+/* Collective: releases ptr, which shmcoll_malloc returned on comm; every rank frees its own
+ * pointer of the same allocation, in the same order. ptr == NULL is a local no-op that
+ * returns 0. Errors: -EINVAL: comm is NULL, or ptr did not come from shmcoll_malloc on comm
+ * (found locally, before any wait; on a communicator over several nodes it breaks comm).
+ * Otherwise the failures of any collective. */
 SHMCOLL_API int shmcoll_free(shmcoll_comm *comm, void *ptr);
 
 /* Collectives. count is in elements of dtype, per rank as in NCCL. */
+
+/* Every rank's recvbuf (count elements) receives op over all ranks' sendbuf (count
+ * elements). In place: sendbuf == recvbuf. Errors: -EINVAL: comm is NULL, unknown dtype or
+ * op, op not defined on dtype, count * elemsize overflows, a NULL buffer with count > 0, or
+ * buffers that partly overlap. */
 SHMCOLL_API int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                   shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *comm);
+
+/* The root's recvbuf (count elements) receives op over all ranks' sendbuf (count elements).
+ * recvbuf is used on the root only (it may be NULL elsewhere); every rank, the root
+ * included, passes sendbuf. In place, on the root: sendbuf == recvbuf. Errors: -EINVAL: as
+ * shmcoll_allreduce, or root out of 0 .. size-1. */
 SHMCOLL_API int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
                                shmcoll_dtype dtype, shmcoll_op op, int root, shmcoll_comm *comm);
+
+/* The root's buf (count elements) is copied into every other rank's buf. Errors: -EINVAL:
+ * comm is NULL, unknown dtype, count * elemsize overflows, buf NULL with count > 0, or root
+ * out of 0 .. size-1. */
 SHMCOLL_API int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root,
                               shmcoll_comm *comm);
+
+/* Every rank's recvbuf (size * sendcount elements) receives all ranks' sendbuf (sendcount
+ * elements each), in rank order: rank r's block at element r * sendcount. In place: sendbuf
+ * == recvbuf + rank * sendcount * elemsize (this rank's block already in place). Errors:
+ * -EINVAL: comm is NULL, unknown dtype, size * sendcount * elemsize overflows, a NULL buffer
+ * with sendcount > 0, or buffers that partly overlap. */
 SHMCOLL_API int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                   shmcoll_dtype dtype, shmcoll_comm *comm);
+
+/* op over all ranks' sendbuf (size * recvcount elements each), of which rank r's recvbuf
+ * (recvcount elements) receives block r, elements r * recvcount .. (r + 1) * recvcount - 1.
+ * In place: recvbuf == sendbuf + rank * recvcount * elemsize. Errors: -EINVAL: as
+ * shmcoll_allreduce, with size * recvcount * elemsize for the overflow. */
 SHMCOLL_API int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                        shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *comm);
+
+/* The root's recvbuf (size * sendcount elements) receives all ranks' sendbuf (sendcount
+ * elements each) in rank order. recvbuf is used on the root only (it may be NULL
+ * elsewhere). In place, on the root: sendbuf == recvbuf + root * sendcount * elemsize (an
+ * addition to the contract). Errors: -EINVAL: as shmcoll_allgather, or root out of
+ * 0 .. size-1. */
 SHMCOLL_API int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                shmcoll_dtype dtype, int root, shmcoll_comm *comm);
+
+/* Rank r's recvbuf (recvcount elements) receives block r of the root's sendbuf (size *
+ * recvcount elements). sendbuf is used on the root only (it may be NULL elsewhere). In
+ * place, on the root: recvbuf == sendbuf + root * recvcount * elemsize (an addition to the
+ * contract). Errors: -EINVAL: comm is NULL, unknown dtype, size * recvcount * elemsize
+ * overflows, a NULL buffer with recvcount > 0, buffers that partly overlap, or root out of
+ * 0 .. size-1. */
 SHMCOLL_API int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                 shmcoll_dtype dtype, int root, shmcoll_comm *comm);
+
+/* Block q of rank r's sendbuf lands as block r of rank q's recvbuf; a block is count
+ * elements, and both buffers hold size * count. In place: sendbuf == recvbuf. Errors:
+ * -EINVAL: as shmcoll_allgather, with size * count elements in each buffer. */
 SHMCOLL_API int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
                                  shmcoll_dtype dtype, shmcoll_comm *comm);
+
+/* Returns once every rank has entered it. Errors: -EINVAL: comm is NULL. */
 SHMCOLL_API int shmcoll_barrier(shmcoll_comm *comm);
 
 /* Additions to the contract. */
-/* Size in bytes of one element of dtype; 0 for an unknown dtype. */
+/* Size in bytes of one element of dtype (the elemsize of the in-place forms above); 0 for an
+ * unknown dtype. Local. */
 SHMCOLL_API size_t shmcoll_dtype_size(shmcoll_dtype dtype);
 
-/* Embedding: communicators made by a host library over any group of its
- * ranks on this machine (processes or threads), several alive at once.
+/* Embedding: communicators made by a host library over any group of its ranks on this machine
+ * (processes or threads), several alive at once.
  *
- * The host's out-of-band allgather: every rank of the group calls it with len
- * bytes at in; it fills out with size * len bytes, rank r's at out + r * len,
- * and returns 0, or non-zero if it failed. */
+ * The host's out-of-band allgather: every rank of the group calls it with len bytes at in; it
+ * fills out with size * len bytes, rank r's at out + r * len, and returns 0, or non-zero if
+ * it failed. shmcoll calls it once per shmcoll_comm_create_oob, on the calling thread, with
+ * buffers of its own, and keeps no pointer to them. */
 typedef int (*shmcoll_oob_allgather_fn)(const void *in, void *out, size_t len, void *ctx);
 
+/* The group as the host sees it; read during shmcoll_comm_create_oob only. */
 typedef struct shmcoll_oob {
 	shmcoll_oob_allgather_fn allgather;
 	void *ctx;          /* passed to allgather as is */
@@ -119,25 +309,34 @@ typedef struct shmcoll_oob {
 	int timeout_ms;     /* as in shmcoll_config (0: the default; < 0: forever) */
 } shmcoll_oob;
 
-/* Collective over the group: the ranks agree, through one call of the host's
- * allgather, on a job name of their own, then meet as shmcoll_comm_create's
- * ranks do. Fails with -EINVAL (bad arguments, or ranks that disagree on the
- * group or sit on different machines), -EIO (the allgather failed), or what
- * shmcoll_comm_create returns. */
+/* Collective over the group: the ranks agree, through one call of the host's allgather, on a
+ * job name of their own, check that they are one group on one machine and one user, then
+ * meet as shmcoll_comm_create's ranks do. Each call makes a new communicator with an arena
+ * of its own, independent of every other. On failure *comm = NULL (if comm is not NULL) and
+ * shmcoll_last_error(NULL) says why. Errors: -EINVAL: comm, oob or oob->allgather is NULL;
+ * size out of 1 .. 1024 or rank out of range; an entry of the allgather's output that is not
+ * the record of the rank it should be (the host misplaced it, or the ranks disagree on the
+ * group or run different shmcoll versions); a rank on another machine or of another user.
+ * -EIO: the allgather returned non-zero. -ENOMEM. Or what shmcoll_comm_create returns. */
 SHMCOLL_API int shmcoll_comm_create_oob(const shmcoll_oob *oob, shmcoll_comm **comm);
 
 /* The color of a rank that wants no communicator from shmcoll_comm_split. */
 #define SHMCOLL_UNDEFINED (-1)
 
-/* Collective over comm: the ranks that pass the same color (>= 0) get a new
- * communicator of their own, ranked by key, then by their rank in comm; a
- * rank passing SHMCOLL_UNDEFINED gets *newcomm = NULL. comm stays usable, and
- * the new communicators are independent of it and of each other. On a
- * communicator that spans nodes, every new group must lie within one node
- * (-ENOTSUP otherwise, on every rank). */
+/* Collective over comm: the ranks that pass the same color (>= 0) get a new communicator of
+ * their own, ranked by key, then by their rank in comm; a rank passing SHMCOLL_UNDEFINED gets
+ * *newcomm = NULL. comm stays usable, and the new communicators are independent of it and of
+ * each other: each has an arena of its own (of the default size) and comm's timeout, and is
+ * destroyed on its own, before or after comm. On a communicator that spans nodes, every new
+ * group must lie within one node (-ENOTSUP otherwise, on every rank). On failure *newcomm =
+ * NULL (if newcomm is not NULL), with the message on comm. Errors: -EINVAL: comm or newcomm
+ * is NULL, or color is negative and not SHMCOLL_UNDEFINED. -ENOMEM. -ENOTSUP (comm stays
+ * usable). What shmcoll_comm_create returns, if making the new communicator fails (comm stays
+ * usable). Otherwise the failures of any collective on comm. */
 SHMCOLL_API int shmcoll_comm_split(shmcoll_comm *comm, int color, int key, shmcoll_comm **newcomm);
-/* Collective: a new communicator over the same ranks in the same order
- * (shmcoll_comm_split with one color, keys the ranks). */
+/* Collective: a new communicator over the same ranks in the same order (shmcoll_comm_split
+ * with one color, keys the ranks). Errors as shmcoll_comm_split's; on a communicator that
+ * spans nodes always -ENOTSUP. */
 SHMCOLL_API int shmcoll_comm_dup(shmcoll_comm *comm, shmcoll_comm **newcomm);
 
 #ifdef __cplusplus

@@ -27,8 +27,8 @@
 #define SHMCOLL_CPU_WORDS     16 /* affinity union of up to 1024 CPUs */
 
 /* Defaults when the caller gives no arena size: 128 KiB staging halves keep a
- * rank's two halves L2-resident (LIMITS.md: 128 KiB chunks were best up to
- * 4 MiB), and each rank gets a 4 MiB symmetric heap. */
+ * rank's two halves L2-resident (on the reference machine 128 KiB chunks were
+ * the fastest up to 4 MiB), and each rank gets a 4 MiB symmetric heap. */
 #define SHMCOLL_DEFAULT_SLOT_HALF  (128u * 1024)
 #define SHMCOLL_DEFAULT_HEAP_BYTES (4u * 1024 * 1024)
 #define SHMCOLL_MIN_SLOT_HALF      512u

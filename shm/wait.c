@@ -1,10 +1,11 @@
 /* wait.c - spin, yield, futex sleep; bounded by a timeout and an abort word.
  *
- * Measured on the reference machine (../shared/baseline/LIMITS.md): a spinning
- * hand-off across cores takes ~30 ns, a sched_yield hand-off ~1.2 us, a futex
- * wake of a sleeper on an idle vCPU 14-25 us. So with a core per rank we spin
- * for a while first; with more ranks than cores any spin only delays the peer
- * we wait for (it cannot run), so we yield at once, and sleep after ~1 ms. */
+ * Measured on the reference machine (the 2-vCPU VM of docs/BENCHMARKS.md): a
+ * spinning hand-off across cores takes ~30 ns, a sched_yield hand-off ~1.2 us,
+ * a futex wake of a sleeper on an idle vCPU 14-25 us. So with a core per rank
+ * we spin for a while first; with more ranks than cores any spin only delays
+ * the peer we wait for (it cannot run), so we yield at once, and sleep after
+ * ~1 ms. */
 #include "shm/wait.h"
 
 #include <errno.h>

@@ -5,8 +5,8 @@
  * the caches that is a third stream of memory traffic. Streaming stores
  * write whole lines without reading them. They pay only when the
  * destination will not be read again soon, i.e. for vectors well beyond the
- * last-level cache (LIMITS.md: +10-35% from ~16 MiB, 0-20% slower below),
- * and never for the staging halves, which a peer reads next. */
+ * last-level cache (on the reference machine: +10-35% from ~16 MiB, 0-20%
+ * slower below), and never for the staging halves, which a peer reads next. */
 #include <stdint.h>
 #include <string.h>
 

@@ -247,9 +247,10 @@ static int reap(struct shmcoll_net *n, const struct io_uring_cqe *cqe, int faile
 }
 
 /* Spins on the completion queue for up to n->spin_ns: a sleeper on an idle
- * vCPU takes 14-25 us to wake (LIMITS.md), longer than a small exchange over
- * loopback. The kernel posts a socket's completion from task work it runs
- * when it interrupts this task, so a spin in user space sees it. */
+ * vCPU takes 14-25 us to wake (measured on the reference machine: shm/wait.c),
+ * longer than a small exchange over loopback. The kernel posts a socket's
+ * completion from task work it runs when it interrupts this task, so a spin
+ * in user space sees it. */
 static int spin_cqe(struct shmcoll_net *n, struct io_uring_cqe **cqe)
 {
 	int64_t until = shmcoll__now_ns() + n->spin_ns;
