@@ -1395,3 +1395,15 @@ Test(kernels, half_every_encoding_at_every_level)
 	free(part);
 	free(enc);
 }
+
+/* The entry layer checks an op with shmcoll__op_valid, a rule, and the protocols then look
+ * the kernel up: the rule must name exactly the pairs that have a kernel. */
+Test(kernels, op_valid_is_exactly_the_pairs_with_a_kernel)
+{
+	for (int dt = -1; dt <= SHMCOLL_DTYPE_COUNT; dt++)
+		for (int op = -1; op <= SHMCOLL_OP_COUNT; op++)
+			cr_assert_eq(shmcoll__op_valid((shmcoll_dtype)dt, (shmcoll_op)op),
+			             shmcoll__reduce_lookup((shmcoll_dtype)dt, (shmcoll_op)op) !=
+			                 NULL,
+			             "dtype %d op %d", dt, op);
+}

@@ -4,13 +4,14 @@
 #ifndef SHMCOLL_API_H
 #define SHMCOLL_API_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "shmcoll.h"
-
-struct shmcoll_node;
-struct shmcoll_hier;
+#include "lib/core/node.h"
+#include "lib/hier/hier.h"
+#include "lib/kernels/kernels.h"
 
 enum shmcoll_comm_kind {
 	COMM_NODE, /* the ranks of one node: lib/core, lib/coll */
@@ -43,19 +44,63 @@ int api__create_fail(int rc, const char *fmt, ...) __attribute__((format(printf,
 int api__fail(shmcoll_comm *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Enters c for a call of fn: 0, or the error that broke it (with a message). */
-int api__enter(shmcoll_comm *c, const char *fn);
+static inline int api__enter(shmcoll_comm *c, const char *fn)
+{
+	if (c->kind == COMM_HIER)
+		return shmcoll__hier_enter(c->u.hier, fn);
+	return shmcoll__node_enter(c->u.node, fn);
+}
 
-/* The argument checks, each 0 or -EINVAL with a message naming the argument. type: a known
- * dtype whose count * mult elements fit size_t bytes (*bytes set). */
-int api__check_type(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, size_t count, size_t mult,
-                    size_t *bytes);
-int api__check_op(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, shmcoll_op op);
-int api__check_root(shmcoll_comm *c, const char *fn, int root);
-int api__check_buf(shmcoll_comm *c, const char *fn, const char *name, const void *buf,
-                   size_t bytes);
+/* The argument checks, each 0 or -EINVAL with a message naming the argument (inline: every
+ * call runs several). type: a known dtype whose count * mult elements fit size_t bytes
+ * (*bytes set). */
+int api__bad_type(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, size_t count, size_t mult);
+static inline int api__check_type(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
+                                  size_t count, size_t mult, size_t *bytes)
+{
+	size_t es = shmcoll__dtype_size(dtype);
+
+	*bytes = 0;
+	if (!es || count > SIZE_MAX / es / mult)
+		return api__bad_type(c, fn, dtype, count, mult);
+	*bytes = count * es * mult;
+	return 0;
+}
+
+int api__bad_op(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, shmcoll_op op);
+static inline int api__check_op(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, shmcoll_op op)
+{
+	return shmcoll__op_valid(dtype, op) ? 0 : api__bad_op(c, fn, dtype, op);
+}
+
+static inline int api__check_root(shmcoll_comm *c, const char *fn, int root)
+{
+	if (root < 0 || root >= c->size)
+		return api__fail(c, -EINVAL, "%s: root %d out of range 0..%d", fn, root,
+		                 c->size - 1);
+	return 0;
+}
+
+static inline int api__check_buf(shmcoll_comm *c, const char *fn, const char *name, const void *buf,
+                                 size_t bytes)
+{
+	if (!buf && bytes)
+		return api__fail(c, -EINVAL, "%s: %s is NULL with %zu bytes to move", fn, name,
+		                 bytes);
+	return 0;
+}
+
 /* Fails unless [a, a+na) and [b, b+nb) are disjoint or a == inplace_a. */
-int api__check_overlap(shmcoll_comm *c, const char *fn, const void *a, size_t na, const void *b,
-                       size_t nb, const void *inplace_a);
+static inline int api__check_overlap(shmcoll_comm *c, const char *fn, const void *a, size_t na,
+                                     const void *b, size_t nb, const void *inplace_a)
+{
+	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+
+	if (!na || !nb || a == inplace_a || x >= y + nb || y >= x + na)
+		return 0;
+	return api__fail(c, -EINVAL,
+	                 "%s: sendbuf and recvbuf overlap without being the in-place form", fn);
+}
 
 /* The collectives of c after their checks, for the entry layer's own use (split's
  * allgather): node or hier as c is. */

@@ -72,63 +72,18 @@ int api__fail(shmcoll_comm *c, int rc, const char *fmt, ...)
 	return rc;
 }
 
-int api__enter(shmcoll_comm *c, const char *fn)
+int api__bad_type(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, size_t count, size_t mult)
 {
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_enter(c->u.hier, fn);
-	return shmcoll__node_enter(c->u.node, fn);
-}
-
-int api__check_type(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, size_t count, size_t mult,
-                    size_t *bytes)
-{
-	size_t es = shmcoll__dtype_size(dtype);
-
-	if (!es)
+	if (!shmcoll__dtype_size(dtype))
 		return api__fail(c, -EINVAL, "%s: unknown dtype %d", fn, (int)dtype);
-	if (count > SIZE_MAX / es / mult)
-		return api__fail(c, -EINVAL, "%s: count %zu of %s (x%zu) overflows size_t bytes",
-		                 fn, count, shmcoll__dtype_name(dtype), mult);
-	*bytes = count * es * mult;
-	return 0;
+	return api__fail(c, -EINVAL, "%s: count %zu of %s (x%zu) overflows size_t bytes", fn, count,
+	                 shmcoll__dtype_name(dtype), mult);
 }
 
-int api__check_op(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, shmcoll_op op)
+int api__bad_op(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, shmcoll_op op)
 {
 	if ((unsigned)op >= SHMCOLL_OP_COUNT)
 		return api__fail(c, -EINVAL, "%s: unknown op %d", fn, (int)op);
-	if (!shmcoll__reduce_lookup(dtype, op))
-		return api__fail(c, -EINVAL, "%s: op %s is not defined on dtype %s", fn,
-		                 shmcoll__op_name(op), shmcoll__dtype_name(dtype));
-	return 0;
-}
-
-int api__check_root(shmcoll_comm *c, const char *fn, int root)
-{
-	if (root < 0 || root >= c->size)
-		return api__fail(c, -EINVAL, "%s: root %d out of range 0..%d", fn, root,
-		                 c->size - 1);
-	return 0;
-}
-
-int api__check_buf(shmcoll_comm *c, const char *fn, const char *name, const void *buf, size_t bytes)
-{
-	if (!buf && bytes)
-		return api__fail(c, -EINVAL, "%s: %s is NULL with %zu bytes to move", fn, name,
-		                 bytes);
-	return 0;
-}
-
-int api__check_overlap(shmcoll_comm *c, const char *fn, const void *a, size_t na, const void *b,
-                       size_t nb, const void *inplace_a)
-{
-	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-
-	if (!na || !nb || a == inplace_a)
-		return 0;
-	if (x < y + nb && y < x + na)
-		return api__fail(c, -EINVAL,
-		                 "%s: sendbuf and recvbuf overlap without being the in-place form",
-		                 fn);
-	return 0;
+	return api__fail(c, -EINVAL, "%s: op %s is not defined on dtype %s", fn,
+	                 shmcoll__op_name(op), shmcoll__dtype_name(dtype));
 }

@@ -3,6 +3,7 @@
 #ifndef SHMCOLL_COLL_PROTO_H
 #define SHMCOLL_COLL_PROTO_H
 
+#include "lib/core/algo.h"
 #include "lib/core/engine.h"
 
 /* Fills the arguments every collective's task has; es from dtype. */

@@ -1,6 +1,6 @@
-/* algo.c - which protocol a collective runs (algo.h), and the tuning variables that
- * override the measured choice. */
-#include "lib/core/algo.h"
+/* algo.c - the kinds and protocols by name, and the tuning variables that override the
+ * measured choice of protocol (tuning.h). */
+#include "lib/core/tuning.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -8,9 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/core/cma.h"
 #include "lib/core/env.h"
-#include "lib/core/node.h"
 
 static const char *const kind_names[KIND_COUNT] = {
     [KIND_BARRIER] = "barrier",     [KIND_BCAST] = "bcast",
@@ -156,44 +154,4 @@ int shmcoll__tuning_read(struct shmcoll_tuning *t, char *err, size_t errlen)
 	 * (docs/BENCHMARKS.md); kept for machines where they do. */
 	t->nt_stores = rc > 0 ? (int)nt : 0;
 	return 0;
-}
-
-size_t shmcoll__direct_slice_elems(const struct shmcoll_node *n, size_t es)
-{
-	size_t half = n->arena.lay.slot_half;
-	size_t chunk =
-	    n->tune.chunk_bytes && n->tune.chunk_bytes < half ? n->tune.chunk_bytes : half;
-
-	return n->size > 1 ? chunk / ((size_t)n->size * es) : 0;
-}
-
-int shmcoll__algo_reduction(const struct shmcoll_node *n, uint32_t kind, size_t bytes, size_t es,
-                            size_t direct_min)
-{
-	int algo = n->tune.algo[kind];
-
-	if (algo == ALGO_AUTO)
-		algo = bytes >= direct_min ? ALGO_DIRECT : ALGO_FLAT;
-	/* One rank has nobody to split with; a tiny arena may not hold a slice per rank. Both
-	 * depend only on what every rank shares. */
-	if (algo == ALGO_DIRECT && !shmcoll__direct_slice_elems(n, es))
-		algo = ALGO_FLAT;
-	return algo;
-}
-
-int shmcoll__algo_tree(const struct shmcoll_node *n, uint32_t kind, int tree_min)
-{
-	int algo = n->tune.algo[kind];
-
-	if (algo == ALGO_AUTO)
-		algo = n->size >= tree_min ? ALGO_TREE : ALGO_FLAT;
-	/* Forced, but some rank cannot read its peers (shmcoll__cma_pick said no). */
-	if (algo == ALGO_CMA)
-		algo = ALGO_FLAT;
-	return algo;
-}
-
-int shmcoll__algo_inline(const struct shmcoll_node *n, int algo, size_t bytes)
-{
-	return algo == ALGO_FLAT && bytes <= SHMCOLL_INLINE_MAX && n->size > 1;
 }

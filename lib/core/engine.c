@@ -9,39 +9,12 @@
 
 #include "lib/kernels/kernels.h"
 
-static void describe(struct shmcoll_node *n, struct shmcoll_task *t)
-{
-	uint32_t step = n->st.seq + 1;
-	struct shmcoll_call *k = &n->st.call;
-	struct shmcoll_desc *d = &n->st.desc;
-
-	k->step = step;
-	k->kind = (uint8_t)t->kind;
-	k->dtype = (uint8_t)t->dtype;
-	k->op = (uint8_t)t->op;
-	k->algo = ALGO_FLAT;
-	k->root = t->root;
-	k->zc = 0;
-	k->count = t->count;
-	d->src_off = NO_OFF;
-	d->res_off = NO_OFF;
-	d->aux = 0;
-	d->addr = 0;
-	d->step = step;
-	t->d = d;
-}
-
 void shmcoll__describe(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	describe(n, t);
+	shmcoll__describe_inline(n, t);
 	/* Zero-copy buffers are learnt afresh by every call's checks. */
 	memset(n->st.zc, 0, (size_t)n->size * sizeof(*n->st.zc));
 	memset(n->st.zr, 0, (size_t)n->size * sizeof(*n->st.zr));
-}
-
-void shmcoll__describe_inline(struct shmcoll_node *n, struct shmcoll_task *t)
-{
-	describe(n, t);
 }
 
 /* The peers of step that had not published it, as "2, 5". */
@@ -152,8 +125,11 @@ static int pending(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint32
 
 int shmcoll__await_rank(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint32_t want)
 {
-	if (t->blocking)
+	if (t->blocking) {
+		/* A task tested, then waited for: its next pending await counts afresh. */
+		t->wait_since = 0;
 		return wait_rank(n, t->fn, p, want);
+	}
 	if (!seq_reached(load_relaxed(&shmcoll__ctrl(&n->arena, (uint32_t)p)->seq), want))
 		return pending(n, t, p, want);
 	/* Acquire: pairs with the publish of want on rank p. */
@@ -368,6 +344,7 @@ int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, co
 	int i, rc;
 
 	if (t->blocking) {
+		t->wait_since = 0;
 		/* Spin on the message line itself. With more ranks than CPUs, or after the spin
 		 * budget, the ordinary wait on seq (yield, futex, timeout, abort) takes over; seq
 		 * is published after the message, so the message is there then. */

@@ -60,7 +60,27 @@ static inline void shmcoll__stage_split(uint8_t *slot, const uint8_t *src, size_
  * publishes them, so the line peers poll changes once per step, not twice. Staged calls
  * also forget the zero-copy buffers of the call before (inline calls do not use them). */
 void shmcoll__describe(struct shmcoll_node *n, struct shmcoll_task *t);
-void shmcoll__describe_inline(struct shmcoll_node *n, struct shmcoll_task *t);
+static inline void shmcoll__describe_inline(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	uint32_t step = n->st.seq + 1;
+	struct shmcoll_call *k = &n->st.call;
+	struct shmcoll_desc *d = &n->st.desc;
+
+	k->step = step;
+	k->kind = (uint8_t)t->kind;
+	k->dtype = (uint8_t)t->dtype;
+	k->op = (uint8_t)t->op;
+	k->algo = ALGO_FLAT;
+	k->root = t->root;
+	k->zc = 0;
+	k->count = t->count;
+	d->src_off = NO_OFF;
+	d->res_off = NO_OFF;
+	d->aux = 0;
+	d->addr = 0;
+	d->step = step;
+	t->d = d;
+}
 
 /* Before writing anything shared for step s = seq + 1 (a staging half, a call word): every
  * rank that may read what this rank wrote at s - 2 has finished - every peer published

@@ -66,14 +66,10 @@ void shmcoll__node_aborted(const struct shmcoll_node *n, int *why, int *who)
 	*who = (int)(word >> 8) - 1;
 }
 
-int shmcoll__node_enter(struct shmcoll_node *n, const char *fn)
+int shmcoll__node_enter_broken(struct shmcoll_node *n, const char *fn)
 {
 	int why, by;
 
-	if (!load_relaxed(&n->broken) && !load_relaxed(&n->arena.hdr->aborted)) {
-		n->err[0] = '\0';
-		return 0;
-	}
 	if (!load_relaxed(&n->broken)) {
 		shmcoll__node_aborted(n, &why, &by);
 		/* A peer found the call this rank is entering mismatched before this rank entered

@@ -12,11 +12,11 @@
 #include "shmcoll.h"
 #include "shm/arena.h"
 #include "shm/wait.h"
-#include "lib/core/algo.h"
 #include "lib/core/cma.h"
 #include "lib/core/heap.h"
 #include "lib/core/live.h"
 #include "lib/core/task.h"
+#include "lib/core/tuning.h"
 
 #define SHMCOLL_ERR_LEN 320
 
@@ -73,8 +73,26 @@ int shmcoll__node_destroy(struct shmcoll_node *n);
 
 /* Returns 0, with the last message cleared, if the communicator can be used; else the error
  * that broke it (-ECANCELED, or the mismatch or death a peer found while this rank was
- * between calls), with a message naming fn. */
-int shmcoll__node_enter(struct shmcoll_node *n, const char *fn);
+ * between calls), with a message naming fn. Inline: every call begins with it. */
+int shmcoll__node_enter_broken(struct shmcoll_node *n, const char *fn);
+static inline int shmcoll__node_enter(struct shmcoll_node *n, const char *fn)
+{
+	if (load_relaxed(&n->broken) || load_relaxed(&n->arena.hdr->aborted))
+		return shmcoll__node_enter_broken(n, fn);
+	n->err[0] = '\0';
+	return 0;
+}
+
+/* task.h's shmcoll__task_run: the blocking API's call of a task. With nothing outstanding
+ * (the caller entered), one call of its advance. */
+static inline int shmcoll__task_run(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	if (!n->tasks.head) {
+		t->blocking = 1;
+		return t->advance(n, t);
+	}
+	return shmcoll__task_run_queued(n, t);
+}
 
 /* Records a message for shmcoll_last_error() and returns rc. The first failure that breaks
  * the communicator is also kept as its cause, which every later -ECANCELED quotes. */

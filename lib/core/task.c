@@ -17,6 +17,9 @@ static void finish(struct shmcoll_node *n, struct shmcoll_task *t, int rc)
 static void enqueue(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	t->next = NULL;
+	t->done = 0;
+	t->rc = 0;
+	t->wait_since = 0;
 	if (n->tasks.tail)
 		n->tasks.tail->next = t;
 	else
@@ -42,13 +45,8 @@ static int advance_head(struct shmcoll_node *n, int blocking)
 	return rc;
 }
 
-int shmcoll__task_run(struct shmcoll_node *n, struct shmcoll_task *t)
+int shmcoll__task_run_queued(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	/* The blocking API's usual case: nothing outstanding, the caller entered. */
-	if (!n->tasks.head) {
-		t->blocking = 1;
-		return t->advance(n, t);
-	}
 	enqueue(n, t);
 	return shmcoll__task_wait(n, t);
 }

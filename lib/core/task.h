@@ -85,20 +85,18 @@ static inline int shmcoll__suspend(struct shmcoll_task *t, int at, int rc)
 static inline void shmcoll__task_init(struct shmcoll_task *t, const char *fn,
                                       shmcoll__advance_fn advance)
 {
+	/* What the queue needs (next, done, rc, wait_since) it sets when the task joins it: the
+	 * blocking API's tasks never do. */
 	t->advance = advance;
-	t->next = NULL;
 	t->fn = fn;
 	t->at = 0;
-	t->done = 0;
-	t->rc = 0;
-	t->d = NULL;
 	t->k = 0;
-	t->wait_since = 0;
 }
 
 /* Runs t to completion behind the tasks outstanding, blocking, and returns its result. With
- * none outstanding (the blocking API's usual case) it is one call of its advance. */
-int shmcoll__task_run(struct shmcoll_node *n, struct shmcoll_task *t);
+ * none outstanding (the blocking API's usual case) it is one call of its advance
+ * (shmcoll__task_run, inline in node.h, which has the queue). */
+int shmcoll__task_run_queued(struct shmcoll_node *n, struct shmcoll_task *t);
 
 /* Starts t behind the tasks outstanding and advances the queue without blocking. t belongs
  * to the communicator until shmcoll__task_test says it is done or shmcoll__task_wait

@@ -10,13 +10,6 @@ static const char *const op_names[SHMCOLL_OP_COUNT] = {
     "sum", "prod", "min", "max", "avg", "band", "bor", "bxor",
 };
 
-size_t shmcoll__dtype_size(shmcoll_dtype dtype)
-{
-	static const unsigned char sizes[SHMCOLL_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-
-	return (unsigned)dtype < SHMCOLL_DTYPE_COUNT ? sizes[dtype] : 0;
-}
-
 const char *shmcoll__dtype_name(uint32_t dtype)
 {
 	return dtype < SHMCOLL_DTYPE_COUNT ? dtype_names[dtype] : "unknown";

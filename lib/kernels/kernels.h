@@ -8,8 +8,23 @@
 
 #include "shmcoll.h"
 
-/* Bytes of one element of dtype; 0 for an unknown dtype. */
-size_t shmcoll__dtype_size(shmcoll_dtype dtype);
+/* Bytes of one element of dtype; 0 for an unknown dtype. Inline: every call asks. */
+static inline size_t shmcoll__dtype_size(shmcoll_dtype dtype)
+{
+	static const unsigned char sizes[SHMCOLL_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+
+	return (unsigned)dtype < SHMCOLL_DTYPE_COUNT ? sizes[dtype] : 0;
+}
+
+/* Whether op is defined on dtype (both known; no bitwise op on a floating dtype): exactly
+ * the pairs shmcoll__reduce_lookup has a kernel for. */
+static inline int shmcoll__op_valid(shmcoll_dtype dtype, shmcoll_op op)
+{
+	int bitwise = op == SHMCOLL_BAND || op == SHMCOLL_BOR || op == SHMCOLL_BXOR;
+
+	return (unsigned)dtype < SHMCOLL_DTYPE_COUNT && (unsigned)op < SHMCOLL_OP_COUNT &&
+	       !(bitwise && dtype >= SHMCOLL_FLOAT16);
+}
 
 /* "int8", ..., "float64", and "sum", ..., "bxor"; "unknown" for others. For messages. */
 const char *shmcoll__dtype_name(uint32_t dtype);

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "lib/core/algo.h"
+#include "lib/core/tuning.h"
 #include "tests/fuzz/fuzz.h"
 
 #define POISON 0xa5

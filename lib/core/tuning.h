@@ -1,0 +1,55 @@
+/* tuning.h - what a call is (its kind), the protocols there are, and the tuning a node
+ * communicator reads from the environment (SHMCOLL_ALGO, SHMCOLL_CHUNK_BYTES, SHMCOLL_NT).
+ * algo.h chooses from them. */
+#ifndef SHMCOLL_CORE_TUNING_H
+#define SHMCOLL_CORE_TUNING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a descriptor's kind field says; also the names in messages. */
+enum shmcoll_kind {
+	KIND_BARRIER = 1,
+	KIND_BCAST,
+	KIND_REDUCE,
+	KIND_ALLREDUCE,
+	KIND_ALLGATHER,
+	KIND_REDUCE_SCATTER,
+	KIND_GATHER,
+	KIND_SCATTER,
+	KIND_ALLTOALL,
+	KIND_MALLOC,
+	KIND_FREE,
+	KIND_COUNT
+};
+
+/* The protocols a collective can run (docs/ARCHITECTURE.md describes each). Every rank must
+ * run the same one: it is part of the call word. */
+enum shmcoll_algo {
+	ALGO_AUTO,   /* chosen per call from measured crossovers */
+	ALGO_FLAT,   /* one step per chunk: everyone stages, everyone reads all */
+	ALGO_DIRECT, /* pipelined reduce-scatter + allgather: each rank owns 1/P */
+	ALGO_TREE,   /* k-nomial tree: gather up, release down */
+	ALGO_CMA,    /* single copy: read peers' buffers with process_vm_readv (cma.c) */
+	ALGO_COUNT
+};
+
+/* The tuning a node communicator reads from the environment at create (algo.c). */
+struct shmcoll_tuning {
+	uint8_t algo[KIND_COUNT]; /* SHMCOLL_ALGO: forced protocol per kind, or ALGO_AUTO */
+	size_t chunk_bytes;       /* SHMCOLL_CHUNK_BYTES, or 0: a staging half */
+	int nt_stores;            /* SHMCOLL_NT (default 0): streaming stores for huge results */
+};
+
+/* Reads SHMCOLL_ALGO, SHMCOLL_CHUNK_BYTES and SHMCOLL_NT. Returns 0 or -EINVAL with a message
+ * naming the variable in err. */
+int shmcoll__tuning_read(struct shmcoll_tuning *t, char *err, size_t errlen);
+
+/* Parses an SHMCOLL_ALGO value ("direct", or "allreduce:direct,reduce_scatter:flat") into
+ * algo[KIND_COUNT]. Returns 0 or -EINVAL with a message in err. */
+int shmcoll__algo_parse(uint8_t *algo, const char *spec, char *err, size_t errlen);
+
+const char *shmcoll__kind_name(uint32_t kind);
+const char *shmcoll__algo_name(uint32_t algo);
+
+#endif
