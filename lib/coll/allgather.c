@@ -23,7 +23,7 @@
 
 enum { AT_GUARD = 1, AT_GATHER, AT_STEP, AT_READ, AT_END };
 
-static int allgather_inline(struct shmcoll_node *n, struct shmcoll_task *t)
+static SHMCOLL_HOT int allgather_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	size_t bytes = t->count * t->es;
 	int rc;
@@ -162,5 +162,5 @@ int shmcoll__node_allgather(struct shmcoll_node *n, const void *send, void *recv
 	struct shmcoll_task t;
 
 	shmcoll__allgather_init(n, &t, send, recv, sendcount, dt);
-	return shmcoll__task_run(n, &t);
+	return shmcoll__task_run_likely(n, &t, allgather_inline);
 }

@@ -28,7 +28,7 @@
 
 enum { AT_GUARD = 1, AT_PEER, AT_STEP, AT_RELEASE };
 
-static int allreduce_inline(struct shmcoll_node *n, struct shmcoll_task *t)
+static SHMCOLL_HOT int allreduce_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	const uint8_t *m;
 	int rc;
@@ -132,5 +132,5 @@ int shmcoll__node_allreduce(struct shmcoll_node *n, const void *send, void *recv
 	struct shmcoll_task t;
 
 	shmcoll__allreduce_init(n, &t, send, recv, count, dt, op);
-	return shmcoll__task_run(n, &t);
+	return shmcoll__task_run_likely(n, &t, allreduce_inline);
 }

@@ -28,7 +28,7 @@
 
 enum { AT_GUARD = 1, AT_PEER, AT_STEP, AT_READ, AT_END };
 
-static int alltoall_inline(struct shmcoll_node *n, struct shmcoll_task *t)
+static SHMCOLL_HOT int alltoall_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	size_t bytes = t->count * t->es, mine = (size_t)n->rank * bytes;
 	const uint8_t *m;
@@ -197,5 +197,5 @@ int shmcoll__node_alltoall(struct shmcoll_node *n, const void *send, void *recv,
 	struct shmcoll_task t;
 
 	shmcoll__alltoall_init(n, &t, send, recv, count, dt);
-	return shmcoll__task_run(n, &t);
+	return shmcoll__task_run_likely(n, &t, alltoall_inline);
 }

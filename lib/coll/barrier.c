@@ -27,7 +27,7 @@
 
 enum { AT_GUARD = 1, AT_PEER, AT_CHILD, AT_PARENT, AT_STEP };
 
-static int barrier_inline(struct shmcoll_node *n, struct shmcoll_task *t)
+static SHMCOLL_HOT int barrier_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	const uint8_t *m;
 	int rc;
@@ -124,8 +124,13 @@ step:
 
 void shmcoll__barrier_init(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	shmcoll__coll_task(t, "shmcoll_barrier", barrier_flat, KIND_BARRIER, SHMCOLL_UINT8,
-	                   SHMCOLL_SUM, -1, NULL, NULL, 0);
+	/* What describing the call reads, no more: a barrier moves nothing. */
+	shmcoll__task_init(t, "shmcoll_barrier", barrier_flat);
+	t->kind = KIND_BARRIER;
+	t->dtype = SHMCOLL_UINT8;
+	t->op = SHMCOLL_SUM;
+	t->root = -1;
+	t->count = 0;
 	t->algo = shmcoll__algo_tree(n, KIND_BARRIER, TREE_MIN_RANKS);
 	if (shmcoll__algo_inline(n, t->algo, 0))
 		t->advance = barrier_inline;
@@ -173,5 +178,5 @@ int shmcoll__node_barrier(struct shmcoll_node *n)
 	struct shmcoll_task t;
 
 	shmcoll__barrier_init(n, &t);
-	return shmcoll__task_run(n, &t);
+	return shmcoll__task_run_likely(n, &t, barrier_inline);
 }

@@ -39,7 +39,7 @@
 
 enum { AT_GUARD = 1, AT_STAGE, AT_STEP, AT_PEER, AT_CHILDREN, AT_PARENT, AT_END, AT_READ };
 
-static int bcast_inline(struct shmcoll_node *n, struct shmcoll_task *t)
+static SHMCOLL_HOT int bcast_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	const uint8_t *m;
 	int rc;
@@ -272,5 +272,5 @@ int shmcoll__node_bcast(struct shmcoll_node *n, void *buf, size_t count, shmcoll
 	struct shmcoll_task t;
 
 	shmcoll__bcast_init(n, &t, buf, count, dt, root);
-	return shmcoll__task_run(n, &t);
+	return shmcoll__task_run_likely(n, &t, bcast_inline);
 }

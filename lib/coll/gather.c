@@ -28,7 +28,7 @@
 
 enum { AT_GUARD = 1, AT_GATHER, AT_STAGE, AT_STEP, AT_READ, AT_END };
 
-static int gather_inline(struct shmcoll_node *n, struct shmcoll_task *t)
+static SHMCOLL_HOT int gather_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	size_t bytes = t->count * t->es;
 	int rc;
@@ -188,5 +188,5 @@ int shmcoll__node_gather(struct shmcoll_node *n, const void *send, void *recv, s
 	struct shmcoll_task t;
 
 	shmcoll__gather_init(n, &t, send, recv, sendcount, dt, root);
-	return shmcoll__task_run(n, &t);
+	return shmcoll__task_run_likely(n, &t, gather_inline);
 }

@@ -23,6 +23,23 @@ static inline void shmcoll__coll_task(struct shmcoll_task *t, const char *fn,
 	t->es = shmcoll__dtype_size(dt);
 }
 
+/* The blocking run of t (node.h's shmcoll__task_run) with likely, the protocol most small
+ * calls take, called directly: the compiler inlines it where the call is run, and the
+ * blocking API's shortest path has no indirect call. */
+static inline int shmcoll__task_run_likely(struct shmcoll_node *n, struct shmcoll_task *t,
+                                           shmcoll__advance_fn likely)
+{
+	if (n->tasks.head)
+		return shmcoll__task_run_queued(n, t);
+	t->blocking = 1;
+	return t->advance == likely ? likely(n, t) : t->advance(n, t);
+}
+
+/* On the inline protocols (the small calls): inlined into the blocking call that runs them
+ * (shmcoll__task_run_likely), saving a call and its frame on the shortest path; the advance
+ * pointer still gets an out-of-line copy. Measured: 4-5 ns of a 57 ns barrier at P=2. */
+#define SHMCOLL_HOT __attribute__((always_inline)) inline
+
 /* The advance of a call with nothing to do (count 0): it completes at once. */
 int shmcoll__nothing(struct shmcoll_node *n, struct shmcoll_task *t);
 

@@ -27,7 +27,7 @@
 
 enum { AT_GUARD = 1, AT_PEER, AT_STAGE, AT_STEP };
 
-static int reduce_inline(struct shmcoll_node *n, struct shmcoll_task *t)
+static SHMCOLL_HOT int reduce_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	uint8_t tmp[SHMCOLL_INLINE_MAX];
 	const uint8_t *m;
@@ -142,5 +142,5 @@ int shmcoll__node_reduce(struct shmcoll_node *n, const void *send, void *recv, s
 	struct shmcoll_task t;
 
 	shmcoll__reduce_init(n, &t, send, recv, count, dt, op, root);
-	return shmcoll__task_run(n, &t);
+	return shmcoll__task_run_likely(n, &t, reduce_inline);
 }

@@ -28,7 +28,7 @@
 
 enum { AT_GUARD = 1, AT_PEER, AT_STEP, AT_END };
 
-static int reduce_scatter_inline(struct shmcoll_node *n, struct shmcoll_task *t)
+static SHMCOLL_HOT int reduce_scatter_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	size_t mine = (size_t)n->rank * t->count * t->es;
 	const uint8_t *m;
@@ -140,5 +140,5 @@ int shmcoll__node_reduce_scatter(struct shmcoll_node *n, const void *send, void 
 	struct shmcoll_task t;
 
 	shmcoll__reduce_scatter_init(n, &t, send, recv, recvcount, dt, op);
-	return shmcoll__task_run(n, &t);
+	return shmcoll__task_run_likely(n, &t, reduce_scatter_inline);
 }

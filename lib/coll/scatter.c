@@ -23,7 +23,7 @@
 
 enum { AT_GUARD = 1, AT_PEER, AT_STAGE, AT_STEP, AT_READ, AT_END };
 
-static int scatter_inline(struct shmcoll_node *n, struct shmcoll_task *t)
+static SHMCOLL_HOT int scatter_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	size_t bytes = t->count * t->es;
 	const uint8_t *own = n->rank == t->root ? t->send + (size_t)t->root * bytes : NULL;
@@ -187,5 +187,5 @@ int shmcoll__node_scatter(struct shmcoll_node *n, const void *send, void *recv, 
 	struct shmcoll_task t;
 
 	shmcoll__scatter_init(n, &t, send, recv, recvcount, dt, root);
-	return shmcoll__task_run(n, &t);
+	return shmcoll__task_run_likely(n, &t, scatter_inline);
 }
