@@ -73,16 +73,22 @@ def describe(impl):
 FIELDS = ["impl", "op", "ranks", "bytes", "lat_us", "algbw_GBps", "busbw_GBps"]
 
 
+# {(impl, op, bytes): {repeat: lat_us}}: every run's latency by its repeat, for the
+# ratios of two builds paired within a repeat (against_rows).
+BY_REPEAT = defaultdict(dict)
+
+
 def read_runs(runs_dir, ranks):
     """{(impl, op, bytes): [lat_us, ...]} and {(impl, op): busbw/algbw factor},
     from every runs/<impl>.<op>.<rep>.csv; rows of another rank count are dropped
-    (compare-mpi has reported them already)."""
+    (compare-mpi has reported them already). Fills BY_REPEAT too."""
     lats = defaultdict(list)
     factor = {}
     for name in sorted(os.listdir(runs_dir)):
         if not name.endswith(".csv"):
             continue
         impl = name.split(".")[0]
+        rep = name[:-len(".csv")].rsplit(".", 1)[-1]
         with open(os.path.join(runs_dir, name), newline="") as f:
             for row in csv.reader(f):
                 if len(row) != len(FIELDS) or row[0] == "impl":
@@ -95,6 +101,7 @@ def read_runs(runs_dir, ranks):
                 if nranks != ranks or lat <= 0:
                     continue
                 lats[(impl, row[1], nbytes)].append(lat)
+                BY_REPEAT[(impl, row[1], nbytes)][rep] = lat
                 if alg > 0:
                     factor[(impl, row[1])] = bus / alg
     return lats, factor
@@ -238,14 +245,25 @@ def md_table(rows):
 APART = 1.05
 
 
+def paired_ratio(rev, op, b):
+    """The median over the repeats of rev's latency over shmcoll's in the same repeat,
+    or None. The two runs of a repeat are adjacent in time, so a change of the
+    machine's state between repeats (this VM's slow mode comes and goes within a
+    minute) cancels out, where a ratio of medians taken across repeats in different
+    states would not."""
+    r, s = BY_REPEAT.get((rev, op, b), {}), BY_REPEAT.get((SHM, op, b), {})
+    pairs = [r[k] / s[k] for k in r if k in s]
+    return statistics.median(pairs) if pairs else None
+
+
 def against_rows(med, op, rev):
-    """One row per size of op that either build ran: the cells (size, rev's
-    latency, shmcoll's, rev/shmcoll) and that ratio, or None where one is missing.
-    > 1: the current build is faster."""
+    """One row per size of op that either build ran: the cells (size, rev's median
+    latency, shmcoll's, rev/shmcoll paired within repeats) and that ratio, or None
+    where one is missing. > 1: the current build is faster."""
     rows = []
     for b in sorted({b for (i, o, b) in med if o == op and i in (rev, SHM)}):
         r, s = med.get((rev, op, b)), med.get((SHM, op, b))
-        ratio = r["lat"] / s["lat"] if r and s else None
+        ratio = paired_ratio(rev, op, b) if r and s else None
         rows.append(([fmt_bytes(b), fmt_lat(r["lat"]) if r else "-",
                       fmt_lat(s["lat"]) if s else "-",
                       "%.2fx" % ratio if ratio else "-"], ratio))
@@ -443,8 +461,10 @@ def main():
              " (the same mpi-bench binary, unmodified), and MPI/(MPI+shmcoll) the best"
              " plain MPI's latency over it." if any(interposed(i) for i in impls) else "")
           + (" `shmcoll@<id>` is shmcoll built from commit <id> (--against), run interleaved"
-             " with the others in every repeat; <id>/current is its latency over this"
-             " tree's build's (`shmcoll`), so > 1 means the current build is faster, and"
+             " with the others in every repeat; <id>/current is the median over the repeats of"
+             " its latency over this tree's build's (`shmcoll`) in the same repeat (the two"
+             " runs are adjacent, so the machine's changes of state between repeats cancel"
+             " out), so > 1 means the current build is faster, and"
              " sizes more than %d%% apart either way are counted."
              % round((APART - 1) * 100) if revs else ""),
           ""]
