@@ -7,25 +7,8 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/sweep.h"
 #include "shm/arena.h"
-
-enum {
-	OP_ALLREDUCE,
-	OP_REDUCE,
-	OP_BCAST,
-	OP_ALLGATHER,
-	OP_REDUCE_SCATTER,
-	OP_ALLTOALL,
-	OP_GATHER,
-	OP_SCATTER,
-	OP_BARRIER,
-	OP_COUNT
-};
-
-static const char *const op_names[OP_COUNT] = {
-    "allreduce", "reduce", "bcast",   "allgather", "reduce_scatter",
-    "alltoall",  "gather", "scatter", "barrier",
-};
 
 struct opts {
 	int sel; /* one op, or -1 for all */
@@ -115,11 +98,9 @@ static int parse(int argc, char **argv, struct opts *o)
 			if (!v)
 				return EXIT_USAGE;
 			if (!strcmp(a, "--op")) {
-				for (x = 0; x < OP_COUNT && strcmp(v, op_names[x]); x++)
-					;
-				if (x == OP_COUNT && strcmp(v, "all"))
+				o->sel = bench_sweep_op(v);
+				if (o->sel < 0 && strcmp(v, "all"))
 					return bench_usage_error("unknown --op '%s'", v);
-				o->sel = x == OP_COUNT ? -1 : x;
 			} else if (!strcmp(a, "--min-bytes")) {
 				if (bench_parse_size(v, &o->minb))
 					return bench_usage_error("bad --min-bytes '%s'", v);
@@ -177,7 +158,7 @@ __attribute__((cold)) static _Noreturn void op_failed(const struct coll *c, int 
 {
 	char what[64];
 
-	snprintf(what, sizeof(what), "shmcoll_%s", op_names[op]);
+	snprintf(what, sizeof(what), "shmcoll_%s", bench_sweep_ops[op]);
 	call_failed(c, what, bytes, rc);
 }
 
@@ -219,116 +200,27 @@ __attribute__((cold)) static _Noreturn void wrong(const struct coll *c, int op, 
 	bench_value_format(c->dtype, want, want_s, sizeof(want_s));
 	fprintf(stderr,
 	        "VALIDATION FAILED rank %d op %s (%s %s) bytes %zu idx %zu got %s want %s\n",
-	        c->rank, op_names[op], bench_dtype_name(c->dtype), bench_op_name(c->rop), bytes,
-	        idx, got_s, want_s);
+	        c->rank, bench_sweep_ops[op], bench_dtype_name(c->dtype), bench_op_name(c->rop),
+	        bytes, idx, got_s, want_s);
 	shmcoll_comm_abort(c->comm);
 	exit(EXIT_INVALID);
-}
-
-static void expect(const struct coll *c, int op, size_t bytes, size_t idx, int64_t want)
-{
-	if (!bench_elem_equal(c->rbuf, idx, c->dtype, want))
-		wrong(c, op, bytes, idx, want);
 }
 
 /* One call with known inputs, every output element checked on every rank that gets one, as
  * mpi_coll_bench does (reduce and gather: the root only). */
 static void validate(const struct coll *c, int op, size_t count, size_t bytes)
 {
-	size_t ch = count / (size_t)c->size, i;
-	shmcoll_dtype dt = c->dtype;
-	int P = c->size, me = c->rank, r, rc;
+	int64_t want;
+	size_t idx;
+	int rc;
 
-	switch (op) {
-	case OP_ALLREDUCE:
-	case OP_REDUCE:
-	case OP_REDUCE_SCATTER:
-		for (i = 0; i < count; i++)
-			bench_elem_store(c->sbuf, i, dt, bench_vals_input(&c->vals, me, i));
-		break;
-	case OP_BCAST:
-		for (i = 0; i < count; i++)
-			bench_elem_store(c->rbuf, i, dt, me == 0 ? bench_tag(dt, 7, i) : -1);
-		break;
-	case OP_ALLGATHER:
-	case OP_GATHER:
-		for (i = 0; i < ch; i++)
-			bench_elem_store(c->sbuf, i, dt, bench_tag(dt, me, i));
-		break;
-	case OP_ALLTOALL: /* block r goes to rank r */
-		for (r = 0; r < P; r++)
-			for (i = 0; i < ch; i++)
-				bench_elem_store(c->sbuf, (size_t)r * ch + i, dt,
-				                 bench_tag_a2a(dt, me, r, i));
-		break;
-	case OP_SCATTER:
-		if (me == 0)
-			for (i = 0; i < count; i++)
-				bench_elem_store(c->sbuf, i, dt,
-				                 bench_tag(dt, (int)(i / ch), i % ch));
-		break;
-	}
-	if (op != OP_BCAST)
-		for (i = 0; i < count; i++)
-			bench_elem_store(c->rbuf, i, dt, -1);
-
+	bench_sweep_fill(op, c->dtype, &c->vals, c->sbuf, c->rbuf, count, c->rank, c->size);
 	rc = run_op(c, op, count);
 	if (rc != 0)
 		op_failed(c, op, bytes, rc);
-
-	switch (op) {
-	case OP_ALLREDUCE:
-		for (i = 0; i < count; i++)
-			expect(c, op, bytes, i, bench_vals_result(&c->vals, i));
-		break;
-	case OP_REDUCE:
-		if (me == 0)
-			for (i = 0; i < count; i++)
-				expect(c, op, bytes, i, bench_vals_result(&c->vals, i));
-		break;
-	case OP_BCAST:
-		for (i = 0; i < count; i++)
-			expect(c, op, bytes, i, bench_tag(dt, 7, i));
-		break;
-	case OP_ALLGATHER:
-	case OP_GATHER:
-		if (op == OP_GATHER && me != 0)
-			break;
-		for (r = 0; r < P; r++)
-			for (i = 0; i < ch; i++)
-				expect(c, op, bytes, (size_t)r * ch + i, bench_tag(dt, r, i));
-		break;
-	case OP_REDUCE_SCATTER:
-		for (i = 0; i < ch; i++)
-			expect(c, op, bytes, i, bench_vals_result(&c->vals, (size_t)me * ch + i));
-		break;
-	case OP_ALLTOALL:
-		for (r = 0; r < P; r++)
-			for (i = 0; i < ch; i++)
-				expect(c, op, bytes, (size_t)r * ch + i,
-				       bench_tag_a2a(dt, r, me, i));
-		break;
-	case OP_SCATTER:
-		for (i = 0; i < ch; i++)
-			expect(c, op, bytes, i, bench_tag(dt, me, i));
-		break;
-	}
-}
-
-/* nccl-tests' bus bandwidth factors. */
-static double bus_factor(int op, int size)
-{
-	double P = size;
-
-	switch (op) {
-	case OP_ALLREDUCE:
-		return 2.0 * (P - 1) / P;
-	case OP_BCAST:
-	case OP_REDUCE:
-		return 1.0;
-	default:
-		return (P - 1) / P;
-	}
+	if (bench_sweep_check(op, c->dtype, &c->vals, c->rbuf, count, c->rank, c->size, &idx,
+	                      &want))
+		wrong(c, op, bytes, idx, want);
 }
 
 /* Warm up, then time iters calls: back to back after one barrier, or (--sync) each call alone
@@ -336,19 +228,9 @@ static double bus_factor(int op, int size)
 static void time_size(const struct coll *c, const struct opts *o, struct bench_out *out, int op,
                       size_t bytes, size_t count)
 {
-	size_t b = bytes ? bytes : 4;
-	long iters = (long)((double)((size_t)1 << 26) / (double)b * o->iscale);
-	long hi = (long)(10000 * o->iscale), lo = 20, warm, i;
+	long warm, iters = bench_sweep_iters(bytes, o->iscale, &warm), i;
 	double t = 0.0, t0, lat, maxlat = 0.0, alg;
 	int rc;
-
-	if (hi < lo)
-		hi = lo;
-	if (iters > hi)
-		iters = hi;
-	if (iters < lo)
-		iters = lo;
-	warm = iters / 10 + 2;
 
 	for (i = 0; i < warm; i++) {
 		rc = run_op(c, op, count);
@@ -385,8 +267,8 @@ static void time_size(const struct coll *c, const struct opts *o, struct bench_o
 		call_failed(c, "shmcoll_reduce of the timings", bytes, rc);
 	if (c->rank == 0) {
 		alg = op == OP_BARRIER ? 0.0 : (double)bytes / (maxlat * 1e-6) / 1e9;
-		bench_out_line(out, "%s,%s,%d,%zu,%.3f,%.4f,%.4f\n", o->impl, op_names[op], c->size,
-		               bytes, maxlat, alg, alg * bus_factor(op, c->size));
+		bench_out_line(out, "%s,%s,%d,%zu,%.3f,%.4f,%.4f\n", o->impl, bench_sweep_ops[op],
+		               c->size, bytes, maxlat, alg, alg * bench_sweep_busbw(op, c->size));
 	}
 }
 

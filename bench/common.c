@@ -64,44 +64,6 @@ int bench_usage_exit(int rc)
 	return rc;
 }
 
-int bench_parse_size(const char *s, size_t *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || !isfinite(v) || v < 0)
-		return -1;
-	if (*end == 'K' || *end == 'k')
-		v *= 1024;
-	else if (*end == 'M' || *end == 'm')
-		v *= 1048576;
-	else if (*end == 'G' || *end == 'g')
-		v *= 1073741824.0;
-	else if (*end)
-		return -1;
-	if (*end && end[1])
-		return -1;
-	if (v >= 18446744073709551616.0) /* 2^64: beyond size_t */
-		return -1;
-	*out = (size_t)v;
-	return 0;
-}
-
-int bench_parse_positive(const char *s, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !isfinite(v) || v <= 0)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 const char *bench_optarg(int argc, char **argv, int *i)
 {
 	if (*i + 1 >= argc) {

@@ -16,6 +16,7 @@
 /* Only the exact test values (values.c) are shmcoll-bench's; no part of the library is linked,
  * so what is timed is the MPI, or the interposer when it is preloaded. */
 #include "bench/bench.h"
+#include "bench/sweep.h"
 
 #ifndef MPI_BENCH_PROG
 #define MPI_BENCH_PROG "mpi-bench"
@@ -38,23 +39,6 @@
 
 /* The ops, their order and their names are coll.c's, so that --op all prints the rows in the
  * same order. */
-enum {
-	OP_ALLREDUCE,
-	OP_REDUCE,
-	OP_BCAST,
-	OP_ALLGATHER,
-	OP_REDUCE_SCATTER,
-	OP_ALLTOALL,
-	OP_GATHER,
-	OP_SCATTER,
-	OP_BARRIER,
-	OP_COUNT
-};
-
-static const char *const op_names[OP_COUNT] = {
-    "allreduce", "reduce", "bcast",   "allgather", "reduce_scatter",
-    "alltoall",  "gather", "scatter", "barrier",
-};
 
 static const char *const mpi_names[OP_COUNT] = {
     "MPI_Allreduce", "MPI_Reduce", "MPI_Bcast",   "MPI_Allgather", "MPI_Reduce_scatter_block",
@@ -118,53 +102,12 @@ __attribute__((format(printf, 2, 3))) static int usage_error(int print, const ch
 	return EXIT_USAGE;
 }
 
-/* shmcoll-bench's size syntax (bench_parse_size): a number, fractions allowed, and at most one
- * K, M or G (powers of 1024). 0 or -1 for garbage. */
-static int parse_size(const char *s, size_t *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || !isfinite(v) || v < 0)
-		return -1;
-	if (*end == 'K' || *end == 'k')
-		v *= 1024;
-	else if (*end == 'M' || *end == 'm')
-		v *= 1048576;
-	else if (*end == 'G' || *end == 'g')
-		v *= 1073741824.0;
-	else if (*end)
-		return -1;
-	if (*end && end[1])
-		return -1;
-	if (v >= 18446744073709551616.0) /* 2^64: beyond size_t */
-		return -1;
-	*out = (size_t)v;
-	return 0;
-}
-
-/* A positive finite number. 0 or -1. */
-static int parse_positive(const char *s, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !isfinite(v) || v <= 0)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 /* After MPI_Init, on every rank alike; print is set on rank 0 only. 0: run; -1: help was
  * printed; EXIT_USAGE: a bad command line. */
 static int parse(int argc, char **argv, struct opts *o, int print)
 {
 	const char *a, *v;
-	int i, x;
+	int i;
 
 	*o = (struct opts){
 	    .sel = -1,
@@ -191,20 +134,18 @@ static int parse(int argc, char **argv, struct opts *o, int print)
 				return usage_error(print, "option %s needs a value", a);
 			v = argv[++i];
 			if (!strcmp(a, "--op")) {
-				for (x = 0; x < OP_COUNT && strcmp(v, op_names[x]); x++)
-					;
-				if (x == OP_COUNT && strcmp(v, "all"))
+				o->sel = bench_sweep_op(v);
+				if (o->sel < 0 && strcmp(v, "all"))
 					return usage_error(print, "unknown --op '%s'", v);
-				o->sel = x == OP_COUNT ? -1 : x;
 			} else if (!strcmp(a, "--min-bytes")) {
-				if (parse_size(v, &o->minb))
+				if (bench_parse_size(v, &o->minb))
 					return usage_error(print, "bad --min-bytes '%s'", v);
 			} else if (!strcmp(a, "--max-bytes")) {
-				if (parse_size(v, &o->maxb))
+				if (bench_parse_size(v, &o->maxb))
 					return usage_error(print, "bad --max-bytes '%s'", v);
 			} else if (!strcmp(a, "--impl")) {
 				o->impl = v;
-			} else if (parse_positive(v, &o->iscale)) {
+			} else if (bench_parse_positive(v, &o->iscale)) {
 				return usage_error(print, "bad --iters-scale '%s'", v);
 			}
 		} else {
@@ -275,114 +216,25 @@ __attribute__((cold)) static _Noreturn void wrong(const struct coll *c, int op, 
 	bench_value_format(DTYPE, want, want_s, sizeof(want_s));
 	fprintf(stderr,
 	        "VALIDATION FAILED rank %d op %s (float32 sum) bytes %zu idx %zu got %s want %s\n",
-	        c->rank, op_names[op], bytes, idx, got_s, want_s);
+	        c->rank, bench_sweep_ops[op], bytes, idx, got_s, want_s);
 	MPI_Abort(MPI_COMM_WORLD, EXIT_INVALID);
 	exit(EXIT_INVALID);
-}
-
-static void expect(const struct coll *c, int op, size_t bytes, size_t idx, int64_t want)
-{
-	if (!bench_elem_equal(c->rbuf, idx, DTYPE, want))
-		wrong(c, op, bytes, idx, want);
 }
 
 /* One call with shmcoll-bench's inputs, every output element checked on every rank that gets
  * one (reduce and gather: the root only) against the same exact values. */
 static void validate(const struct coll *c, int op, size_t count, size_t bytes)
 {
-	size_t ch = count / (size_t)c->size, i;
-	int P = c->size, me = c->rank, r, rc;
+	int64_t want;
+	size_t idx;
+	int rc;
 
-	switch (op) {
-	case OP_ALLREDUCE:
-	case OP_REDUCE:
-	case OP_REDUCE_SCATTER:
-		for (i = 0; i < count; i++)
-			bench_elem_store(c->sbuf, i, DTYPE, bench_vals_input(&c->vals, me, i));
-		break;
-	case OP_BCAST:
-		for (i = 0; i < count; i++)
-			bench_elem_store(c->rbuf, i, DTYPE, me == 0 ? bench_tag(DTYPE, 7, i) : -1);
-		break;
-	case OP_ALLGATHER:
-	case OP_GATHER:
-		for (i = 0; i < ch; i++)
-			bench_elem_store(c->sbuf, i, DTYPE, bench_tag(DTYPE, me, i));
-		break;
-	case OP_ALLTOALL: /* block r goes to rank r */
-		for (r = 0; r < P; r++)
-			for (i = 0; i < ch; i++)
-				bench_elem_store(c->sbuf, (size_t)r * ch + i, DTYPE,
-				                 bench_tag_a2a(DTYPE, me, r, i));
-		break;
-	case OP_SCATTER:
-		if (me == 0)
-			for (i = 0; i < count; i++)
-				bench_elem_store(c->sbuf, i, DTYPE,
-				                 bench_tag(DTYPE, (int)(i / ch), i % ch));
-		break;
-	}
-	if (op != OP_BCAST)
-		for (i = 0; i < count; i++)
-			bench_elem_store(c->rbuf, i, DTYPE, -1);
-
+	bench_sweep_fill(op, DTYPE, &c->vals, c->sbuf, c->rbuf, count, c->rank, c->size);
 	rc = run_op(c, op, count);
 	if (rc != MPI_SUCCESS)
 		call_failed(c, mpi_names[op], bytes, rc);
-
-	switch (op) {
-	case OP_ALLREDUCE:
-		for (i = 0; i < count; i++)
-			expect(c, op, bytes, i, bench_vals_result(&c->vals, i));
-		break;
-	case OP_REDUCE:
-		if (me == 0)
-			for (i = 0; i < count; i++)
-				expect(c, op, bytes, i, bench_vals_result(&c->vals, i));
-		break;
-	case OP_BCAST:
-		for (i = 0; i < count; i++)
-			expect(c, op, bytes, i, bench_tag(DTYPE, 7, i));
-		break;
-	case OP_ALLGATHER:
-	case OP_GATHER:
-		if (op == OP_GATHER && me != 0)
-			break;
-		for (r = 0; r < P; r++)
-			for (i = 0; i < ch; i++)
-				expect(c, op, bytes, (size_t)r * ch + i, bench_tag(DTYPE, r, i));
-		break;
-	case OP_REDUCE_SCATTER:
-		for (i = 0; i < ch; i++)
-			expect(c, op, bytes, i, bench_vals_result(&c->vals, (size_t)me * ch + i));
-		break;
-	case OP_ALLTOALL:
-		for (r = 0; r < P; r++)
-			for (i = 0; i < ch; i++)
-				expect(c, op, bytes, (size_t)r * ch + i,
-				       bench_tag_a2a(DTYPE, r, me, i));
-		break;
-	case OP_SCATTER:
-		for (i = 0; i < ch; i++)
-			expect(c, op, bytes, i, bench_tag(DTYPE, me, i));
-		break;
-	}
-}
-
-/* nccl-tests' bus bandwidth factors, as coll.c applies them. */
-static double bus_factor(int op, int size)
-{
-	double P = size;
-
-	switch (op) {
-	case OP_ALLREDUCE:
-		return 2.0 * (P - 1) / P;
-	case OP_BCAST:
-	case OP_REDUCE:
-		return 1.0;
-	default:
-		return (P - 1) / P;
-	}
+	if (bench_sweep_check(op, DTYPE, &c->vals, c->rbuf, count, c->rank, c->size, &idx, &want))
+		wrong(c, op, bytes, idx, want);
 }
 
 /* Seconds on CLOCK_MONOTONIC: shmcoll-bench's clock (bench_now), rather than MPI_Wtime, whose
@@ -401,19 +253,9 @@ static double now(void)
 static void time_size(const struct coll *c, const struct opts *o, int op, size_t bytes,
                       size_t count)
 {
-	size_t b = bytes ? bytes : 4;
-	long iters = (long)((double)((size_t)1 << 26) / (double)b * o->iscale);
-	long hi = (long)(10000 * o->iscale), lo = 20, warm, i;
+	long warm, iters = bench_sweep_iters(bytes, o->iscale, &warm), i;
 	double t = 0.0, t0, lat, maxlat = 0.0, alg;
 	int rc;
-
-	if (hi < lo)
-		hi = lo;
-	if (iters > hi)
-		iters = hi;
-	if (iters < lo)
-		iters = lo;
-	warm = iters / 10 + 2;
 
 	for (i = 0; i < warm; i++) {
 		rc = run_op(c, op, count);
@@ -449,8 +291,8 @@ static void time_size(const struct coll *c, const struct opts *o, int op, size_t
 		call_failed(c, "MPI_Reduce of the timings", bytes, rc);
 	if (c->rank == 0) {
 		alg = op == OP_BARRIER ? 0.0 : (double)bytes / (maxlat * 1e-6) / 1e9;
-		printf("%s,%s,%d,%zu,%.3f,%.4f,%.4f\n", o->impl, op_names[op], c->size, bytes,
-		       maxlat, alg, alg * bus_factor(op, c->size));
+		printf("%s,%s,%d,%zu,%.3f,%.4f,%.4f\n", o->impl, bench_sweep_ops[op], c->size,
+		       bytes, maxlat, alg, alg * bench_sweep_busbw(op, c->size));
 		fflush(stdout);
 	}
 }
