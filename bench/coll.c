@@ -335,7 +335,7 @@ int bench_coll_main(int argc, char **argv)
 	struct bench_out out;
 	struct opts o;
 	size_t esize, cap, bytes, count;
-	int op, rc, divided, status = 0;
+	int op, rc, status = 0;
 	char num[32];
 
 	rc = parse(argc, argv, &o);
@@ -391,18 +391,11 @@ int bench_coll_main(int argc, char **argv)
 	for (op = 0; op < OP_COUNT; op++) {
 		if (o.sel >= 0 && op != o.sel)
 			continue;
-		divided = !(op == OP_ALLREDUCE || op == OP_REDUCE || op == OP_BCAST);
 		for (bytes = op == OP_BARRIER ? 0 : o.minb; bytes <= o.maxb; bytes *= 2) {
-			count = bytes / esize;
-			if (op != OP_BARRIER) {
-				/* Too small for one element per rank: skipped, as by the harness.
-				 */
-				if (divided && count / (size_t)c.size == 0)
-					continue;
-				if (divided)
-					count = count / (size_t)c.size * (size_t)c.size;
+			if (!bench_sweep_count(op, bytes, esize, c.size, &count))
+				continue;
+			if (op != OP_BARRIER)
 				validate(&c, op, count, bytes);
-			}
 			time_size(&c, &o, &out, op, bytes, count);
 			if (op == OP_BARRIER)
 				break;

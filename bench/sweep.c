@@ -21,6 +21,20 @@ int bench_sweep_op(const char *s)
 	return -1;
 }
 
+int bench_sweep_count(int op, size_t bytes, size_t esize, int P, size_t *count)
+{
+	int divided = !(op == OP_ALLREDUCE || op == OP_REDUCE || op == OP_BCAST);
+	size_t n = op == OP_BARRIER ? 0 : bytes / esize;
+
+	if (divided && op != OP_BARRIER) {
+		if (n / (size_t)P == 0)
+			return 0;
+		n = n / (size_t)P * (size_t)P;
+	}
+	*count = n;
+	return 1;
+}
+
 void bench_sweep_fill(int op, shmcoll_dtype dt, const struct bench_vals *v, void *sbuf, void *rbuf,
                       size_t count, int me, int P)
 {

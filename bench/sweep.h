@@ -42,6 +42,11 @@ void bench_sweep_fill(int op, shmcoll_dtype dt, const struct bench_vals *v, void
 int bench_sweep_check(int op, shmcoll_dtype dt, const struct bench_vals *v, const void *rbuf,
                       size_t count, int me, int P, size_t *idx, int64_t *want);
 
+/* The element count of op at a size of bytes (esize-byte elements) into *count: bytes / esize,
+ * for the ops that divide their data among the ranks rounded down to a multiple of P. 0 when
+ * that leaves a rank no element (the size is skipped), else 1. The barrier's size is 0. */
+int bench_sweep_count(int op, size_t bytes, size_t esize, int P, size_t *count);
+
 /* Timed calls of a size of bytes (0 counts as 4): clamp(2^26 / bytes, 20, 10000) x scale,
  * and the warm-up calls before them (a tenth, plus 2). */
 long bench_sweep_iters(size_t bytes, double scale, long *warm);

@@ -302,7 +302,7 @@ int main(int argc, char **argv)
 	struct coll c = {0};
 	struct opts o;
 	size_t cap, bytes, count;
-	int op, rc, divided;
+	int op, rc;
 
 	/* Line by line even into a pipe or file: when one rank fails, the launcher stops the
 	 * others, and a table still in a buffer would be lost with them. */
@@ -346,17 +346,11 @@ int main(int argc, char **argv)
 	for (op = 0; op < OP_COUNT; op++) {
 		if (o.sel >= 0 && op != o.sel)
 			continue;
-		divided = !(op == OP_ALLREDUCE || op == OP_REDUCE || op == OP_BCAST);
 		for (bytes = op == OP_BARRIER ? 0 : o.minb; bytes <= o.maxb; bytes *= 2) {
-			count = bytes / ESIZE;
-			if (op != OP_BARRIER) {
-				/* Too small for one element per rank: skipped, as by coll.c. */
-				if (divided && count / (size_t)c.size == 0)
-					continue;
-				if (divided)
-					count = count / (size_t)c.size * (size_t)c.size;
+			if (!bench_sweep_count(op, bytes, ESIZE, c.size, &count))
+				continue;
+			if (op != OP_BARRIER)
 				validate(&c, op, count, bytes);
-			}
 			time_size(&c, &o, op, bytes, count);
 			if (op == OP_BARRIER)
 				break;
