@@ -477,20 +477,23 @@ static int siblings_can_read(void)
 static int cma_vote_body(shmcoll_comm *parent, int rank, void *arg)
 {
 	const int *expect_on = arg;
-	size_t n = 1u << 18, i; /* 1 MiB of int32: single copies where allowed */
+	size_t n = 1u << 18, i; /* 1 MiB of int32: single copies where allowed (CMA_MIN) */
 	int32_t *buf = malloc(n * sizeof(*buf));
 	shmcoll_comm *all = NULL, *vetoed = NULL;
 	int rc, bad = 0;
 
 	if (!buf)
 		return 90;
-	/* A dup with everyone willing, then one where rank 1 refuses. */
+	/* A dup with everyone willing, then one where rank 1 refuses; single copies asked for
+	 * at every size (they are off by default). */
+	setenv("SHMCOLL_CMA_MIN", "1", 1);
 	rc = shmcoll_comm_dup(parent, &all);
 	if (rank == 1)
 		setenv("SHMCOLL_CMA", "0", 1);
 	if (!rc)
 		rc = shmcoll_comm_dup(parent, &vetoed);
 	unsetenv("SHMCOLL_CMA");
+	unsetenv("SHMCOLL_CMA_MIN");
 	if (rc)
 		return 10;
 	if (shmcoll__probe_cma(all) != *expect_on || shmcoll__probe_cma(vetoed))

@@ -36,6 +36,9 @@
 #define SMALL_COUNT 5            /* int32 elements: the inline and flat paths */
 #define LARGE_COUNT (256 * 1024) /* 1 MiB of int32 per rank */
 #define LARGE_CHUNK "4096"       /* so a large call takes hundreds of steps */
+/* f->large: 0 small; 1 large, staged through the arena; LARGE_CMA large, read from the peers'
+ * memory (SHMCOLL_CMA_MIN=1: single copies at every size, which are off by default). */
+#define LARGE_CMA 2
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
@@ -56,6 +59,7 @@ struct fault {
 	_Atomic int64_t death_ns; /* when the victim died (or was killed) */
 	_Atomic int64_t worst_ns; /* the slowest survivor's detection time */
 	_Atomic int outcome[P];   /* 1: the call itself failed, 2: it completed first */
+	_Atomic int staged;       /* LARGE_CMA, but single copies are not allowed here */
 };
 
 static int64_t now_ns(void)
@@ -240,6 +244,8 @@ static int fault_body(shmcoll_comm *c, int rank, void *arg)
 	int rc, rc2;
 
 	bufs_fill(f, rank, n, &b);
+	if (f->large == LARGE_CMA && !shmcoll__probe_cma(c))
+		atomic_store(&f->staged, 1);
 	if (rank == VICTIM && f->when == BEFORE)
 		die(f);
 	if (rank == 1 && f->when == DURING && kill_inside(c, f) < 0)
@@ -296,6 +302,7 @@ static int fault_body(shmcoll_comm *c, int rank, void *arg)
 }
 
 static const char *const when_names[] = {"before", "during", "after"};
+static const char *const size_names[] = {"small", "large", "large single-copy"};
 
 static void run_fault_how(th_coll coll, enum when when, int large, int root, enum how how)
 {
@@ -317,10 +324,17 @@ static void run_fault_how(th_coll coll, enum when when, int large, int root, enu
 		cr_assert(setenv("SHMCOLL_CHUNK_BYTES", LARGE_CHUNK, 1) == 0);
 	else
 		cr_assert(unsetenv("SHMCOLL_CHUNK_BYTES") == 0);
+	if (large == LARGE_CMA)
+		cr_assert(setenv("SHMCOLL_CMA_MIN", "1", 1) == 0);
 	th_run_ranks(P, fault_body, f, &o, &res);
 	unsetenv("SHMCOLL_CHUNK_BYTES");
+	unsetenv("SHMCOLL_CMA_MIN");
 	snprintf(name, sizeof(name), "%s %s %s, root %d", th_coll_name(coll), when_names[when],
-	         large ? "large" : "small", root);
+	         size_names[large], root);
+	if (atomic_load(&f->staged))
+		cr_log_warn("%s: process_vm_readv is not allowed here (ptrace_scope, seccomp): "
+		            "the call staged instead",
+		            name);
 	cr_assert(!res.timed_out, "%s: hung: %s", name, res.summary);
 	if (how == DIE_EXIT)
 		cr_assert(res.rank[VICTIM].code == 42, "%s: the victim did not exit: %s", name,
@@ -405,6 +419,27 @@ FAULT_TESTS(gather_root_dies, TH_GATHER, VICTIM)
 FAULT_TESTS(scatter, TH_SCATTER, 0)
 FAULT_TESTS(scatter_root_dies, TH_SCATTER, VICTIM)
 FAULT_TESTS(alltoall, TH_ALLTOALL, 0)
+
+/* Single copies read a peer's memory while it dies: its pages go before it is a zombie, and a
+ * read in that window fails as for a bad buffer (docs/RELIABILITY.md). */
+#define FAULT_TESTS_CMA(name, coll, root)                                                          \
+	Test(faults, name##_during_large_cma, .timeout = 200)                                      \
+	{                                                                                          \
+		run_fault(coll, DURING, LARGE_CMA, root);                                          \
+	}                                                                                          \
+	Test(faults, name##_after_large_cma, .timeout = 200)                                       \
+	{                                                                                          \
+		run_fault(coll, AFTER, LARGE_CMA, root);                                           \
+	}
+
+FAULT_TESTS_CMA(bcast, TH_BCAST, 0)
+FAULT_TESTS_CMA(bcast_root_dies, TH_BCAST, VICTIM)
+FAULT_TESTS_CMA(allgather, TH_ALLGATHER, 0)
+FAULT_TESTS_CMA(gather, TH_GATHER, 0)
+FAULT_TESTS_CMA(gather_root_dies, TH_GATHER, VICTIM)
+FAULT_TESTS_CMA(scatter, TH_SCATTER, 0)
+FAULT_TESTS_CMA(scatter_root_dies, TH_SCATTER, VICTIM)
+FAULT_TESTS_CMA(alltoall, TH_ALLTOALL, 0)
 
 Test(faults, barrier_before, .timeout = 200)
 {

@@ -37,25 +37,13 @@
 #include "lib/core/node.h"
 #include "shm/proc.h"
 
-/* Single copies of blocks (a rank's share: the whole buffer for bcast) from
- * these sizes on; SHMCOLL_CMA_MIN overrides them all. Below them the
- * syscall, two steps and the page walk cost more than the second copy saves
- * (docs/BENCHMARKS.md, "Single copy"). When every rank has a CPU of its own
- * the reads run in parallel and win from 32-64 KiB. When ranks share CPUs,
- * time is CPU time, and process_vm_readv spends more of it per byte than a
- * memcpy from the arena: single copies win only where they save a whole
- * copy of everything (scatter, alltoall) or for bcast from 1 MiB, and
- * gather and allgather keep staging. */
-#define KIB   1024u
-#define NEVER SIZE_MAX
-static const size_t min_own_cpus[KIND_COUNT] = {
-    [KIND_BCAST] = 64 * KIB,     [KIND_GATHER] = 64 * KIB,   [KIND_SCATTER] = 32 * KIB,
-    [KIND_ALLGATHER] = 32 * KIB, [KIND_ALLTOALL] = 32 * KIB,
-};
-static const size_t min_shared_cpus[KIND_COUNT] = {
-    [KIND_BCAST] = 1024 * KIB, [KIND_GATHER] = NEVER,      [KIND_SCATTER] = 64 * KIB,
-    [KIND_ALLGATHER] = NEVER,  [KIND_ALLTOALL] = 64 * KIB,
-};
+/* Single copies run only when asked for: SHMCOLL_ALGO=cma, or SHMCOLL_CMA_MIN for blocks from
+ * that size on. Against staging through the arena (scripts/cma-crossover, docs/BENCHMARKS.md,
+ * "Single copy"), a process_vm_readv lost at every size from 4 KiB to 64 MiB, for every
+ * collective that has one, at P = 2 and at P = 4 on 2 CPUs, in the VM's normal state: the
+ * syscall pins every page, and its ~13 GB/s is below what two pipelined copies through the
+ * caches reach. It won only where cross-core streaming itself is slow (the VM's slow mode);
+ * such a machine sets SHMCOLL_CMA_MIN, and the probe at create keeps it ready. */
 
 static uint64_t nonce_value(void)
 {
@@ -76,7 +64,7 @@ int shmcoll__cma_offer(struct shmcoll_cma *cma, char *err, size_t errlen)
 	char *end;
 	unsigned long long v;
 
-	cma->min = 0; /* the tables above */
+	cma->min = 0; /* unset: staging unless SHMCOLL_ALGO says cma */
 	if (min && *min) {
 		errno = 0;
 		v = strtoull(min, &end, 10);
@@ -152,8 +140,7 @@ int shmcoll__cma_pick(const struct shmcoll_node *n, uint32_t kind, size_t block_
 		return 1;
 	if (algo != ALGO_AUTO)
 		return 0;
-	min = n->cma.min ? n->cma.min
-	                 : (n->waiter.oversubscribed ? min_shared_cpus : min_own_cpus)[kind];
+	min = n->cma.min;
 	return min && block_bytes >= min;
 }
 

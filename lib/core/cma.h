@@ -13,7 +13,7 @@ struct shmcoll_task;
 /* Owned by cma.c. */
 struct shmcoll_cma {
 	int ok;         /* every rank can read every peer's memory: the same on every rank */
-	size_t min;     /* SHMCOLL_CMA_MIN: single copies from this block size on; 0: measured */
+	size_t min;     /* SHMCOLL_CMA_MIN: single copies from this block size on; 0: none */
 	uint64_t nonce; /* what peers read here to prove they can */
 };
 
