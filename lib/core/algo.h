@@ -38,6 +38,20 @@ static inline int shmcoll__algo_reduction(const struct shmcoll_node *n, uint32_t
 	return algo;
 }
 
+/* Whether a call of kind whose blocks are block_bytes runs the single-copy protocol (cma.c):
+ * only where every rank can (cma.ok, the same on all) and SHMCOLL_ALGO or SHMCOLL_CMA_MIN
+ * asks for it, so every rank that makes the same call decides alike. */
+static inline int shmcoll__cma_pick(const struct shmcoll_node *n, uint32_t kind, size_t block_bytes)
+{
+	int algo = n->tune.algo[kind];
+
+	if (!n->cma.ok)
+		return 0;
+	if (algo == ALGO_CMA)
+		return 1;
+	return algo == ALGO_AUTO && n->cma.min && block_bytes >= n->cma.min;
+}
+
 /* The protocol of a barrier or bcast: SHMCOLL_ALGO's, else the tree from tree_min ranks on,
  * flat below; a forced single copy that cannot run (shmcoll__cma_pick said no) is flat. */
 static inline int shmcoll__algo_tree(const struct shmcoll_node *n, uint32_t kind, int tree_min)

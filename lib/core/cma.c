@@ -129,21 +129,6 @@ int shmcoll__cma_agree(struct shmcoll_node *n)
 	return 0;
 }
 
-int shmcoll__cma_pick(const struct shmcoll_node *n, uint32_t kind, size_t block_bytes)
-{
-	int algo = n->tune.algo[kind];
-	size_t min;
-
-	if (!n->cma.ok || n->size < 2)
-		return 0;
-	if (algo == ALGO_CMA)
-		return 1;
-	if (algo != ALGO_AUTO)
-		return 0;
-	min = n->cma.min;
-	return min && block_bytes >= min;
-}
-
 /* After a read of rank p's memory failed with errno e. A peer that left
  * the call because the communicator broke (its own caller may have freed the
  * buffer since, or exited) is not at fault: report what broke it, as a wait

@@ -27,10 +27,6 @@ void shmcoll__cma_show(struct shmcoll_node *n);
  * cma.ok alike on every rank (or returns the error of the wait). */
 int shmcoll__cma_agree(struct shmcoll_node *n);
 
-/* Whether a call of kind whose blocks are block_bytes runs the single-copy protocol: the
- * same on every rank that makes the same call. */
-int shmcoll__cma_pick(const struct shmcoll_node *n, uint32_t kind, size_t block_bytes);
-
 /* Copies bytes [off, off+len) of the buffer rank p published for the task's call (its desc
  * addr, or from the arena when it lies in p's symmetric heap) into dst. Only after a step
  * that waited for p. Returns 0, or breaks the communicator and returns -EOWNERDEAD (p is
