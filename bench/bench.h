@@ -54,7 +54,7 @@ int bench_usage_exit(int rc);
 int bench_fit_arena(const char *what, size_t need);
 
 /* A byte count with an optional K, M or G suffix (powers of 1024; fractions allowed, as in
- * mpi_coll_bench). 0 or -1 for garbage. */
+ * mpi-bench). 0 or -1 for garbage. */
 int bench_parse_size(const char *s, size_t *out);
 /* A positive finite number. 0 or -1. */
 int bench_parse_positive(const char *s, double *out);
@@ -85,7 +85,7 @@ void bench_vals_init(struct bench_vals *v, shmcoll_dtype dtype, shmcoll_op op, i
 int64_t bench_vals_input(const struct bench_vals *v, int r, size_t i);
 int64_t bench_vals_result(const struct bench_vals *v, size_t i);
 
-/* Values for the collectives that only move data, as mpi_coll_bench makes them on floats
+/* Values for the collectives that only move data, as mpi-bench makes them on floats
  * (r*1000 + i%97, and src*1000 + dst*10 + i%7 for alltoall); scrambled bits on integers. */
 int64_t bench_tag(shmcoll_dtype dtype, int r, size_t i);
 int64_t bench_tag_a2a(shmcoll_dtype dtype, int src, int dst, size_t i);

@@ -207,7 +207,7 @@ __attribute__((cold)) static _Noreturn void wrong(const struct coll *c, int op, 
 }
 
 /* One call with known inputs, every output element checked on every rank that gets one, as
- * mpi_coll_bench does (reduce and gather: the root only). */
+ * mpi-bench does (reduce and gather: the root only). */
 static void validate(const struct coll *c, int op, size_t count, size_t bytes)
 {
 	int64_t want;
@@ -261,7 +261,7 @@ static void time_size(const struct coll *c, const struct opts *o, struct bench_o
 		}
 	}
 	lat = t / (double)iters * 1e6;
-	/* mpi_coll_bench: MPI_Reduce(MPI_MAX) of the latencies to rank 0. */
+	/* mpi-bench: MPI_Reduce(MPI_MAX) of the latencies to rank 0. */
 	rc = shmcoll_reduce(&lat, &maxlat, 1, SHMCOLL_FLOAT64, SHMCOLL_MAX, 0, c->comm);
 	if (rc != 0)
 		call_failed(c, "shmcoll_reduce of the timings", bytes, rc);
@@ -286,7 +286,7 @@ static int set_env(const char *name, const char *value)
 	return 0;
 }
 
-/* Both buffers once, big enough for every op at the largest size (mpi_coll_bench: 64
+/* Both buffers once, big enough for every op at the largest size (mpi-bench: 64
  * elements more), page-aligned and touched before any timing. */
 static int alloc_buffers(struct coll *c, size_t bytes, int symmetric)
 {
@@ -344,7 +344,7 @@ int bench_coll_main(int argc, char **argv)
 	c.dtype = o.dtype;
 	c.rop = o.rop;
 	esize = shmcoll_dtype_size(o.dtype);
-	if (o.minb < esize) /* mpi_coll_bench: at least one float */
+	if (o.minb < esize) /* mpi-bench: at least one float */
 		o.minb = esize;
 	if (o.maxb > SIZE_MAX / 2 - 64 * esize)
 		return bench_usage_exit(bench_usage_error("--max-bytes %zu is too large", o.maxb));

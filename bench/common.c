@@ -5,7 +5,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench/bench.h"
 #include "shm/arena.h"
@@ -101,14 +100,6 @@ int bench_op_parse(const char *s)
 const char *bench_op_name(shmcoll_op op)
 {
 	return (unsigned)op < SHMCOLL_OP_COUNT ? op_names[op] : "unknown";
-}
-
-double bench_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 int bench_out_open(struct bench_out *o, const char *path, int print)

@@ -1,10 +1,12 @@
-/* sweep.c - what the two collective benchmarks share (sweep.h). */
+/* sweep.c - what the two collective benchmarks share (sweep.h), and the parsers and clock
+ * of bench.h that need no part of the library. */
 #include "bench/sweep.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const char *const bench_sweep_ops[OP_COUNT] = {
     "allreduce", "reduce", "bcast",   "allgather", "reduce_scatter",
@@ -196,4 +198,12 @@ int bench_parse_positive(const char *s, double *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+double bench_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -30,7 +30,7 @@ static const struct dtype_desc dtypes[SHMCOLL_DTYPE_COUNT] = {
 /* The patterns. Values stay small and non-negative where a sum must stay exact, so every
  * partial sum (a ring or a tree adds subsets, rounding to the dtype at each step) is exact too. */
 enum {
-	GEN_SCALED, /* sum: (r+1) * (i%13 + 1), mpi_coll_bench's; integer sums may wrap */
+	GEN_SCALED, /* sum: (r+1) * (i%13 + 1), mpi-bench's; integer sums may wrap */
 	GEN_SMALL,  /* sum when that would not be exact: (r + i) % m, m = exact / n */
 	GEN_AVG,  /* avg: i%13 + 1 + d(r, i), the last contributor making the sum divisible by n */
 	GEN_SAME, /* avg when that would not be exact: i % m on every contributor */

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <mpi.h>
 
@@ -237,16 +236,6 @@ static void validate(const struct coll *c, int op, size_t count, size_t bytes)
 		wrong(c, op, bytes, idx, want);
 }
 
-/* Seconds on CLOCK_MONOTONIC: shmcoll-bench's clock (bench_now), rather than MPI_Wtime, whose
- * source each MPI chooses for itself. */
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* coll.c's time_size, call for call: warm up, then time iters calls, back to back after one
  * barrier, or (--sync) each call alone with a barrier after it, outside the timed span. Rank 0
  * prints the largest per-call average. */
@@ -266,18 +255,18 @@ static void time_size(const struct coll *c, const struct opts *o, int op, size_t
 	if (rc != MPI_SUCCESS)
 		call_failed(c, "MPI_Barrier", bytes, rc);
 	if (!o->sync) {
-		t0 = now();
+		t0 = bench_now();
 		for (i = 0; i < iters; i++) {
 			rc = run_op(c, op, count);
 			if (rc != MPI_SUCCESS)
 				call_failed(c, mpi_names[op], bytes, rc);
 		}
-		t = now() - t0;
+		t = bench_now() - t0;
 	} else {
 		for (i = 0; i < iters; i++) {
-			t0 = now();
+			t0 = bench_now();
 			rc = run_op(c, op, count);
-			t += now() - t0;
+			t += bench_now() - t0;
 			if (rc != MPI_SUCCESS)
 				call_failed(c, mpi_names[op], bytes, rc);
 			rc = MPI_Barrier(MPI_COMM_WORLD);
