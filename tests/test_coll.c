@@ -3,11 +3,15 @@
  * each rank checking its own output (and every byte around it) exactly. */
 #include <criterion/criterion.h>
 
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "lib/api/probe.h"
 #include "shm/arena.h"
 #include "tests/matrix.h"
 
@@ -122,6 +126,132 @@ Test(coll, cma_off_falls_back_p3, .timeout = 300)
 {
 	cr_assert(setenv("SHMCOLL_CMA", "0", 1) == 0);
 	run_forced(TH_ALLTOALL, "cma", 3);
+}
+
+/* The 32-bit step counter wraps (2^32 small calls take minutes). Every rank jumps to a few
+ * steps before the wrap, then runs a collective's small-arena matrix: the first calls, and
+ * so the wrap, are the small ones; run_wrapped_large puts a multi-chunk call on it. The jump
+ * needs every rank outside any call, so the ranks meet in shared memory around it. */
+struct wrap {
+	struct th_matrix m;
+	uint32_t start;      /* the last step before the matrix */
+	int large;           /* instead of the matrix, one call of th_large_count, root 1 */
+	_Atomic int meet[2]; /* ranks that finished create; ranks that jumped */
+};
+
+/* One checked call of many chunks. */
+static int wrap_large(shmcoll_comm *c, th_coll coll)
+{
+	int P = shmcoll_comm_size(c), err = 0, rc;
+	th_variant v[TH_VARIANT_COUNT];
+	th_case kc = {.coll = coll,
+	              .dtype = SHMCOLL_FLOAT32,
+	              .op = SHMCOLL_SUM,
+	              .count = th_large_count(coll, SHMCOLL_FLOAT32, P, ARENA_SMALL),
+	              .root = 1,
+	              .variant = (th_coll_variants(coll, v), v[0]), /* bcast has only one */
+	              .sym = TH_SYM_NONE};
+	th_checker *ck = th_check_new(
+	    c, th_coll_region_elems(coll, kc.count, P) * th_dtype_size(kc.dtype), 0, &err);
+
+	if (!ck)
+		return err;
+	rc = th_check_run(ck, &kc);
+	if (th_check_free(ck) && !rc)
+		rc = TH_E_SYMFREE;
+	return rc;
+}
+
+static void meet(_Atomic int *count, int P)
+{
+	atomic_fetch_add(count, 1);
+	while (atomic_load(count) < P)
+		sched_yield();
+}
+
+static int wrap_body(shmcoll_comm *c, int rank, void *arg)
+{
+	struct wrap *w = arg;
+	int P = shmcoll_comm_size(c);
+
+	meet(&w->meet[0], P);
+	shmcoll__probe_jump_steps(c, w->start);
+	meet(&w->meet[1], P);
+	if (shmcoll__probe_my_step(c) != w->start)
+		return 90;
+	return w->large ? wrap_large(c, w->m.coll) : th_matrix_body(c, rank, &w->m);
+}
+
+static void run_wrapped_how(th_coll coll, int P, uint32_t before_wrap, int large)
+{
+	struct wrap *w =
+	    mmap(NULL, sizeof(*w), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	th_opts o = {.arena_bytes = ARENA_SMALL, .timeout_ms = TIMEOUT_MS, .wall_ms = 180000};
+	th_result res;
+
+	cr_assert(w != MAP_FAILED);
+	memset(w, 0, sizeof(*w));
+	w->m = (struct th_matrix){.coll = coll, .phase = PHASE_SMALL_ARENA};
+	w->start = UINT32_MAX - before_wrap;
+	w->large = large;
+	if (coll == TH_BARRIER) {
+		w->m.counters = mmap(NULL, TH_MAX_RANKS * TH_BARRIER_STRIDE * sizeof(int),
+		                     PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		cr_assert(w->m.counters != MAP_FAILED);
+	}
+	th_run_ranks(P, wrap_body, w, &o, &res);
+	cr_assert(res.ok, "%s%s from step %u: %s", th_coll_name(coll), large ? " (large)" : "",
+	          w->start, res.summary);
+	if (w->m.counters)
+		munmap((void *)w->m.counters, TH_MAX_RANKS * TH_BARRIER_STRIDE * sizeof(int));
+	munmap(w, sizeof(*w));
+}
+
+static void run_wrapped(th_coll coll, int P, uint32_t before_wrap)
+{
+	run_wrapped_how(coll, P, before_wrap, 0);
+}
+
+static void run_wrapped_large(th_coll coll, int P, uint32_t before_wrap)
+{
+	run_wrapped_how(coll, P, before_wrap, 1);
+}
+
+#define WRAP_TESTS(name, which)                                                                    \
+	Test(coll, name##_across_the_step_wrap_p3, .timeout = 300)                                 \
+	{                                                                                          \
+		run_wrapped(which, 3, 2);                                                          \
+	}
+
+WRAP_TESTS(allreduce, TH_ALLREDUCE)
+WRAP_TESTS(reduce, TH_REDUCE)
+WRAP_TESTS(bcast, TH_BCAST)
+WRAP_TESTS(allgather, TH_ALLGATHER)
+WRAP_TESTS(reduce_scatter, TH_REDUCE_SCATTER)
+WRAP_TESTS(gather, TH_GATHER)
+WRAP_TESTS(scatter, TH_SCATTER)
+WRAP_TESTS(alltoall, TH_ALLTOALL)
+WRAP_TESTS(barrier, TH_BARRIER)
+
+/* A call of many chunks whose first steps are the last before the wrap, for each of the
+ * four positions of its first step around it, in the protocols that count chunks from the
+ * first (bcast's tree guards its first two). The matrix's large count is a long pipeline. */
+Test(coll, pipelines_across_the_step_wrap_p3, .timeout = 300)
+{
+	static const char *const specs[] = {"bcast:tree", "bcast:flat", "allreduce:direct",
+	                                    "reduce:direct"};
+	uint32_t k;
+	size_t i;
+
+	for (i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+		cr_assert(setenv("SHMCOLL_ALGO", specs[i], 1) == 0);
+		for (k = 0; k < 4; k++)
+			run_wrapped_large(specs[i][0] == 'b'   ? TH_BCAST
+			                  : specs[i][0] == 'a' ? TH_ALLREDUCE
+			                                       : TH_REDUCE,
+			                  3, k);
+	}
+	unsetenv("SHMCOLL_ALGO");
 }
 
 /* Mixed: one communicator carries a long deterministic sequence of

@@ -10,26 +10,36 @@
 #include "lib/core/node.h"
 #include "lib/hier/hier.h"
 
-struct shmcoll_node *shmcoll__probe_node(shmcoll_comm *c)
+static struct shmcoll_node *probe_node(shmcoll_comm *c)
 {
 	return c->kind == COMM_HIER ? shmcoll__hier_local(c->u.hier) : c->u.node;
 }
 
 uint32_t shmcoll__probe_my_step(shmcoll_comm *c)
 {
-	return shmcoll__probe_node(c)->st.seq;
+	return probe_node(c)->st.seq;
+}
+
+void shmcoll__probe_jump_steps(shmcoll_comm *c, uint32_t seq)
+{
+	struct shmcoll_node *n = probe_node(c);
+
+	/* Everything this rank wrote has been read (no call is running): clean as of now. */
+	n->st.seq = seq;
+	n->st.clean = seq;
+	store_release(&n->st.me->seq, seq);
 }
 
 uint32_t shmcoll__probe_step(shmcoll_comm *c, int p)
 {
-	struct shmcoll_node *n = shmcoll__probe_node(c);
+	struct shmcoll_node *n = probe_node(c);
 
 	return load_acquire(&shmcoll__ctrl(&n->arena, (uint32_t)p)->seq);
 }
 
 int shmcoll__probe_pid(shmcoll_comm *c, int p)
 {
-	struct shmcoll_node *n = shmcoll__probe_node(c);
+	struct shmcoll_node *n = probe_node(c);
 
 	return (int)shmcoll__ctrl(&n->arena, (uint32_t)p)->proc.pid;
 }
@@ -38,12 +48,12 @@ int shmcoll__probe_set_algo(shmcoll_comm *c, const char *spec)
 {
 	char err[128];
 
-	return shmcoll__algo_parse(shmcoll__probe_node(c)->tune.algo, spec, err, sizeof(err));
+	return shmcoll__algo_parse(probe_node(c)->tune.algo, spec, err, sizeof(err));
 }
 
 const char *shmcoll__probe_algo(shmcoll_comm *c, const char *collective)
 {
-	struct shmcoll_node *n = shmcoll__probe_node(c);
+	struct shmcoll_node *n = probe_node(c);
 	uint32_t k;
 
 	for (k = 1; k < KIND_COUNT; k++)
@@ -54,32 +64,32 @@ const char *shmcoll__probe_algo(shmcoll_comm *c, const char *collective)
 
 size_t shmcoll__probe_chunk_bytes(shmcoll_comm *c)
 {
-	return shmcoll__probe_node(c)->tune.chunk_bytes;
+	return probe_node(c)->tune.chunk_bytes;
 }
 
 int shmcoll__probe_cma(shmcoll_comm *c)
 {
-	return shmcoll__probe_node(c)->cma.ok;
+	return probe_node(c)->cma.ok;
 }
 
 size_t shmcoll__probe_heap_bytes(shmcoll_comm *c)
 {
-	return (size_t)shmcoll__probe_node(c)->heap.bytes;
+	return (size_t)probe_node(c)->heap.bytes;
 }
 
 size_t shmcoll__probe_heap_blocks(shmcoll_comm *c)
 {
-	return shmcoll__probe_node(c)->heap.nblocks;
+	return probe_node(c)->heap.nblocks;
 }
 
 uint64_t shmcoll__probe_heap_off(shmcoll_comm *c, const void *ptr)
 {
-	return shmcoll__heap_off(shmcoll__probe_node(c), ptr, 1);
+	return shmcoll__heap_off(probe_node(c), ptr, 1);
 }
 
 void *shmcoll__probe_peer(shmcoll_comm *c, const void *mine, int p)
 {
-	struct shmcoll_node *n = shmcoll__probe_node(c);
+	struct shmcoll_node *n = probe_node(c);
 
 	return shmcoll__heap_of(n, p) + ((const uint8_t *)mine - n->heap.base);
 }

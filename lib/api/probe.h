@@ -12,13 +12,15 @@
 
 struct shmcoll_node;
 
-/* The node communicator of c (its own, or this rank's node's). For the task tests, which
- * start collectives through lib/coll/coll.h and lib/core/task.h. */
-struct shmcoll_node *shmcoll__probe_node(shmcoll_comm *c);
-
 /* The last step this rank published, and the last step local rank p published. */
 uint32_t shmcoll__probe_my_step(shmcoll_comm *c);
 uint32_t shmcoll__probe_step(shmcoll_comm *c, int p);
+
+/* Makes seq the last step this rank published, as if that many steps had passed: how the
+ * tests reach the wrap of the 32-bit step counter. Only while no rank of the node is inside
+ * a call, and every rank must jump to the same seq before any rank calls again (the caller
+ * synchronizes them by other means: the communicator's steps are what it changes). */
+void shmcoll__probe_jump_steps(shmcoll_comm *c, uint32_t seq);
 
 /* The pid local rank p attached with. */
 int shmcoll__probe_pid(shmcoll_comm *c, int p);

@@ -140,7 +140,6 @@ static int bcast_cma(struct shmcoll_node *n, struct shmcoll_task *t)
 		goto end;
 	}
 	shmcoll__describe(n, t);
-	n->st.call.algo = ALGO_CMA;
 	if (is_root) {
 		t->d->addr = (uint64_t)(uintptr_t)t->recv;
 		t->d->src_off = shmcoll__heap_off(n, t->recv, bytes);
@@ -193,15 +192,14 @@ static int bcast_tree(struct shmcoll_node *n, struct shmcoll_task *t)
 		goto end;
 	}
 	shmcoll__describe(n, t);
-	n->st.call.algo = ALGO_TREE;
 	shmcoll__tree(n->rank, n->size, t->root, &t->tree);
-	t->first = n->st.seq + 1;
 	for (t->off = 0; t->off < t->count; t->off += t->len) {
 		t->step = n->st.seq + 1;
 		t->len = min_size(cap, t->count - t->off);
 		/* The first two halves may hold what the call before wrote, read by anyone: the
-		 * guard. Later ones only this call's chunks, read by the children only. */
-		if (t->step >= t->first + 2) {
+		 * guard. Later ones only this call's chunks, read by the children only. Steps
+		 * wrap: their distance, not their order. */
+		if (t->step - t->d->step >= 2) {
 		children:
 			rc = await_children(n, t, t->step - 2);
 			if (rc)
@@ -218,7 +216,7 @@ static int bcast_tree(struct shmcoll_node *n, struct shmcoll_task *t)
 		} else {
 		parent:
 			rc = shmcoll__await_rank(n, t, t->tree.parent, t->step);
-			if (rc == 0 && t->step == t->first)
+			if (rc == 0 && t->step == t->d->step)
 				rc = shmcoll__check_rank(n, t, t->tree.parent, 0);
 			if (rc)
 				return shmcoll__suspend(t, AT_PARENT, rc);
@@ -228,7 +226,7 @@ static int bcast_tree(struct shmcoll_node *n, struct shmcoll_task *t)
 				memcpy(shmcoll__slot(n, n->rank, t->step), b + t->off * es,
 				       t->len * es);
 		}
-		shmcoll__publish_next(n, t->step == t->first ? t->d : NULL);
+		shmcoll__publish_next(n, t->step == t->d->step ? t->d : NULL);
 	}
 	/* Children publish a step after reading it: once they published the last one, nothing
 	 * this rank wrote in this call is still to be read. What it wrote at first - 1 (the
@@ -238,7 +236,7 @@ end:
 	rc = await_children(n, t, n->st.seq);
 	if (rc)
 		return shmcoll__suspend(t, AT_END, rc);
-	if (n->st.seq != t->first)
+	if (n->st.seq != t->d->step)
 		n->st.clean = n->st.seq;
 	return 0;
 }

@@ -48,7 +48,6 @@ struct shmcoll_task {
 	uint8_t *recv;
 	size_t count; /* elements: of the vector, or of one rank's block */
 	size_t es;    /* bytes per element */
-	size_t bytes; /* the size the protocol was chosen by */
 	shmcoll__reduce_fn reduce;
 	uint64_t aux; /* per kind: the heap offset of a malloc or free */
 
@@ -62,7 +61,7 @@ struct shmcoll_task {
 	/* The protocol's place (lib/coll): the chunk, slice or peer it is at. */
 	size_t off, len, i, nchunks;
 	int p;
-	uint32_t step, first;
+	uint32_t step;
 	struct shmcoll_tree tree;
 };
 
