@@ -60,7 +60,6 @@ static int allgather_cma(struct shmcoll_node *n, struct shmcoll_task *t)
 		goto end;
 	}
 	shmcoll__describe(n, t);
-	n->st.call.algo = ALGO_CMA;
 	t->d->addr = (uint64_t)(uintptr_t)t->send;
 	t->d->src_off = shmcoll__heap_off(n, t->send, bytes);
 guard:
@@ -145,7 +144,6 @@ void shmcoll__allgather_init(struct shmcoll_node *n, struct shmcoll_task *t, con
 	if (!sendcount)
 		return;
 	bytes = sendcount * t->es;
-	t->algo = ALGO_FLAT;
 	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes)) {
 		t->advance = allgather_inline;
 	} else if (shmcoll__cma_pick(n, KIND_ALLGATHER, bytes)) {

@@ -81,7 +81,6 @@ static int alltoall_cma(struct shmcoll_node *n, struct shmcoll_task *t)
 		goto end;
 	}
 	shmcoll__describe(n, t);
-	n->st.call.algo = ALGO_CMA;
 	if (t->send == t->recv) {
 		copy = shmcoll__node_work(n, total);
 		if (!copy) {
@@ -180,7 +179,6 @@ void shmcoll__alltoall_init(struct shmcoll_node *n, struct shmcoll_task *t, cons
 	if (!count)
 		return;
 	bytes = count * t->es;
-	t->algo = ALGO_FLAT;
 	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes * (size_t)n->size)) {
 		t->advance = alltoall_inline;
 	} else if (shmcoll__cma_pick(n, KIND_ALLTOALL, bytes)) {

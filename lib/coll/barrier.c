@@ -70,7 +70,6 @@ static int barrier_tree(struct shmcoll_node *n, struct shmcoll_task *t)
 		goto parent;
 	}
 	shmcoll__describe(n, t);
-	n->st.call.algo = ALGO_TREE;
 	shmcoll__tree(n->rank, n->size, 0, &t->tree);
 guard:
 	rc = shmcoll__await_guard(n, t);

@@ -61,7 +61,6 @@ int shmcoll__direct_advance(struct shmcoll_node *n, struct shmcoll_task *t)
 		goto step;
 	}
 	shmcoll__describe(n, t);
-	n->st.call.algo = ALGO_DIRECT;
 	/* Peers read this rank's sendbuf in place unless it receives the result into it; a
 	 * non-root rank of a reduce never touches its recvbuf. A result buffer in the symmetric
 	 * heap (and not the source) takes the reduced slice straight from the kernel, and peers

@@ -69,7 +69,6 @@ static int gather_cma(struct shmcoll_node *n, struct shmcoll_task *t)
 		goto end;
 	}
 	shmcoll__describe(n, t);
-	n->st.call.algo = ALGO_CMA;
 	if (!is_root) {
 		t->d->addr = (uint64_t)(uintptr_t)t->send;
 		t->d->src_off = shmcoll__heap_off(n, t->send, bytes);
@@ -171,7 +170,6 @@ void shmcoll__gather_init(struct shmcoll_node *n, struct shmcoll_task *t, const 
 	if (!sendcount)
 		return;
 	bytes = sendcount * t->es;
-	t->algo = ALGO_FLAT;
 	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes)) {
 		t->advance = gather_inline;
 	} else if (shmcoll__cma_pick(n, KIND_GATHER, bytes)) {

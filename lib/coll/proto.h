@@ -14,6 +14,7 @@ static inline void shmcoll__coll_task(struct shmcoll_task *t, const char *fn,
 {
 	shmcoll__task_init(t, fn, advance);
 	t->kind = kind;
+	t->algo = ALGO_FLAT; /* the init functions choose */
 	t->dtype = dt;
 	t->op = op;
 	t->root = root;
@@ -29,10 +30,11 @@ static inline void shmcoll__coll_task(struct shmcoll_task *t, const char *fn,
 static inline int shmcoll__task_run_likely(struct shmcoll_node *n, struct shmcoll_task *t,
                                            shmcoll__advance_fn likely)
 {
-	if (n->tasks.head)
-		return shmcoll__task_run_queued(n, t);
-	t->blocking = 1;
-	return t->advance == likely ? likely(n, t) : t->advance(n, t);
+	if (!n->tasks.head && t->advance == likely) {
+		t->blocking = 1;
+		return likely(n, t);
+	}
+	return shmcoll__task_run(n, t);
 }
 
 /* On the inline protocols (the small calls): inlined into the blocking call that runs them

@@ -127,7 +127,6 @@ void shmcoll__reduce_scatter_init(struct shmcoll_node *n, struct shmcoll_task *t
 		return;
 	total = recvcount * t->es * (size_t)n->size;
 	t->reduce = shmcoll__reduce_lookup(dt, op);
-	t->algo = ALGO_FLAT;
 	if (total <= INLINE_MAX_BYTES && shmcoll__algo_inline(n, ALGO_FLAT, total))
 		t->advance = reduce_scatter_inline;
 	else

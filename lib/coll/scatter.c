@@ -72,7 +72,6 @@ static int scatter_cma(struct shmcoll_node *n, struct shmcoll_task *t)
 		goto end;
 	}
 	shmcoll__describe(n, t);
-	n->st.call.algo = ALGO_CMA;
 	if (is_root) {
 		t->d->src_off = shmcoll__heap_off(n, t->send, bytes * (size_t)n->size);
 		t->d->addr = (uint64_t)(uintptr_t)t->send;
@@ -170,7 +169,6 @@ void shmcoll__scatter_init(struct shmcoll_node *n, struct shmcoll_task *t, const
 	if (!recvcount)
 		return;
 	bytes = recvcount * t->es;
-	t->algo = ALGO_FLAT;
 	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes * (size_t)n->size)) {
 		t->advance = scatter_inline;
 	} else if (shmcoll__cma_pick(n, KIND_SCATTER, bytes)) {

@@ -11,7 +11,13 @@
 
 void shmcoll__describe(struct shmcoll_node *n, struct shmcoll_task *t)
 {
+	struct shmcoll_desc *d = &n->st.desc;
+
 	shmcoll__describe_inline(n, t);
+	d->src_off = NO_OFF;
+	d->res_off = NO_OFF;
+	d->aux = 0;
+	d->addr = 0;
 	/* Zero-copy buffers are learnt afresh by every call's checks. */
 	memset(n->st.zc, 0, (size_t)n->size * sizeof(*n->st.zc));
 	memset(n->st.zr, 0, (size_t)n->size * sizeof(*n->st.zr));
@@ -125,11 +131,8 @@ static int pending(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint32
 
 int shmcoll__await_rank(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint32_t want)
 {
-	if (t->blocking) {
-		/* A task tested, then waited for: its next pending await counts afresh. */
-		t->wait_since = 0;
+	if (t->blocking)
 		return wait_rank(n, t->fn, p, want);
-	}
 	if (!seq_reached(load_relaxed(&shmcoll__ctrl(&n->arena, (uint32_t)p)->seq), want))
 		return pending(n, t, p, want);
 	/* Acquire: pairs with the publish of want on rank p. */
@@ -344,7 +347,6 @@ int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, co
 	int i, rc;
 
 	if (t->blocking) {
-		t->wait_since = 0;
 		/* Spin on the message line itself. With more ranks than CPUs, or after the spin
 		 * budget, the ordinary wait on seq (yield, futex, timeout, abort) takes over; seq
 		 * is published after the message, so the message is there then. */

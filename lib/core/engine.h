@@ -55,10 +55,9 @@ static inline void shmcoll__stage_split(uint8_t *slot, const uint8_t *src, size_
 }
 
 /* Begins the task's call, whose first step is the next one: builds its call word and
- * descriptor from the task (kind, dtype, op, root, count; algo flat unless the protocol
- * sets n->st.call.algo after this) and sets t->d. Both stay private until that step
- * publishes them, so the line peers poll changes once per step, not twice. Staged calls
- * also forget the zero-copy buffers of the call before (inline calls do not use them). */
+ * descriptor from the task (kind, dtype, op, root, count, algo) and sets t->d. Both stay private
+ * until that step publishes them, so the line peers poll changes once per step, not twice. Staged
+ * calls also forget the zero-copy buffers of the call before (inline calls do not use them). */
 void shmcoll__describe(struct shmcoll_node *n, struct shmcoll_task *t);
 static inline void shmcoll__describe_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 {
@@ -70,15 +69,11 @@ static inline void shmcoll__describe_inline(struct shmcoll_node *n, struct shmco
 	k->kind = (uint8_t)t->kind;
 	k->dtype = (uint8_t)t->dtype;
 	k->op = (uint8_t)t->op;
-	k->algo = ALGO_FLAT;
+	k->algo = (uint8_t)t->algo;
 	k->root = t->root;
 	k->zc = 0;
 	k->count = t->count;
-	d->src_off = NO_OFF;
-	d->res_off = NO_OFF;
-	d->aux = 0;
-	d->addr = 0;
-	d->step = step;
+	d->step = step; /* the rest is published by staged calls only (shmcoll__describe) */
 	t->d = d;
 }
 

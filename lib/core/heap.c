@@ -143,6 +143,7 @@ static void agree_init(struct shmcoll_task *t, const char *fn, uint32_t kind, ui
 {
 	shmcoll__task_init(t, fn, agree_advance);
 	t->kind = kind;
+	t->algo = ALGO_FLAT;
 	t->dtype = SHMCOLL_UINT8;
 	t->op = SHMCOLL_SUM;
 	t->root = -1;
