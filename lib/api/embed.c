@@ -187,8 +187,16 @@ static int split(shmcoll_comm *c, const char *fn, int color, int key, shmcoll_co
 	if (!all)
 		return api__fail(c, -ENOMEM, "%s: out of memory", fn);
 	rc = api__enter(c, fn);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = api__allgather(c, mine, all, 2, SHMCOLL_INT32);
+		if (rc < 0) {
+			/* Its message names the allgather: say whose. */
+			char why[SHMCOLL_ERR_LEN];
+
+			snprintf(why, sizeof(why), "%s", c->err);
+			api__fail(c, rc, "%s: %s", fn, why);
+		}
+	}
 	if (rc < 0) {
 		free(all);
 		return rc;

@@ -53,13 +53,9 @@ int shmcoll__probe_set_algo(shmcoll_comm *c, const char *spec)
 
 const char *shmcoll__probe_algo(shmcoll_comm *c, const char *collective)
 {
-	struct shmcoll_node *n = probe_node(c);
-	uint32_t k;
+	int k = shmcoll__kind_lookup(collective, strlen(collective));
 
-	for (k = 1; k < KIND_COUNT; k++)
-		if (!strcmp(shmcoll__kind_name(k), collective))
-			return shmcoll__algo_name(n->tune.algo[k]);
-	return "unknown";
+	return k < 0 ? "unknown" : shmcoll__algo_name(probe_node(c)->tune.algo[k]);
 }
 
 size_t shmcoll__probe_chunk_bytes(shmcoll_comm *c)
@@ -114,12 +110,9 @@ struct shmcoll_probe_call *shmcoll__probe_start(shmcoll_comm *c, const char *col
                                                 shmcoll_dtype dt, shmcoll_op op, int root)
 {
 	struct shmcoll_probe_call *call;
-	uint32_t kind;
+	int kind = shmcoll__kind_lookup(collective, strlen(collective));
 
-	for (kind = KIND_BARRIER; kind <= KIND_ALLTOALL; kind++)
-		if (!strcmp(shmcoll__kind_name(kind), collective))
-			break;
-	if (kind > KIND_ALLTOALL)
+	if (kind < KIND_BARRIER || kind > KIND_ALLTOALL)
 		return NULL;
 	call = calloc(1, sizeof(*call));
 	if (!call)

@@ -38,13 +38,6 @@ static void *nt_copy(void *dst, const void *src, size_t n)
 	return dst;
 }
 
-int shmcoll__nothing(struct shmcoll_node *n, struct shmcoll_task *t)
-{
-	(void)n;
-	(void)t;
-	return 0;
-}
-
 int shmcoll__direct_advance(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	size_t P = (size_t)n->size, r = (size_t)n->rank, es = t->es;

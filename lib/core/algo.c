@@ -57,7 +57,7 @@ static int algo_lookup(const char *name, size_t len)
 	return -1;
 }
 
-static int kind_lookup(const char *name, size_t len)
+int shmcoll__kind_lookup(const char *name, size_t len)
 {
 	int k;
 
@@ -108,7 +108,7 @@ int shmcoll__algo_parse(uint8_t *table, const char *spec, char *err, size_t errl
 			end = item + strlen(item);
 		colon = memchr(item, ':', (size_t)(end - item));
 		if (colon) {
-			kind = kind_lookup(item, (size_t)(colon - item));
+			kind = shmcoll__kind_lookup(item, (size_t)(colon - item));
 			if (kind < 0) {
 				snprintf(err, errlen, "SHMCOLL_ALGO: unknown collective '%.*s'",
 				         (int)(colon - item), item);

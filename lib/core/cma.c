@@ -25,6 +25,7 @@
  * Every rank only ever reads peers and writes its own memory: a confused peer
  * can make a read fail, never corrupt this process. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 #include <unistd.h>
 
 #include "lib/core/cma.h"
+#include "lib/core/env.h"
 #include "lib/core/node.h"
 #include "shm/proc.h"
 
@@ -59,27 +61,23 @@ static uint64_t nonce_value(void)
 
 int shmcoll__cma_offer(struct shmcoll_cma *cma, char *err, size_t errlen)
 {
-	const char *env = getenv("SHMCOLL_CMA");
-	const char *min = getenv("SHMCOLL_CMA_MIN");
-	char *end;
-	unsigned long long v;
+	long long min, on;
+	int rc;
 
-	cma->min = 0; /* unset: staging unless SHMCOLL_ALGO says cma */
-	if (min && *min) {
-		errno = 0;
-		v = strtoull(min, &end, 10);
-		if (errno || *end || min[0] == '-') {
-			snprintf(err, errlen, "SHMCOLL_CMA_MIN is not a byte count");
-			return -EINVAL;
-		}
-		cma->min = v ? (size_t)v : 1;
+	rc = shmcoll__env_long("SHMCOLL_CMA_MIN", 0, LLONG_MAX, &min);
+	if (rc < 0) {
+		snprintf(err, errlen, "SHMCOLL_CMA_MIN is not a byte count");
+		return -EINVAL;
 	}
-	if (env && *env && strcmp(env, "0") && strcmp(env, "1")) {
+	/* Unset: none, staging unless SHMCOLL_ALGO says cma. 0 asks for every size, as 1. */
+	cma->min = rc == 0 ? 0 : min ? (size_t)min : 1;
+	rc = shmcoll__env_long("SHMCOLL_CMA", 0, 1, &on);
+	if (rc < 0) {
 		snprintf(err, errlen, "SHMCOLL_CMA is not 0 or 1");
 		return -EINVAL;
 	}
 	cma->nonce = nonce_value();
-	cma->ok = !(env && !strcmp(env, "0"));
+	cma->ok = rc == 0 || on;
 	return 0;
 }
 

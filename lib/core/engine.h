@@ -39,11 +39,6 @@ static inline size_t shmcoll__chunk_elems(const struct shmcoll_node *n, size_t e
 	return (size_t)(n->arena.lay.slot_half / (es * parts));
 }
 
-static inline size_t min_size(size_t a, size_t b)
-{
-	return a < b ? a : b;
-}
-
 /* Stages chunk [off, off+len) of each of the parts blocks of src (block q starts at
  * q * block) at position q * len of slot: the layout of the collectives that split every
  * chunk per peer. */

@@ -63,6 +63,9 @@ int shmcoll__live_init(struct shmcoll_node *n)
 	struct shmcoll_proc_id self;
 	int p, fd, npidfds = 0;
 
+	n->live.waiting_for = -1;
+	n->live.dead_rank = -1;
+	n->live.left_rank = -1;
 	n->live.peers = calloc((size_t)n->size, sizeof(*n->live.peers));
 	if (!n->live.peers)
 		return -ENOMEM;

@@ -204,9 +204,6 @@ int shmcoll__node_create(const struct shmcoll_node_cfg *cfg, struct shmcoll_node
 		shmcoll__arena_release(&n->arena, 0);
 		goto err_free;
 	}
-	n->live.waiting_for = -1;
-	n->live.dead_rank = -1;
-	n->live.left_rank = -1;
 	rc = shmcoll__live_init(n);
 	if (rc < 0) {
 		snprintf(err, errlen, "out of memory");

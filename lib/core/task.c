@@ -77,3 +77,10 @@ int shmcoll__task_wait(struct shmcoll_node *n, struct shmcoll_task *t)
 		advance_head(n, 1);
 	return t->rc;
 }
+
+int shmcoll__nothing(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	(void)n;
+	(void)t;
+	return 0;
+}

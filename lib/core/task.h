@@ -97,6 +97,9 @@ static inline void shmcoll__task_init(struct shmcoll_task *t, const char *fn,
  * (shmcoll__task_run, inline in node.h, which has the queue). */
 int shmcoll__task_run_queued(struct shmcoll_node *n, struct shmcoll_task *t);
 
+/* The advance of a call with nothing to do (count 0): it completes at once. */
+int shmcoll__nothing(struct shmcoll_node *n, struct shmcoll_task *t);
+
 /* Starts t behind the tasks outstanding and advances the queue without blocking. t belongs
  * to the communicator until shmcoll__task_test says it is done or shmcoll__task_wait
  * returns. */

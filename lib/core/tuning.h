@@ -50,6 +50,8 @@ int shmcoll__tuning_read(struct shmcoll_tuning *t, char *err, size_t errlen);
 int shmcoll__algo_parse(uint8_t *algo, const char *spec, char *err, size_t errlen);
 
 const char *shmcoll__kind_name(uint32_t kind);
+/* The kind named by the len bytes at name ("allreduce", ...), or -1. */
+int shmcoll__kind_lookup(const char *name, size_t len);
 const char *shmcoll__algo_name(uint32_t algo);
 
 #endif

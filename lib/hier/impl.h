@@ -51,11 +51,6 @@ int hier__broken(struct shmcoll_hier *h, int rc);
 int hier__oom(struct shmcoll_hier *h, const char *fn, size_t bytes);
 /* Working memory i of at least bytes, or NULL. */
 void *hier__scratch(struct shmcoll_hier *h, int i, size_t bytes);
-static inline size_t min_size(size_t a, size_t b)
-{
-	return a < b ? a : b;
-}
-
 /* bytes rounded up so that what follows them in one scratch is aligned. */
 static inline size_t hier__align16(size_t bytes)
 {

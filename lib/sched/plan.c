@@ -2,11 +2,6 @@
  * (sched.h has each one's shape). */
 #include "lib/sched/sched.h"
 
-static size_t min_size(size_t a, size_t b)
-{
-	return a < b ? a : b;
-}
-
 void shmcoll__segment(size_t m, int n, int k, size_t *lo, size_t *len)
 {
 	*lo = m * (size_t)k / (size_t)n;

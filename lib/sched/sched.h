@@ -11,6 +11,12 @@
  * leaders: lib/net/frame.h SHMCOLL_NODES_MAX). */
 #define SHMCOLL_SCHED_MAX 1024
 
+/* The smaller of two sizes: how every layer above cuts a vector into chunks. */
+static inline size_t min_size(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
 /* --- k-nomial tree (bcast, barrier on many ranks) ------------------------------------------
  * Ranks are renumbered relative to the root, v = (rank - root) mod P. The parent of v > 0
  * clears v's lowest non-zero base-k digit; v's children add one non-zero digit below that
