@@ -134,9 +134,10 @@ static int await_move(struct shmcoll_hier *h, struct hier_task *t)
 		} else if (h->lrank == t->mv_to) {
 			p = t->mv_dst + t->mv_off;
 		} else {
-			p = hier__scratch(h, SCR_MOVE, MOVE_BYTES);
+			/* The first chunk is the largest. */
+			p = hier__scratch(h, SCR_MOVE, n);
 			if (!p)
-				return hier__oom(h, t->fn, MOVE_BYTES);
+				return hier__oom(h, t->fn, n);
 		}
 		shmcoll__bcast_init(h->local, &t->node, p, n, SHMCOLL_UINT8, t->mv_from);
 	node:

@@ -118,11 +118,13 @@ int hier__await_node(struct shmcoll_hier *h, struct hier_task *t)
 	/* A node stage enters the node communicator first, as a call of its own would: a rank
 	 * of the node that failed meanwhile is found before anything is written. */
 	if (!t->node_on) {
-		rc = shmcoll__node_enter(h->local, t->node.fn);
-		if (rc < 0)
+		if (t->blocking) {
+			rc = shmcoll__node_enter(h->local, t->node.fn);
+			if (rc == 0)
+				rc = shmcoll__task_run(h->local, &t->node);
 			return local_rc(h, rc);
-		if (t->blocking)
-			return local_rc(h, shmcoll__task_run(h->local, &t->node));
+		}
+		/* Queued, the task enters when it reaches the head of the node's queue. */
 		t->node_on = 1;
 		shmcoll__task_start(h->local, &t->node);
 	}
@@ -255,18 +257,23 @@ void shmcoll__hier_abort(struct shmcoll_hier *h)
 	shmcoll__node_break(h->local, ECANCELED);
 }
 
-int shmcoll__hier_destroy(struct shmcoll_hier *h)
+static void free_scratch(struct shmcoll_hier *h)
 {
 	int i;
 
+	for (i = 0; i < SCR_COUNT; i++)
+		free(h->scr[i]);
+}
+
+int shmcoll__hier_destroy(struct shmcoll_hier *h)
+{
 	if (h->tasks.head)
 		return hier__fail(h, -EBUSY,
 		                  "shmcoll_comm_destroy: %u operation(s) still outstanding",
 		                  h->tasks.outstanding);
 	shmcoll__net_close(h->net);
 	shmcoll__node_destroy(h->local);
-	for (i = 0; i < SCR_COUNT; i++)
-		free(h->scr[i]);
+	free_scratch(h);
 	free(h);
 	return 0;
 }
@@ -481,6 +488,7 @@ err_local:
 	shmcoll__node_destroy(h->local);
 err_free:
 	free(addrs);
+	free_scratch(h); /* the leader's probe of the CPUs may have used one */
 	free(h);
 	return rc;
 }

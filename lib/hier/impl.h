@@ -89,7 +89,7 @@ void hier__wide_out(const struct wide *w, void *dst, const void *src, size_t n, 
  * its first exchange, so a composition can leave it in flight while the node works and
  * finish it later (the pipelines of colls.c). Over m elements of w.es bytes (wide elements
  * of a reduction, or bytes). */
-enum { LEAD_XFER, LEAD_RD, LEAD_RS, LEAD_AG, LEAD_ALLREDUCE };
+enum { LEAD_XFER, LEAD_RS, LEAD_AG, LEAD_ALLREDUCE };
 struct lead {
 	int kind;
 	int at;     /* where it resumes: 0 at the start */
@@ -143,7 +143,7 @@ struct hier_task {
 	int node_on, lead_on;
 	struct shmcoll_task node; /* the node stage in progress */
 	struct lead lead;         /* the leaders' algorithm in progress */
-	uint8_t *wres[2], *res[2], *bufs, *out;
+	uint8_t *wres[2], *bufs, *out;
 	struct shmcoll_xfer *x;
 	const void **srcs;
 	/* a hand-off between two ranks of the node (local_move): chunks of node bcasts */

@@ -8,17 +8,8 @@
 /* Leaders: recursive doubling below, ring from here on. */
 #define LEAD_RING_MIN (64u << 10)
 
-/* Resume points; 0 is the start. */
-enum {
-	AT_XFER = 1,
-	AT_EXTRA_SEND,
-	AT_EXTRA_RECV,
-	AT_FOLD_EXTRA,
-	AT_ROUND,
-	AT_ANSWER,
-	AT_RS,
-	AT_AG
-};
+/* Resume points; 0 is the start. A plain transfer needs none: xchg knows from posted. */
+enum { AT_EXTRA_SEND = 1, AT_EXTRA_RECV, AT_FOLD_EXTRA, AT_ROUND, AT_ANSWER, AT_RS, AT_AG };
 
 void hier__lead_xfer(struct lead *l, const char *fn, struct shmcoll_xfer *x, int nx)
 {
@@ -298,14 +289,9 @@ static int lead_allreduce(struct shmcoll_hier *h, struct lead *l, int blocking)
 
 int hier__lead_advance(struct shmcoll_hier *h, struct lead *l, int blocking)
 {
-	int rc;
-
 	switch (l->kind) {
 	case LEAD_XFER:
-		rc = xchg(h, l, l->x, l->nx, blocking);
-		return suspend(l, AT_XFER, rc);
-	case LEAD_RD:
-		return lead_rd(h, l, blocking);
+		return xchg(h, l, l->x, l->nx, blocking);
 	case LEAD_RS:
 		return lead_rs(h, l, blocking);
 	case LEAD_AG:
