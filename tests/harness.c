@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1427,4 +1428,49 @@ int th_barrier_rounds(shmcoll_comm *comm, int rank, int size, _Atomic int *count
 		}
 	}
 	return 0;
+}
+
+/* Whether one process can read a sibling's memory with process_vm_readv
+ * (the harness's ranks are siblings: Yama's ptrace_scope 1 allows reading a
+ * child but not a sibling), found independently of the library: one forked
+ * child reads a word another changed after the fork. */
+int th_siblings_can_read(void)
+{
+	volatile uint64_t *w =
+	    mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	static uint64_t mine;
+	pid_t target, reader;
+	int ok, st;
+
+	if (w == MAP_FAILED)
+		return 0;
+	/* w[0]: the target is ready; w[1]: the reader's verdict + 1; */
+	target = fork();
+	if (target == 0) {
+		mine = 0x5eed5eed5eedull;
+		w[0] = 1;
+		while (w[1] == 0)
+			usleep(1000);
+		_exit(0);
+	}
+	reader = target > 0 ? fork() : -1;
+	if (reader == 0) {
+		uint64_t got = 0;
+		struct iovec l = {&got, sizeof(got)}, r = {&mine, sizeof(mine)};
+
+		while (w[0] == 0)
+			usleep(1000);
+		w[1] = 1 + (process_vm_readv(target, &l, 1, &r, 1, 0) == (ssize_t)sizeof(got) &&
+		            got == 0x5eed5eed5eedull);
+		_exit(0);
+	}
+	if (reader < 0)
+		w[1] = 1;
+	if (reader > 0)
+		waitpid(reader, &st, 0);
+	if (target > 0)
+		waitpid(target, &st, 0);
+	ok = w[1] == 2;
+	munmap((void *)w, 4096);
+	return ok;
 }

@@ -62,6 +62,11 @@ void th_breadcrumb(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A job name no other call in this or any concurrent test makes. */
 void th_job_name(char *buf, size_t len);
 
+/* Whether one process can read a sibling's memory with process_vm_readv, as the library's
+ * single copies do between ranks (Yama's ptrace_scope 1 allows reading a child but not a
+ * sibling; seccomp may forbid it), found without the library. */
+int th_siblings_can_read(void);
+
 /* Deterministic values: splitmix64 of (salt, rank, index). */
 static inline uint64_t th_mix(uint64_t x)
 {

@@ -428,51 +428,6 @@ Test(embed, split_bad_arguments, .timeout = 60)
 
 /* ---- single copies: one rank's refusal turns them off for all ---- */
 
-/* Whether one process can read a sibling's memory with process_vm_readv
- * (the harness's ranks are siblings: Yama's ptrace_scope 1 allows reading a
- * child but not a sibling), found independently of the library: one forked
- * child reads a word another changed after the fork. */
-static int siblings_can_read(void)
-{
-	volatile uint64_t *w =
-	    mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	static uint64_t mine;
-	pid_t target, reader;
-	int ok, st;
-
-	if (w == MAP_FAILED)
-		return 0;
-	/* w[0]: the target is ready; w[1]: the reader's verdict + 1; */
-	target = fork();
-	if (target == 0) {
-		mine = 0x5eed5eed5eedull;
-		w[0] = 1;
-		while (w[1] == 0)
-			usleep(1000);
-		_exit(0);
-	}
-	reader = target > 0 ? fork() : -1;
-	if (reader == 0) {
-		uint64_t got = 0;
-		struct iovec l = {&got, sizeof(got)}, r = {&mine, sizeof(mine)};
-
-		while (w[0] == 0)
-			usleep(1000);
-		w[1] = 1 + (process_vm_readv(target, &l, 1, &r, 1, 0) == (ssize_t)sizeof(got) &&
-		            got == 0x5eed5eed5eedull);
-		_exit(0);
-	}
-	if (reader < 0)
-		w[1] = 1;
-	if (reader > 0)
-		waitpid(reader, &st, 0);
-	if (target > 0)
-		waitpid(target, &st, 0);
-	ok = w[1] == 2;
-	munmap((void *)w, 4096);
-	return ok;
-}
-
 /* 10 dup, 20 the vote, 30 the bcast's data, 40 destroy. */
 static int cma_vote_body(shmcoll_comm *parent, int rank, void *arg)
 {
@@ -517,7 +472,7 @@ static int cma_vote_body(shmcoll_comm *parent, int rank, void *arg)
 
 Test(embed, single_copies_need_every_ranks_consent, .timeout = 60)
 {
-	int on = siblings_can_read();
+	int on = th_siblings_can_read();
 
 	if (!on)
 		cr_log_warn("process_vm_readv is not allowed here (ptrace_scope, seccomp): "

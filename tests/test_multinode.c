@@ -463,7 +463,8 @@ MATRIX(3, 3, poll)
 
 /* A mode of nodematrix across nodes: "chunks", the cases that span several of the leaders'
  * chunks (the pipelined allreduce, the chunked reduce and bcast, every wide form); "tasks",
- * calls of every collective started without blocking and polled together. */
+ * calls of every collective started without blocking and polled together; "split", comm_split
+ * and _dup over nodes. */
 static void run_mode(const struct shape *s, const char *mode)
 {
 	const char *argv[] = {env_path("SHMCOLL_NODEMATRIX"), mode, NULL};
@@ -507,18 +508,9 @@ TASKS(3, 1, poll)
  * split): within a node they work, across nodes they are -ENOTSUP. */
 Test(multinode, split_2x2, .timeout = 300)
 {
-	const char *argv[] = {env_path("SHMCOLL_NODEMATRIX"), "split", NULL};
-	struct mn_job j = {
-	    .nnodes = 2, .nproc = 2, .net = "uring", .timeout_ms = 60000, .argv = argv};
-	static struct mn_launch l;
-	int n;
+	const struct shape s = {2, 2, "uring"};
 
-	mn_launch(&j, &l);
-	for (n = 0; n < 2; n++)
-		cr_expect_eq(exit_code(l.status[n]), 0, "node %d's launcher exited %d:\n%s", n,
-		             exit_code(l.status[n]), l.out[n]);
-	cr_expect(strstr(l.out[0], "ok split rank 0 of 4\n"), "rank 0 did not report:\n%s",
-	          l.out[0]);
+	run_mode(&s, "split");
 }
 
 /* ---- faults ---- */
