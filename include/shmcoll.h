@@ -181,9 +181,9 @@ SHMCOLL_API int shmcoll_comm_create(const shmcoll_config *cfg, shmcoll_comm **co
  * peer still waiting for this rank in a collective then fails with -EPROTO. The arena's name
  * is gone from /dev/shm once every rank has attached; its memory goes with the last rank.
  * Returns 0; -EINVAL if comm is NULL; -EBUSY, changing nothing, if operations are still
- * outstanding on comm (reserved for non-blocking operations, which are not built yet: the
- * blocking calls here never leave one). A rank that exits without destroying comm is seen by
- * its peers as dead (-EOWNERDEAD). */
+ * outstanding on comm: non-blocking operations started and not yet returned by
+ * shmcoll_wait, shmcoll_test or shmcoll_waitall (even if finished in the background). A rank that
+ * exits without destroying comm is seen by its peers as dead (-EOWNERDEAD). */
 SHMCOLL_API int shmcoll_comm_destroy(shmcoll_comm *comm);
 
 /* Local: breaks comm for every rank. Each rank's pending call and every later call return
@@ -284,6 +284,121 @@ SHMCOLL_API int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t coun
 
 /* Returns once every rank has entered it. Errors: -EINVAL: comm is NULL. */
 SHMCOLL_API int shmcoll_barrier(shmcoll_comm *comm);
+
+/* Point-to-point. Messages between two ranks of one communicator, on every kind of
+ * communicator. A message is bytes: count elements of dtype; the receive's dtype gives the
+ * element size of its capacity and of status->count. Messages of one sender to one
+ * receiver with the same tag arrive in the order they were sent (MPI's non-overtaking
+ * rule); different tags are independent streams. A receive with SHMCOLL_ANY_SOURCE or
+ * SHMCOLL_ANY_TAG takes, among one sender's matching messages, the earliest sent. A rank
+ * may send to itself. Point-to-point and collectives on one communicator never match each
+ * other. Errors of every call below: -EINVAL: comm is NULL, unknown dtype, count * elemsize
+ * overflows, a NULL buffer with count > 0, a rank out of range (SHMCOLL_ANY_SOURCE only as
+ * a source), a tag out of 0 .. SHMCOLL_TAG_MAX (SHMCOLL_ANY_TAG only as a receive's tag);
+ * -EMSGSIZE (receives only, the communicator stays usable): the message was longer than
+ * count elements; the first count elements are written, status says what arrived, the rest
+ * is dropped and the sender's call succeeds. Otherwise the failures of any call
+ * (-ETIMEDOUT, -EOWNERDEAD, -EPROTO, -ECANCELED), which break the communicator. */
+#define SHMCOLL_ANY_SOURCE (-1)       /* recv: from whichever rank's message matches first */
+#define SHMCOLL_ANY_TAG    (-1)       /* recv: any tag */
+#define SHMCOLL_TAG_MAX    0x7fffffff /* the largest tag */
+
+/* What a receive got. The fields after count are additions to the contract. */
+typedef struct shmcoll_status {
+	int source;   /* the sender's rank */
+	int tag;      /* the message's tag */
+	size_t count; /* elements of the receive dtype that arrived (written) */
+	size_t bytes; /* bytes written (count * elemsize, unless the message's bytes were not
+	               * whole elements of the receive dtype) */
+	size_t total; /* bytes the message had: more than bytes when it was truncated */
+	int error;    /* the operation's result (shmcoll_waitall fills every entry) */
+} shmcoll_status;
+
+/* Returns when buf may be reused. Messages up to the eager size (16 KiB by default, less with
+ * many ranks: docs/API.md) are copied out at once; a larger one may wait for the matching
+ * receive, so two ranks that both send a large message to each other before receiving may
+ * wait until the timeout, as in MPI; shmcoll_sendrecv and the non-blocking forms never
+ * do. */
+SHMCOLL_API int shmcoll_send(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
+                             shmcoll_comm *comm);
+/* Receives into buf (capacity count elements) the earliest matching message; status may be
+ * NULL. */
+SHMCOLL_API int shmcoll_recv(void *buf, size_t count, shmcoll_dtype dtype, int source, int tag,
+                             shmcoll_comm *comm, shmcoll_status *status);
+/* A send and a receive that proceed together (no deadlock between two ranks that both
+ * call it); the two buffers must not overlap (-EINVAL). */
+SHMCOLL_API int shmcoll_sendrecv(const void *sendbuf, size_t sendcount, shmcoll_dtype sendtype,
+                                 int dest, int sendtag, void *recvbuf, size_t recvcount,
+                                 shmcoll_dtype recvtype, int source, int recvtag,
+                                 shmcoll_comm *comm, shmcoll_status *status);
+/* Additions: whether a message matching (source, tag) has arrived, without receiving it;
+ * status (may be NULL) says its source, tag and size (count in elements of dtype). iprobe
+ * sets *flag and returns at once; probe waits for one. */
+SHMCOLL_API int shmcoll_iprobe(int source, int tag, shmcoll_dtype dtype, shmcoll_comm *comm,
+                               int *flag, shmcoll_status *status);
+SHMCOLL_API int shmcoll_probe(int source, int tag, shmcoll_dtype dtype, shmcoll_comm *comm,
+                              shmcoll_status *status);
+
+/* Non-blocking operations. Each starts its operation and returns 0 with *req set, or an
+ * error with *req = NULL (its blocking form's -EINVAL cases, or the communicator's failure),
+ * having started nothing. A started operation owns its buffers until it completes: the
+ * caller must not write them (nor read a receive buffer) before then. It advances whenever
+ * this rank is inside any shmcoll call on its communicator, and in the background with
+ * SHMCOLL_PROGRESS_THREAD=1 (docs/API.md). Collectives, blocking and non-blocking, must be
+ * started in the same order on every rank; they may complete in any order. Any number may be
+ * outstanding per communicator. After -ETIMEDOUT, -EOWNERDEAD, -EPROTO or an abort every
+ * outstanding operation completes with that error or -ECANCELED. */
+typedef struct shmcoll_request shmcoll_request; /* opaque */
+
+SHMCOLL_API int shmcoll_isend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
+                              shmcoll_comm *comm, shmcoll_request **req);
+SHMCOLL_API int shmcoll_irecv(void *buf, size_t count, shmcoll_dtype dtype, int source, int tag,
+                              shmcoll_comm *comm, shmcoll_request **req);
+
+/* One for every collective: the blocking form's arguments, then req. */
+SHMCOLL_API int shmcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                   shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *comm,
+                                   shmcoll_request **req);
+SHMCOLL_API int shmcoll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+                                shmcoll_dtype dtype, shmcoll_op op, int root, shmcoll_comm *comm,
+                                shmcoll_request **req);
+SHMCOLL_API int shmcoll_ibcast(void *buf, size_t count, shmcoll_dtype dtype, int root,
+                               shmcoll_comm *comm, shmcoll_request **req);
+SHMCOLL_API int shmcoll_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                   shmcoll_dtype dtype, shmcoll_comm *comm, shmcoll_request **req);
+SHMCOLL_API int shmcoll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                        shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *comm,
+                                        shmcoll_request **req);
+SHMCOLL_API int shmcoll_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                shmcoll_dtype dtype, int root, shmcoll_comm *comm,
+                                shmcoll_request **req);
+SHMCOLL_API int shmcoll_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                 shmcoll_dtype dtype, int root, shmcoll_comm *comm,
+                                 shmcoll_request **req);
+SHMCOLL_API int shmcoll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                  shmcoll_dtype dtype, shmcoll_comm *comm, shmcoll_request **req);
+SHMCOLL_API int shmcoll_ibarrier(shmcoll_comm *comm, shmcoll_request **req);
+
+/* Blocks until *req completes, returns the operation's result (0 or what its blocking form
+ * would return), fills status for a receive (status may be NULL; a send's is left alone),
+ * frees the request and sets *req = NULL. *req == NULL: returns 0 at once. -EINVAL: req is
+ * NULL. */
+SHMCOLL_API int shmcoll_wait(shmcoll_request **req, shmcoll_status *status);
+/* Sets *done to 0 or 1 without blocking; when 1, does what shmcoll_wait does (and returns
+ * its result). *req == NULL: *done = 1, returns 0. -EINVAL: req or done is NULL. */
+SHMCOLL_API int shmcoll_test(shmcoll_request **req, int *done, shmcoll_status *status);
+/* Waits for all n (NULL entries are skipped), sets each to NULL, fills statuses (NULL, or n
+ * entries; each entry's error field is its operation's result) and returns 0 or the first
+ * error in array order. -EINVAL: reqs is NULL with n > 0. */
+SHMCOLL_API int shmcoll_waitall(size_t n, shmcoll_request **reqs, shmcoll_status *statuses);
+/* Additions. testall: *done = 1 and what waitall does if all n are complete, else *done = 0
+ * and nothing changes. waitany: waits until one of the non-NULL requests completes, sets
+ * *index to it and does for it what shmcoll_wait does; with no non-NULL request, *index =
+ * SIZE_MAX and returns 0. */
+SHMCOLL_API int shmcoll_testall(size_t n, shmcoll_request **reqs, int *done,
+                                shmcoll_status *statuses);
+SHMCOLL_API int shmcoll_waitany(size_t n, shmcoll_request **reqs, size_t *index,
+                                shmcoll_status *status);
 
 /* Additions to the contract. */
 /* Size in bytes of one element of dtype (the elemsize of the in-place forms above); 0 for an

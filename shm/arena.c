@@ -57,10 +57,46 @@ static uint64_t fixed_bytes(uint32_t nranks)
 	return round_up(PAGE + (uint64_t)nranks * sizeof(struct shmcoll_ctrl), PAGE);
 }
 
-/* The least a layout for nranks can be: staging halves of min_half, no heap. */
+/* The point-to-point control blocks of nranks ranks (arena.h): two arrays of
+ * one 32-bit word per rank, each padded to whole lines, then the bell's line
+ * and the sleepers' line. */
+static uint64_t p2p_stride(uint32_t nranks)
+{
+	return 2 * round_up((uint64_t)nranks * 4, SHMCOLL_LINE) + 2 * SHMCOLL_LINE;
+}
+
+/* The rings' share of nranks ranks with rings of ring bytes. */
+static uint64_t p2p_bytes(uint32_t nranks, uint64_t ring)
+{
+	return round_up((uint64_t)nranks * p2p_stride(nranks), SHMCOLL_LINE) +
+	       (uint64_t)nranks * nranks * ring;
+}
+
+/* The largest power of two <= v (v >= 1). */
+static uint64_t pow2_floor(uint64_t v)
+{
+	uint64_t p = 1;
+
+	while (p <= v / 2)
+		p *= 2;
+	return p;
+}
+
+uint64_t shmcoll__ring_default(uint32_t nranks)
+{
+	uint64_t ring = pow2_floor(SHMCOLL_RING_BUDGET / (nranks ? nranks : 1));
+
+	if (ring > SHMCOLL_RING_MAX)
+		ring = SHMCOLL_RING_MAX;
+	return ring < SHMCOLL_RING_MIN ? SHMCOLL_RING_MIN : ring;
+}
+
+/* The least a layout for nranks can be: staging halves of min_half, the
+ * smallest rings, no heap. */
 static uint64_t min_total(uint32_t nranks)
 {
-	return fixed_bytes(nranks) + (uint64_t)nranks * 2 * min_half(nranks);
+	return fixed_bytes(nranks) + (uint64_t)nranks * 2 * min_half(nranks) +
+	       p2p_bytes(nranks, SHMCOLL_RING_MIN);
 }
 
 uint64_t shmcoll__arena_min_bytes(uint32_t nranks)
@@ -68,7 +104,8 @@ uint64_t shmcoll__arena_min_bytes(uint32_t nranks)
 	return min_total(nranks);
 }
 
-static void place(struct shmcoll_layout *out, uint32_t nranks, uint64_t half, uint64_t heap)
+static void place(struct shmcoll_layout *out, uint32_t nranks, uint64_t half, uint64_t ring,
+                  uint64_t heap)
 {
 	uint64_t fixed = fixed_bytes(nranks);
 
@@ -76,7 +113,11 @@ static void place(struct shmcoll_layout *out, uint32_t nranks, uint64_t half, ui
 	out->slot_half = half;
 	out->slot_stride = 2 * half;
 	out->slot_off = fixed;
-	out->heap_off = fixed + (uint64_t)nranks * out->slot_stride;
+	out->p2p_off = fixed + (uint64_t)nranks * out->slot_stride;
+	out->p2p_stride = p2p_stride(nranks);
+	out->ring_off = round_up(out->p2p_off + (uint64_t)nranks * out->p2p_stride, SHMCOLL_LINE);
+	out->ring_bytes = ring;
+	out->heap_off = out->p2p_off + p2p_bytes(nranks, ring);
 	out->heap_stride = heap;
 	out->total_bytes = out->heap_off + (uint64_t)nranks * heap;
 }
@@ -84,14 +125,15 @@ static void place(struct shmcoll_layout *out, uint32_t nranks, uint64_t half, ui
 int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_layout *out,
                           char *err, size_t errlen)
 {
-	uint64_t avail, half, heap, minimum;
+	uint64_t avail, half, heap, ring, minimum, pairs;
 
 	if (nranks < 1 || nranks > SHMCOLL_MAX_RANKS) {
 		snprintf(err, errlen, "size %u out of range 1..%d", nranks, SHMCOLL_MAX_RANKS);
 		return -EINVAL;
 	}
 	if (arena_bytes == 0) {
-		place(out, nranks, SHMCOLL_DEFAULT_SLOT_HALF, SHMCOLL_DEFAULT_HEAP_BYTES);
+		place(out, nranks, SHMCOLL_DEFAULT_SLOT_HALF, shmcoll__ring_default(nranks),
+		      SHMCOLL_DEFAULT_HEAP_BYTES);
 		return 0;
 	}
 	minimum = min_total(nranks);
@@ -100,30 +142,44 @@ int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_la
 		         arena_bytes, nranks, (unsigned long long)minimum);
 		return -EINVAL;
 	}
-	/* Staging takes at most half of what is left, the heap the rest. */
-	avail = arena_bytes - fixed_bytes(nranks);
+	/* The rings take at most an eighth of what is left (never more than by default),
+	 * staging at most half of the rest, the heap the rest. */
+	pairs = (uint64_t)nranks * nranks;
+	avail = arena_bytes - fixed_bytes(nranks) - p2p_bytes(nranks, 0);
+	ring = avail / 8 / pairs;
+	ring = ring < SHMCOLL_RING_MIN ? SHMCOLL_RING_MIN : pow2_floor(ring);
+	if (ring > shmcoll__ring_default(nranks))
+		ring = shmcoll__ring_default(nranks);
+	avail -= pairs * ring;
 	half = avail / 2 / (2 * (uint64_t)nranks) / SHMCOLL_LINE * SHMCOLL_LINE;
 	if (half > SHMCOLL_DEFAULT_SLOT_HALF)
 		half = SHMCOLL_DEFAULT_SLOT_HALF;
 	if (half < min_half(nranks))
 		half = min_half(nranks);
 	heap = (avail - (uint64_t)nranks * 2 * half) / nranks / SHMCOLL_LINE * SHMCOLL_LINE;
-	place(out, nranks, half, heap);
+	place(out, nranks, half, ring, heap);
 	return 0;
 }
 
 int shmcoll__arena_fit(uint32_t nranks, uint64_t room, struct shmcoll_layout *out)
 {
 	uint64_t per, half = SHMCOLL_DEFAULT_SLOT_HALF, heap = SHMCOLL_DEFAULT_HEAP_BYTES;
+	uint64_t ring = shmcoll__ring_default(nranks), rest;
 
 	if (nranks < 1 || nranks > SHMCOLL_MAX_RANKS)
 		return -EINVAL;
-	place(out, nranks, half, heap);
+	place(out, nranks, half, ring, heap);
 	if (out->total_bytes <= room)
 		return 0;
 	if (room < min_total(nranks))
 		return -ENOSPC;
-	per = (room - fixed_bytes(nranks)) / nranks;
+	/* The heap goes first, then the rings halve, then the staging halves shrink. */
+	rest = room - fixed_bytes(nranks);
+	while (ring > SHMCOLL_RING_MIN &&
+	       p2p_bytes(nranks, ring) + (uint64_t)nranks * 2 * half > rest)
+		ring /= 2;
+	rest -= p2p_bytes(nranks, ring);
+	per = rest / nranks;
 	if (per >= 2 * half) {
 		heap = (per - 2 * half) / SHMCOLL_LINE * SHMCOLL_LINE;
 	} else {
@@ -132,7 +188,7 @@ int shmcoll__arena_fit(uint32_t nranks, uint64_t room, struct shmcoll_layout *ou
 		if (half < min_half(nranks))
 			half = min_half(nranks); /* room >= min_total: it fits */
 	}
-	place(out, nranks, half, heap);
+	place(out, nranks, half, ring, heap);
 	return 0;
 }
 
@@ -171,25 +227,27 @@ int shmcoll__arena_validate(const struct shmcoll_arena_hdr *h, uint64_t file_byt
 		snprintf(err, errlen, "bad creator pid %d", (int)h->creator.pid);
 		return -EPROTO;
 	}
-	/* Recompute the parts from the two sizes that define them: any other
+	/* Recompute the parts from the three sizes that define them: any other
 	 * offset or length in the header is rejected rather than trusted. */
 	if (h->slot_half < min_half(nranks) || h->slot_half > SHMCOLL_DEFAULT_SLOT_HALF ||
 	    h->slot_half % SHMCOLL_LINE || h->heap_stride % SHMCOLL_LINE ||
-	    h->heap_stride > file_bytes) {
-		snprintf(err, errlen, "slot or heap size out of range");
+	    h->heap_stride > file_bytes || h->ring_bytes < SHMCOLL_RING_MIN ||
+	    h->ring_bytes > SHMCOLL_RING_MAX || (h->ring_bytes & (h->ring_bytes - 1))) {
+		snprintf(err, errlen, "slot, ring or heap size out of range");
 		return -EPROTO;
 	}
 	/* Every rank's heap inside the file, checked without the overflow that
 	 * heap_off + nranks * heap_stride could wrap around to. */
-	want.heap_off = fixed_bytes(nranks) + (uint64_t)nranks * 2 * h->slot_half;
+	place(&want, nranks, h->slot_half, h->ring_bytes, 0);
 	if (file_bytes < want.heap_off || h->heap_stride > (file_bytes - want.heap_off) / nranks) {
 		snprintf(err, errlen, "the heaps do not fit in the segment");
 		return -EPROTO;
 	}
-	place(&want, nranks, h->slot_half, h->heap_stride);
+	place(&want, nranks, h->slot_half, h->ring_bytes, h->heap_stride);
 	if (h->ctrl_off != want.ctrl_off || h->slot_off != want.slot_off ||
 	    h->slot_stride != want.slot_stride || h->heap_off != want.heap_off ||
-	    h->total_bytes != want.total_bytes) {
+	    h->p2p_off != want.p2p_off || h->p2p_stride != want.p2p_stride ||
+	    h->ring_off != want.ring_off || h->total_bytes != want.total_bytes) {
 		snprintf(err, errlen, "inconsistent offsets in the header");
 		return -EPROTO;
 	}
@@ -205,6 +263,10 @@ static void layout_from(struct shmcoll_layout *l, const struct shmcoll_arena_hdr
 	l->slot_half = h->slot_half;
 	l->heap_off = h->heap_off;
 	l->heap_stride = h->heap_stride;
+	l->p2p_off = h->p2p_off;
+	l->p2p_stride = h->p2p_stride;
+	l->ring_off = h->ring_off;
+	l->ring_bytes = h->ring_bytes;
 }
 
 /* ---- room: the shared-memory filesystem and the memory cgroup ---- */
@@ -467,7 +529,7 @@ static int preflight(struct shmcoll_layout *lay, uint32_t nranks, size_t arena_b
 		return 0;
 	/* The margin is a preference: the least layout may still take it. */
 	if (min_total(nranks) <= room) {
-		place(lay, nranks, min_half(nranks), 0);
+		place(lay, nranks, min_half(nranks), SHMCOLL_RING_MIN, 0);
 		return 0;
 	}
 	snprintf(err, errlen,
@@ -876,6 +938,10 @@ int shmcoll__arena_create(struct shmcoll_arena *a, const char *job, uint32_t nra
 	h0.slot_half = lay.slot_half;
 	h0.heap_off = lay.heap_off;
 	h0.heap_stride = lay.heap_stride;
+	h0.p2p_off = lay.p2p_off;
+	h0.p2p_stride = lay.p2p_stride;
+	h0.ring_off = lay.ring_off;
+	h0.ring_bytes = lay.ring_bytes;
 	shmcoll__proc_self(&h0.creator);
 	h0.hdr_bytes = sizeof(h0);
 	n = pwrite(fd, &h0, sizeof(h0), 0);

@@ -4,8 +4,12 @@
  * Layout (offsets from the start of the segment; every part page- or
  * line-aligned; nothing inside is a pointer):
  *   0                      struct shmcoll_arena_hdr (one page)
- *   ctrl_off               nranks x struct shmcoll_ctrl (640 B each)
+ *   ctrl_off               nranks x struct shmcoll_ctrl
  *   slot_off               nranks x data slot: two halves of slot_half bytes
+ *   p2p_off                nranks x point-to-point control block of p2p_stride
+ *                          bytes: heads[nranks], tails[nranks], bell, sleepers
+ *   ring_off               nranks x nranks rings of ring_bytes: ring (s -> r)
+ *                          at (r * nranks + s) * ring_bytes
  *   heap_off               nranks x symmetric heap of heap_stride bytes
  */
 #ifndef SHMCOLL_SHM_ARENA_H
@@ -21,7 +25,7 @@
 #include "shm/proc.h"
 
 #define SHMCOLL_ARENA_MAGIC   0x314c4c4f434d4853ull /* "SHMCOLL1" */
-#define SHMCOLL_ARENA_VERSION 6u
+#define SHMCOLL_ARENA_VERSION 7u
 #define SHMCOLL_ARENA_READY   0x59444552u /* "REDY" */
 #define SHMCOLL_MAX_RANKS     1024
 #define SHMCOLL_CPU_WORDS     16 /* affinity union of up to 1024 CPUs */
@@ -33,6 +37,14 @@
 #define SHMCOLL_DEFAULT_HEAP_BYTES (4u * 1024 * 1024)
 #define SHMCOLL_MIN_SLOT_HALF      512u
 
+/* Point-to-point rings (lib/core/p2p.c), one per ordered pair of ranks: a
+ * power of two between these bounds. By default each receiver's rings share
+ * SHMCOLL_RING_BUDGET (so 256 KiB rings up to 4 ranks, 128 KiB at 8, 16 KiB
+ * at 64, the least from 2048 on); a given arena_bytes gives them at most an
+ * eighth. */
+#define SHMCOLL_RING_MIN    256u
+#define SHMCOLL_RING_MAX    (256u * 1024)
+#define SHMCOLL_RING_BUDGET (1u << 20)
 /* What one call is, for the peers' match check: written by the owner into
  * call[s & 1] before it publishes step s, the first step of the call; read by
  * peers after their acquire of that step. It shares seq's cache line, so the
@@ -136,6 +148,10 @@ struct shmcoll_arena_hdr {
 	uint64_t slot_half;
 	uint64_t heap_off;
 	uint64_t heap_stride;
+	uint64_t p2p_off;
+	uint64_t p2p_stride; /* one rank's point-to-point control block */
+	uint64_t ring_off;
+	uint64_t ring_bytes; /* one pair's ring */
 	/* Who made the segment (pid, start time, pid namespace): the stale
 	 * sweep removes a segment whose creator is gone, and the per-process
 	 * mapping registry tells two segments of one name apart by it. */
@@ -155,6 +171,9 @@ struct shmcoll_arena_hdr {
 	_Atomic uint32_t cma_failed;
 	/* any rank: set once to abort the job. */
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t aborted;
+	/* any rank: set once, at its first point-to-point operation; from then
+	 * on every rank reads its rings while it waits (lib/core/p2p.c). */
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t p2p_used;
 	/* every rank: OR of its CPU affinity, for the oversubscription test. */
 	_Alignas(SHMCOLL_LINE) _Atomic uint64_t cpus[SHMCOLL_CPU_WORDS];
 };
@@ -163,6 +182,7 @@ static_assert(sizeof(struct shmcoll_arena_hdr) <= 4096, "the header fits its pag
 /* Sizes of the parts, computed by the creator and checked by everyone. */
 struct shmcoll_layout {
 	uint64_t total_bytes, ctrl_off, slot_off, slot_stride, slot_half, heap_off, heap_stride;
+	uint64_t p2p_off, p2p_stride, ring_off, ring_bytes;
 };
 
 /* The process-local view of an attached arena. */
@@ -182,8 +202,12 @@ int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_la
                           char *err, size_t errlen);
 
 /* The least arena_bytes a layout for nranks takes: the header page, the
- * control blocks, and two staging halves of the least size per rank. */
+ * control blocks, two staging halves of the least size per rank, and the
+ * point-to-point control blocks and rings of the least size. */
 uint64_t shmcoll__arena_min_bytes(uint32_t nranks);
+
+/* The ring size of a default layout for nranks. */
+uint64_t shmcoll__ring_default(uint32_t nranks);
 
 /* Checks a header read from a segment of file_bytes bytes against the layout
  * rules and the expected rank count. Returns 0 or -EPROTO with a message. It
@@ -272,6 +296,50 @@ int shmcoll__arena_sweep(void (*note)(void *arg, const char *line), void *arg);
 static inline struct shmcoll_ctrl *shmcoll__ctrl(const struct shmcoll_arena *a, uint32_t rank)
 {
 	return (struct shmcoll_ctrl *)(a->base + a->lay.ctrl_off) + rank;
+}
+
+/* The point-to-point words (lib/core/p2p.c). Each rank's control block holds
+ *   heads[r]  the bytes it has published into its ring to r (it writes them)
+ *   tails[s]  the bytes it has consumed of the ring from s (it writes them)
+ *   bell      rung (fetch-add, then a futex wake) by a peer that changed
+ *             something this rank sleeps for; its own line
+ *   sleepers  how many of this rank's threads sleep on bell; its own line,
+ *             written by the rank only
+ * Every word only grows (32-bit, wrapping), so no value is ever reused. */
+static inline _Atomic uint32_t *shmcoll__p2p_word(const struct shmcoll_arena *a, uint32_t rank,
+                                                  uint64_t off)
+{
+	return (_Atomic uint32_t *)(a->base + a->lay.p2p_off + rank * a->lay.p2p_stride + off);
+}
+
+static inline _Atomic uint32_t *shmcoll__ring_head(const struct shmcoll_arena *a, uint32_t from,
+                                                   uint32_t to)
+{
+	return shmcoll__p2p_word(a, from, (uint64_t)to * 4);
+}
+
+static inline _Atomic uint32_t *shmcoll__ring_tail(const struct shmcoll_arena *a, uint32_t from,
+                                                   uint32_t to)
+{
+	uint64_t arr = (a->lay.p2p_stride - 2 * SHMCOLL_LINE) / 2;
+
+	return shmcoll__p2p_word(a, to, arr + (uint64_t)from * 4);
+}
+
+static inline _Atomic uint32_t *shmcoll__p2p_bell(const struct shmcoll_arena *a, uint32_t rank)
+{
+	return shmcoll__p2p_word(a, rank, a->lay.p2p_stride - 2 * SHMCOLL_LINE);
+}
+
+static inline _Atomic uint32_t *shmcoll__p2p_sleepers(const struct shmcoll_arena *a, uint32_t rank)
+{
+	return shmcoll__p2p_word(a, rank, a->lay.p2p_stride - SHMCOLL_LINE);
+}
+
+/* The data of the ring from rank from to rank to. */
+static inline uint8_t *shmcoll__ring(const struct shmcoll_arena *a, uint32_t from, uint32_t to)
+{
+	return a->base + a->lay.ring_off + ((uint64_t)to * a->nranks + from) * a->lay.ring_bytes;
 }
 
 #endif

@@ -35,7 +35,7 @@ int64_t shmcoll__now_ns(void)
 }
 
 /* Shared (not FUTEX_PRIVATE) operations: peers are other processes. */
-static void futex_wait(_Atomic uint32_t *word, uint32_t val, int64_t ns)
+void shmcoll__futex_wait(_Atomic uint32_t *word, uint32_t val, int64_t ns)
 {
 	struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
 
@@ -67,7 +67,7 @@ static void futex_sleep(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint
 	fetch_add_seqcst(sleepers, 1);
 	cur = load_seqcst(word);
 	if (!seq_reached(cur, want))
-		futex_wait(word, cur, ns);
+		shmcoll__futex_wait(word, cur, ns);
 	fetch_sub_seqcst(sleepers, 1);
 }
 
@@ -75,7 +75,7 @@ int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
                       _Atomic uint32_t *sleepers, uint32_t want)
 {
 	int64_t start, now, slice, checked;
-	int i, rc;
+	int i, rc, polled = 0;
 
 	/* Spin relaxed, order once: the acquire fence after the loop pairs
 	 * with the release store in shmcoll__publish(). */
@@ -85,6 +85,8 @@ int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
 				fence_acquire();
 				return 0;
 			}
+			if (w->poll && (i + 1) % SHMCOLL_POLL_SPINS == 0)
+				w->poll(w->poll_ctx);
 			cpu_relax();
 		}
 	} else if (seq_reached(load_relaxed(word), want)) {
@@ -110,11 +112,13 @@ int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
 		}
 		if (w->timeout_ns >= 0 && now - start >= w->timeout_ns)
 			return -ETIMEDOUT;
+		if (w->poll)
+			polled = w->poll(w->poll_ctx);
 		if (now - start < YIELD_NS) {
 			sched_yield();
 			continue;
 		}
-		slice = SLEEP_SLICE_NS;
+		slice = polled ? SHMCOLL_POLL_SLICE_NS : SLEEP_SLICE_NS;
 		if (w->timeout_ns >= 0 && w->timeout_ns - (now - start) < slice)
 			slice = w->timeout_ns - (now - start);
 		futex_sleep(word, sleepers, want, slice);

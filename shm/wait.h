@@ -17,7 +17,16 @@ struct shmcoll_waiter {
 	 * -EOWNERDEAD from a liveness check) ends the wait with that code. */
 	int (*check)(void *ctx);
 	void *check_ctx;
+	/* Optional: called every SHMCOLL_POLL_SPINS spins and at every turn of
+	 * the slow path, to move other work along while this wait lasts (a node
+	 * communicator's point-to-point messages). While it returns non-zero
+	 * (there is such work), sleeps last at most SHMCOLL_POLL_SLICE_NS. */
+	int (*poll)(void *ctx);
+	void *poll_ctx;
 };
+
+#define SHMCOLL_POLL_SPINS    256
+#define SHMCOLL_POLL_SLICE_NS 1000000
 
 /* How often a long wait runs its check: dead peers are found within this
  * plus one sleep slice (wait.c), far inside the 1 s promised. */
@@ -39,6 +48,10 @@ int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
 
 /* Wakes every sleeper on word without changing it (abort uses this). */
 void shmcoll__wake_all(_Atomic uint32_t *word);
+
+/* Sleeps on word while it holds val, at most ns (a shared futex: peers are other
+ * processes). Returns at once if it holds another value; may return early. */
+void shmcoll__futex_wait(_Atomic uint32_t *word, uint32_t val, int64_t ns);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t shmcoll__now_ns(void);

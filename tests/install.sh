@@ -43,7 +43,7 @@ check "contract program builds with pkg-config flags" \
 check "demo builds with pkg-config flags" \
 	cc -std=c11 -O2 -Wall -Werror -o "$root/demo" "$src/examples/demo.c" $flags
 export LD_LIBRARY_PATH=$(dirname "${lib:-/nonexistent}")
-export SHMCOLL_ARENA_BYTES=65536 SHMCOLL_TIMEOUT_MS=60000
+export SHMCOLL_ARENA_BYTES=98304 SHMCOLL_TIMEOUT_MS=60000
 for p in 1 2 3 4 5 6 7 8; do
 	check "contract program under shmcoll-run -n $p" timeout 600 "$run" -n "$p" "$root/contract"
 done

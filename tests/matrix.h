@@ -20,7 +20,7 @@
  * arbitrary values of the type (SUM/PROD wrap, AVG needs the exact sum);
  * float inputs are chosen so every result is exact or rounds exactly once
  * (see gen_float() in harness.c). */
-#define ARENA_SMALL     (64 * 1024)
+#define ARENA_SMALL     (96 * 1024)
 #define TIMEOUT_MS      30000
 #define SMALL_SYM_COUNT 7
 #define MID_COUNT       4097

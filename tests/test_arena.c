@@ -61,7 +61,11 @@ Test(arena, layout_defaults_and_bounds)
 		cr_assert_eq(l.heap_stride, SHMCOLL_DEFAULT_HEAP_BYTES);
 		cr_assert_geq(l.ctrl_off, sizeof(struct shmcoll_arena_hdr));
 		cr_assert_geq(l.slot_off, l.ctrl_off + n * sizeof(struct shmcoll_ctrl));
-		cr_assert_eq(l.heap_off, l.slot_off + n * l.slot_stride);
+		cr_assert_eq(l.ring_bytes, shmcoll__ring_default(n));
+		cr_assert_eq(l.p2p_off, l.slot_off + n * l.slot_stride);
+		cr_assert_geq(l.ring_off, l.p2p_off + n * l.p2p_stride);
+		cr_assert_eq(l.ring_off % SHMCOLL_LINE, 0);
+		cr_assert_eq(l.heap_off, l.ring_off + (uint64_t)n * n * l.ring_bytes);
 		cr_assert_eq(l.total_bytes, l.heap_off + n * l.heap_stride);
 		cr_assert_eq(l.slot_off % 4096, 0);
 	}
@@ -72,7 +76,7 @@ Test(arena, layout_defaults_and_bounds)
 
 Test(arena, layout_fits_a_given_size)
 {
-	static const size_t sizes[] = {64 << 10, 100000, 1 << 20, 64 << 20};
+	static const size_t sizes[] = {96 << 10, 100000, 1 << 20, 64 << 20};
 	struct shmcoll_layout l;
 	uint32_t n;
 	size_t i;
@@ -85,6 +89,9 @@ Test(arena, layout_fits_a_given_size)
 			cr_assert_geq(l.slot_half, n * 8u);
 			cr_assert_eq(l.slot_half % SHMCOLL_LINE, 0);
 			cr_assert_eq(l.heap_stride % SHMCOLL_LINE, 0);
+			cr_assert_geq(l.ring_bytes, SHMCOLL_RING_MIN);
+			cr_assert_leq(l.ring_bytes, shmcoll__ring_default(n));
+			cr_assert_eq(l.ring_bytes & (l.ring_bytes - 1), 0, "a power of two");
 		}
 	cr_assert_eq(shmcoll__arena_layout(8, 4096, &l, err, sizeof(err)), -EINVAL);
 	cr_assert(strstr(err, "minimum"), "the message says the minimum: %s", err);
@@ -989,6 +996,14 @@ Test(arena, fit_shrinks_heap_then_staging)
 			cr_assert_leq(l.total_bytes, room);
 			cr_assert(l.heap_stride == 0 || l.slot_half == SHMCOLL_DEFAULT_SLOT_HALF,
 			          "staging shrank before the heap was gone");
+			/* Rings halve only where the larger ones no longer fit: what the heap
+			 * got back is less than doubling them would take. */
+			cr_assert(l.ring_bytes == def.ring_bytes ||
+			              l.heap_stride * n < (uint64_t)n * n * l.ring_bytes,
+			          "the rings shrank before the heap was gone");
+			cr_assert(l.ring_bytes == SHMCOLL_RING_MIN ||
+			              l.slot_half == SHMCOLL_DEFAULT_SLOT_HALF,
+			          "staging shrank before the rings were least");
 			memset(&h, 0, sizeof(h));
 			h.magic = SHMCOLL_ARENA_MAGIC;
 			h.version = SHMCOLL_ARENA_VERSION;
@@ -1002,6 +1017,10 @@ Test(arena, fit_shrinks_heap_then_staging)
 			h.slot_half = l.slot_half;
 			h.heap_off = l.heap_off;
 			h.heap_stride = l.heap_stride;
+			h.p2p_off = l.p2p_off;
+			h.p2p_stride = l.p2p_stride;
+			h.ring_off = l.ring_off;
+			h.ring_bytes = l.ring_bytes;
 			cr_assert_eq(
 			    shmcoll__arena_validate(&h, l.total_bytes, n, err, sizeof(err)), 0,
 			    "%u ranks, room %llu: %s", n, (unsigned long long)room, err);

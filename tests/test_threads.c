@@ -9,7 +9,7 @@
 
 #include "tests/harness.h"
 
-#define ARENA_SMALL     (64 * 1024)
+#define ARENA_SMALL     (96 * 1024)
 #define TIMEOUT_MS      30000
 #define SMALL_SYM_COUNT 7
 #define BARRIER_ROUNDS  2000

@@ -25,9 +25,47 @@ struct shmcoll_comm {
 		struct shmcoll_node *node;
 		struct shmcoll_hier *hier;
 	} u;
-	char *err;       /* this rank's last message: the node's or the hier's buffer */
-	uint32_t splits; /* shmcoll_comm_split/dup calls so far: names their jobs */
+	char *err;            /* this rank's last message: the node's or the hier's buffer */
+	uint32_t splits;      /* shmcoll_comm_split/dup calls so far: names their jobs */
+	unsigned outstanding; /* requests not yet returned by wait or test */
+	struct shmcoll_request *free_req; /* requests kept for reuse (request.c) */
+	unsigned nfree;
 };
+
+/* What a request is (request.c). */
+enum req_kind {
+	REQ_DONE, /* complete when started (a call with nothing to move): rc */
+	REQ_P2P,  /* a point-to-point operation of a node communicator: u.op */
+	REQ_NODE, /* a collective of a node communicator: u.task */
+	REQ_HIER, /* a collective of a communicator over several nodes: u.hier */
+};
+
+struct shmcoll_request {
+	shmcoll_comm *comm;
+	enum req_kind kind;
+	int recv;                     /* a receive: fills a status */
+	int rc;                       /* REQ_DONE: the result */
+	size_t es;                    /* a receive's element size */
+	struct shmcoll_request *next; /* on the communicator's free list */
+	union {
+		struct shmcoll_p2p_op op;
+		struct shmcoll_task task;
+		struct hier_task *hier;
+	} u;
+};
+
+/* A new request of c of kind (kept ones first), counted outstanding; NULL with a message on
+ * c when out of memory. */
+shmcoll_request *api__req_new(shmcoll_comm *c, const char *fn, enum req_kind kind);
+/* Starts collective kind (lib/core/tuning.h's KIND_*) as a request of c: its arguments
+ * checked and c entered by the caller. 0 with *req set, or -ENOMEM with *req = NULL. */
+int api__istart(shmcoll_comm *c, const char *fn, uint32_t kind, const void *send, void *recv,
+                size_t count, shmcoll_dtype dt, shmcoll_op op, int root, shmcoll_request **req);
+/* Releases every request kept for reuse (comm_destroy). */
+void api__req_drain(shmcoll_comm *c);
+
+/* Fills st (if not NULL) from a receive that ended with rc. */
+void api__status(shmcoll_status *st, const struct shmcoll_p2p_op *op, size_t es, int rc);
 
 /* Wraps a node or hier communicator in a public one. NULL when out of memory. */
 shmcoll_comm *api__wrap_node(struct shmcoll_node *n);
@@ -43,12 +81,18 @@ int api__create_fail(int rc, const char *fmt, ...) __attribute__((format(printf,
 /* Records a message for shmcoll_last_error(c) and returns rc. */
 int api__fail(shmcoll_comm *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Enters c for a call of fn: 0, or the error that broke it (with a message). */
+/* Enters c for a call of fn: 0, or the error that broke it (with a message). Every call
+ * moves the point-to-point operations outstanding along. */
 static inline int api__enter(shmcoll_comm *c, const char *fn)
 {
+	int rc;
+
 	if (c->kind == COMM_HIER)
 		return shmcoll__hier_enter(c->u.hier, fn);
-	return shmcoll__node_enter(c->u.node, fn);
+	rc = shmcoll__node_enter(c->u.node, fn);
+	if (rc == 0 && c->u.node->p2p.active)
+		shmcoll__node_progress(c->u.node);
+	return rc;
 }
 
 /* The argument checks, each 0 or -EINVAL with a message naming the argument (inline: every

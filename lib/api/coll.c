@@ -17,16 +17,15 @@ int api__allgather(shmcoll_comm *c, const void *send, void *recv, size_t sendcou
 	return shmcoll__node_allgather(c->u.node, send, recv, sendcount, dt);
 }
 
-int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
-                      shmcoll_op op, shmcoll_comm *c)
-{
-	const char *fn = "shmcoll_allreduce";
-	size_t bytes;
-	int rc;
+/* Each collective's checks (and the entry), shared by its blocking and non-blocking forms: 0,
+ * or the error with a message naming fn. */
 
-	if (!c)
-		return -EINVAL;
-	rc = api__check_type(c, fn, dtype, count, 1, &bytes);
+static int allreduce_check(shmcoll_comm *c, const char *fn, const void *sendbuf, void *recvbuf,
+                           size_t count, shmcoll_dtype dtype, shmcoll_op op)
+{
+	size_t bytes;
+	int rc = api__check_type(c, fn, dtype, count, 1, &bytes);
+
 	if (!rc)
 		rc = api__check_op(c, fn, dtype, op);
 	if (!rc)
@@ -35,25 +34,15 @@ int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_
 		rc = api__check_buf(c, fn, "recvbuf", recvbuf, bytes);
 	if (!rc)
 		rc = api__check_overlap(c, fn, sendbuf, bytes, recvbuf, bytes, recvbuf);
-	if (!rc)
-		rc = api__enter(c, fn);
-	if (rc || !count)
-		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_allreduce(c->u.hier, sendbuf, recvbuf, count, dtype, op);
-	return shmcoll__node_allreduce(c->u.node, sendbuf, recvbuf, count, dtype, op);
+	return rc ? rc : api__enter(c, fn);
 }
 
-int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
-                   shmcoll_op op, int root, shmcoll_comm *c)
+static int reduce_check(shmcoll_comm *c, const char *fn, const void *sendbuf, void *recvbuf,
+                        size_t count, shmcoll_dtype dtype, shmcoll_op op, int root)
 {
-	const char *fn = "shmcoll_reduce";
 	size_t bytes;
-	int rc, is_root;
+	int rc = api__check_type(c, fn, dtype, count, 1, &bytes), is_root;
 
-	if (!c)
-		return -EINVAL;
-	rc = api__check_type(c, fn, dtype, count, 1, &bytes);
 	if (!rc)
 		rc = api__check_op(c, fn, dtype, op);
 	if (!rc)
@@ -65,48 +54,29 @@ int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dty
 		rc = api__check_buf(c, fn, "recvbuf", recvbuf, bytes);
 	if (!rc && is_root)
 		rc = api__check_overlap(c, fn, sendbuf, bytes, recvbuf, bytes, recvbuf);
-	if (!rc)
-		rc = api__enter(c, fn);
-	if (rc || !count)
-		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_reduce(c->u.hier, sendbuf, recvbuf, count, dtype, op, root);
-	return shmcoll__node_reduce(c->u.node, sendbuf, recvbuf, count, dtype, op, root);
+	return rc ? rc : api__enter(c, fn);
 }
 
-int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root, shmcoll_comm *c)
+static int bcast_check(shmcoll_comm *c, const char *fn, void *buf, size_t count,
+                       shmcoll_dtype dtype, int root)
 {
-	const char *fn = "shmcoll_bcast";
 	size_t bytes;
-	int rc;
+	int rc = api__check_type(c, fn, dtype, count, 1, &bytes);
 
-	if (!c)
-		return -EINVAL;
-	rc = api__check_type(c, fn, dtype, count, 1, &bytes);
 	if (!rc)
 		rc = api__check_root(c, fn, root);
 	if (!rc)
 		rc = api__check_buf(c, fn, "buf", buf, bytes);
-	if (!rc)
-		rc = api__enter(c, fn);
-	if (rc || !count)
-		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_bcast(c->u.hier, buf, count, dtype, root);
-	return shmcoll__node_bcast(c->u.node, buf, count, dtype, root);
+	return rc ? rc : api__enter(c, fn);
 }
 
-int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
-                      shmcoll_comm *c)
+static int allgather_check(shmcoll_comm *c, const char *fn, const void *sendbuf, void *recvbuf,
+                           size_t sendcount, shmcoll_dtype dtype)
 {
-	const char *fn = "shmcoll_allgather";
 	const uint8_t *own;
 	size_t bytes, total;
-	int rc;
+	int rc = api__check_type(c, fn, dtype, sendcount, (size_t)c->size, &total);
 
-	if (!c)
-		return -EINVAL;
-	rc = api__check_type(c, fn, dtype, sendcount, (size_t)c->size, &total);
 	bytes = total / (size_t)c->size;
 	if (!rc)
 		rc = api__check_buf(c, fn, "sendbuf", sendbuf, bytes);
@@ -115,24 +85,16 @@ int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmc
 	own = recvbuf ? (const uint8_t *)recvbuf + (size_t)c->rank * bytes : NULL;
 	if (!rc)
 		rc = api__check_overlap(c, fn, sendbuf, bytes, recvbuf, total, own);
-	if (!rc)
-		rc = api__enter(c, fn);
-	if (rc || !sendcount)
-		return rc;
-	return api__allgather(c, sendbuf, recvbuf, sendcount, dtype);
+	return rc ? rc : api__enter(c, fn);
 }
 
-int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                           shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *c)
+static int reduce_scatter_check(shmcoll_comm *c, const char *fn, const void *sendbuf, void *recvbuf,
+                                size_t recvcount, shmcoll_dtype dtype, shmcoll_op op)
 {
-	const char *fn = "shmcoll_reduce_scatter";
 	const uint8_t *send = sendbuf;
 	size_t bytes, total;
-	int rc;
+	int rc = api__check_type(c, fn, dtype, recvcount, (size_t)c->size, &total);
 
-	if (!c)
-		return -EINVAL;
-	rc = api__check_type(c, fn, dtype, recvcount, (size_t)c->size, &total);
 	bytes = total / (size_t)c->size;
 	if (!rc)
 		rc = api__check_op(c, fn, dtype, op);
@@ -143,26 +105,15 @@ int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 	if (!rc)
 		rc = api__check_overlap(c, fn, recvbuf, bytes, sendbuf, total,
 		                        send ? send + (size_t)c->rank * bytes : NULL);
-	if (!rc)
-		rc = api__enter(c, fn);
-	if (rc || !recvcount)
-		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_reduce_scatter(c->u.hier, sendbuf, recvbuf, recvcount, dtype,
-		                                    op);
-	return shmcoll__node_reduce_scatter(c->u.node, sendbuf, recvbuf, recvcount, dtype, op);
+	return rc ? rc : api__enter(c, fn);
 }
 
-int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
-                   int root, shmcoll_comm *c)
+static int gather_check(shmcoll_comm *c, const char *fn, const void *sendbuf, void *recvbuf,
+                        size_t sendcount, shmcoll_dtype dtype, int root)
 {
-	const char *fn = "shmcoll_gather";
 	size_t bytes, total;
-	int rc;
+	int rc = api__check_type(c, fn, dtype, sendcount, (size_t)c->size, &total);
 
-	if (!c)
-		return -EINVAL;
-	rc = api__check_type(c, fn, dtype, sendcount, (size_t)c->size, &total);
 	bytes = total / (size_t)c->size;
 	if (!rc)
 		rc = api__check_root(c, fn, root);
@@ -174,26 +125,16 @@ int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll
 			rc = api__check_overlap(c, fn, sendbuf, bytes, recvbuf, total,
 			                        (const uint8_t *)recvbuf + (size_t)root * bytes);
 	}
-	if (!rc)
-		rc = api__enter(c, fn);
-	if (rc || !sendcount)
-		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_gather(c->u.hier, sendbuf, recvbuf, sendcount, dtype, root);
-	return shmcoll__node_gather(c->u.node, sendbuf, recvbuf, sendcount, dtype, root);
+	return rc ? rc : api__enter(c, fn);
 }
 
-int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcoll_dtype dtype,
-                    int root, shmcoll_comm *c)
+static int scatter_check(shmcoll_comm *c, const char *fn, const void *sendbuf, void *recvbuf,
+                         size_t recvcount, shmcoll_dtype dtype, int root)
 {
-	const char *fn = "shmcoll_scatter";
 	const uint8_t *send = sendbuf;
 	size_t bytes, total;
-	int rc;
+	int rc = api__check_type(c, fn, dtype, recvcount, (size_t)c->size, &total);
 
-	if (!c)
-		return -EINVAL;
-	rc = api__check_type(c, fn, dtype, recvcount, (size_t)c->size, &total);
 	bytes = total / (size_t)c->size;
 	if (!rc)
 		rc = api__check_root(c, fn, root);
@@ -205,8 +146,124 @@ int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcol
 			rc = api__check_overlap(c, fn, recvbuf, bytes, sendbuf, total,
 			                        send ? send + (size_t)root * bytes : NULL);
 	}
+	return rc ? rc : api__enter(c, fn);
+}
+
+static int alltoall_check(shmcoll_comm *c, const char *fn, const void *sendbuf, void *recvbuf,
+                          size_t count, shmcoll_dtype dtype)
+{
+	size_t total;
+	int rc = api__check_type(c, fn, dtype, count, (size_t)c->size, &total);
+
 	if (!rc)
-		rc = api__enter(c, fn);
+		rc = api__check_buf(c, fn, "sendbuf", sendbuf, total);
+	if (!rc)
+		rc = api__check_buf(c, fn, "recvbuf", recvbuf, total);
+	if (!rc)
+		rc = api__check_overlap(c, fn, sendbuf, total, recvbuf, total, recvbuf);
+	return rc ? rc : api__enter(c, fn);
+}
+
+/* The blocking collectives: checks, then the node's protocol or the multi-node composition.
+ * A call with nothing to move returns after the checks. */
+
+int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
+                      shmcoll_op op, shmcoll_comm *c)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = allreduce_check(c, "shmcoll_allreduce", sendbuf, recvbuf, count, dtype, op);
+	if (rc || !count)
+		return rc;
+	if (c->kind == COMM_HIER)
+		return shmcoll__hier_allreduce(c->u.hier, sendbuf, recvbuf, count, dtype, op);
+	return shmcoll__node_allreduce(c->u.node, sendbuf, recvbuf, count, dtype, op);
+}
+
+int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
+                   shmcoll_op op, int root, shmcoll_comm *c)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = reduce_check(c, "shmcoll_reduce", sendbuf, recvbuf, count, dtype, op, root);
+	if (rc || !count)
+		return rc;
+	if (c->kind == COMM_HIER)
+		return shmcoll__hier_reduce(c->u.hier, sendbuf, recvbuf, count, dtype, op, root);
+	return shmcoll__node_reduce(c->u.node, sendbuf, recvbuf, count, dtype, op, root);
+}
+
+int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root, shmcoll_comm *c)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = bcast_check(c, "shmcoll_bcast", buf, count, dtype, root);
+	if (rc || !count)
+		return rc;
+	if (c->kind == COMM_HIER)
+		return shmcoll__hier_bcast(c->u.hier, buf, count, dtype, root);
+	return shmcoll__node_bcast(c->u.node, buf, count, dtype, root);
+}
+
+int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
+                      shmcoll_comm *c)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = allgather_check(c, "shmcoll_allgather", sendbuf, recvbuf, sendcount, dtype);
+	if (rc || !sendcount)
+		return rc;
+	return api__allgather(c, sendbuf, recvbuf, sendcount, dtype);
+}
+
+int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                           shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *c)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = reduce_scatter_check(c, "shmcoll_reduce_scatter", sendbuf, recvbuf, recvcount, dtype,
+	                          op);
+	if (rc || !recvcount)
+		return rc;
+	if (c->kind == COMM_HIER)
+		return shmcoll__hier_reduce_scatter(c->u.hier, sendbuf, recvbuf, recvcount, dtype,
+		                                    op);
+	return shmcoll__node_reduce_scatter(c->u.node, sendbuf, recvbuf, recvcount, dtype, op);
+}
+
+int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
+                   int root, shmcoll_comm *c)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = gather_check(c, "shmcoll_gather", sendbuf, recvbuf, sendcount, dtype, root);
+	if (rc || !sendcount)
+		return rc;
+	if (c->kind == COMM_HIER)
+		return shmcoll__hier_gather(c->u.hier, sendbuf, recvbuf, sendcount, dtype, root);
+	return shmcoll__node_gather(c->u.node, sendbuf, recvbuf, sendcount, dtype, root);
+}
+
+int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcoll_dtype dtype,
+                    int root, shmcoll_comm *c)
+{
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = scatter_check(c, "shmcoll_scatter", sendbuf, recvbuf, recvcount, dtype, root);
 	if (rc || !recvcount)
 		return rc;
 	if (c->kind == COMM_HIER)
@@ -217,21 +274,11 @@ int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcol
 int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
                      shmcoll_comm *c)
 {
-	const char *fn = "shmcoll_alltoall";
-	size_t total;
 	int rc;
 
 	if (!c)
 		return -EINVAL;
-	rc = api__check_type(c, fn, dtype, count, (size_t)c->size, &total);
-	if (!rc)
-		rc = api__check_buf(c, fn, "sendbuf", sendbuf, total);
-	if (!rc)
-		rc = api__check_buf(c, fn, "recvbuf", recvbuf, total);
-	if (!rc)
-		rc = api__check_overlap(c, fn, sendbuf, total, recvbuf, total, recvbuf);
-	if (!rc)
-		rc = api__enter(c, fn);
+	rc = alltoall_check(c, "shmcoll_alltoall", sendbuf, recvbuf, count, dtype);
 	if (rc || !count)
 		return rc;
 	if (c->kind == COMM_HIER)
@@ -241,17 +288,99 @@ int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_d
 
 int shmcoll_barrier(shmcoll_comm *c)
 {
-	const char *fn = "shmcoll_barrier";
 	int rc;
 
 	if (!c)
 		return -EINVAL;
-	rc = api__enter(c, fn);
+	rc = api__enter(c, "shmcoll_barrier");
 	if (rc < 0)
 		return rc;
 	if (c->kind == COMM_HIER)
 		return shmcoll__hier_barrier(c->u.hier);
 	return shmcoll__node_barrier(c->u.node);
+}
+
+/* The non-blocking collectives: the same checks, then a request (request.c). */
+
+#define ISTART(check_call, fn, kind, send, recv, count, dt, op, root)                              \
+	do {                                                                                       \
+		int rc_;                                                                           \
+		if (!c || !req)                                                                    \
+			return -EINVAL;                                                            \
+		*req = NULL;                                                                       \
+		rc_ = (check_call);                                                                \
+		if (rc_)                                                                           \
+			return rc_;                                                                \
+		return api__istart(c, (fn), (kind), (send), (recv), (count), (dt), (op), (root),   \
+		                   req);                                                           \
+	} while (0)
+
+int shmcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
+                       shmcoll_op op, shmcoll_comm *c, shmcoll_request **req)
+{
+	ISTART(allreduce_check(c, "shmcoll_iallreduce", sendbuf, recvbuf, count, dtype, op),
+	       "shmcoll_iallreduce", KIND_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, -1);
+}
+
+int shmcoll_ireduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
+                    shmcoll_op op, int root, shmcoll_comm *c, shmcoll_request **req)
+{
+	ISTART(reduce_check(c, "shmcoll_ireduce", sendbuf, recvbuf, count, dtype, op, root),
+	       "shmcoll_ireduce", KIND_REDUCE, sendbuf, recvbuf, count, dtype, op, root);
+}
+
+int shmcoll_ibcast(void *buf, size_t count, shmcoll_dtype dtype, int root, shmcoll_comm *c,
+                   shmcoll_request **req)
+{
+	ISTART(bcast_check(c, "shmcoll_ibcast", buf, count, dtype, root), "shmcoll_ibcast",
+	       KIND_BCAST, buf, buf, count, dtype, SHMCOLL_SUM, root);
+}
+
+int shmcoll_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
+                       shmcoll_comm *c, shmcoll_request **req)
+{
+	ISTART(allgather_check(c, "shmcoll_iallgather", sendbuf, recvbuf, sendcount, dtype),
+	       "shmcoll_iallgather", KIND_ALLGATHER, sendbuf, recvbuf, sendcount, dtype,
+	       SHMCOLL_SUM, -1);
+}
+
+int shmcoll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                            shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *c,
+                            shmcoll_request **req)
+{
+	ISTART(reduce_scatter_check(c, "shmcoll_ireduce_scatter", sendbuf, recvbuf, recvcount,
+	                            dtype, op),
+	       "shmcoll_ireduce_scatter", KIND_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype,
+	       op, -1);
+}
+
+int shmcoll_igather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
+                    int root, shmcoll_comm *c, shmcoll_request **req)
+{
+	ISTART(gather_check(c, "shmcoll_igather", sendbuf, recvbuf, sendcount, dtype, root),
+	       "shmcoll_igather", KIND_GATHER, sendbuf, recvbuf, sendcount, dtype, SHMCOLL_SUM,
+	       root);
+}
+
+int shmcoll_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcoll_dtype dtype,
+                     int root, shmcoll_comm *c, shmcoll_request **req)
+{
+	ISTART(scatter_check(c, "shmcoll_iscatter", sendbuf, recvbuf, recvcount, dtype, root),
+	       "shmcoll_iscatter", KIND_SCATTER, sendbuf, recvbuf, recvcount, dtype, SHMCOLL_SUM,
+	       root);
+}
+
+int shmcoll_ialltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
+                      shmcoll_comm *c, shmcoll_request **req)
+{
+	ISTART(alltoall_check(c, "shmcoll_ialltoall", sendbuf, recvbuf, count, dtype),
+	       "shmcoll_ialltoall", KIND_ALLTOALL, sendbuf, recvbuf, count, dtype, SHMCOLL_SUM, -1);
+}
+
+int shmcoll_ibarrier(shmcoll_comm *c, shmcoll_request **req)
+{
+	ISTART(api__enter(c, "shmcoll_ibarrier"), "shmcoll_ibarrier", KIND_BARRIER, NULL, NULL, 0,
+	       SHMCOLL_UINT8, SHMCOLL_SUM, -1);
 }
 
 void *shmcoll_malloc(shmcoll_comm *c, size_t bytes)

@@ -192,11 +192,18 @@ int shmcoll_comm_destroy(shmcoll_comm *c)
 
 	if (!c)
 		return -EINVAL;
+	if (c->outstanding)
+		return api__fail(c, -EBUSY,
+		                 "shmcoll_comm_destroy: %u operation(s) still outstanding (not yet "
+		                 "returned by shmcoll_wait, shmcoll_test or shmcoll_waitall)",
+		                 c->outstanding);
 	if (c->kind == COMM_HIER)
 		rc = shmcoll__hier_destroy(c->u.hier);
 	else
 		rc = shmcoll__node_destroy(c->u.node);
-	if (rc == 0)
+	if (rc == 0) {
+		api__req_drain(c);
 		free(c);
+	}
 	return rc;
 }

@@ -162,9 +162,8 @@ static int read_failed(struct shmcoll_node *n, const char *fn, int p, int e, uin
 	                          fn, len, p, (unsigned long long)addr, strerror(e));
 }
 
-/* Copies len bytes at address addr of rank p's memory into dst. */
-static int cma_read(struct shmcoll_node *n, const char *fn, int p, void *dst, uint64_t addr,
-                    size_t len)
+int shmcoll__cma_read(struct shmcoll_node *n, const char *fn, int p, void *dst, uint64_t addr,
+                      size_t len)
 {
 	const struct shmcoll_ctrl *pc = shmcoll__ctrl(&n->arena, (uint32_t)p);
 	uint8_t *to = dst;
@@ -195,7 +194,7 @@ int shmcoll__cma_fetch(struct shmcoll_node *n, struct shmcoll_task *t, int p, vo
 		memcpy(dst, n->st.zc[p] + off, len);
 		return 0;
 	}
-	return cma_read(n, t->fn, p, dst,
-	                shmcoll__ctrl(&n->arena, (uint32_t)p)->desc[t->d->step & 1].addr + off,
-	                len);
+	return shmcoll__cma_read(
+	    n, t->fn, p, dst,
+	    shmcoll__ctrl(&n->arena, (uint32_t)p)->desc[t->d->step & 1].addr + off, len);
 }

@@ -27,6 +27,12 @@ void shmcoll__cma_show(struct shmcoll_node *n);
  * cma.ok alike on every rank (or returns the error of the wait). */
 int shmcoll__cma_agree(struct shmcoll_node *n);
 
+/* Copies len bytes at address addr of rank p's memory into dst (process_vm_readv, resumed
+ * after partial reads). 0, or the communicator is broken and -EOWNERDEAD (p is gone) or -EIO
+ * (the read failed: addr is not p's readable memory), with a message naming fn. */
+int shmcoll__cma_read(struct shmcoll_node *n, const char *fn, int p, void *dst, uint64_t addr,
+                      size_t len);
+
 /* Copies bytes [off, off+len) of the buffer rank p published for the task's call (its desc
  * addr, or from the arena when it lies in p's symmetric heap) into dst. Only after a step
  * that waited for p. Returns 0, or breaks the communicator and returns -EOWNERDEAD (p is

@@ -148,6 +148,12 @@ int shmcoll__live_check(void *ctx)
 	return -EOWNERDEAD;
 }
 
+int shmcoll__live_dead(struct shmcoll_node *n, int p)
+{
+	return n->live.peers && p >= 0 && p < n->size && p != n->rank &&
+	       peer_dead(&n->live.peers[p]);
+}
+
 int shmcoll__peer_pid(const struct shmcoll_node *n, int p)
 {
 	return n->live.peers && p >= 0 && p < n->size ? (int)n->live.peers[p].id.pid : 0;

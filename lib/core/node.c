@@ -53,8 +53,10 @@ void shmcoll__node_break_by(struct shmcoll_node *n, int why, int who)
 	 * out of its slice (wait.c). Async-signal-safe: atomics and futex calls only. */
 	atomic_compare_exchange_strong(&n->arena.hdr->aborted, &none,
 	                               ((uint32_t)(who + 1) << 8) | ((uint32_t)why & 0xff));
-	for (p = 0; p < n->size; p++)
+	for (p = 0; p < n->size; p++) {
 		shmcoll__wake_all(&shmcoll__ctrl(&n->arena, (uint32_t)p)->seq);
+		shmcoll__wake_all(shmcoll__p2p_bell(&n->arena, (uint32_t)p));
+	}
 	shmcoll__wake_all(&n->arena.hdr->attached);
 }
 
@@ -210,6 +212,12 @@ int shmcoll__node_create(const struct shmcoll_node_cfg *cfg, struct shmcoll_node
 		shmcoll__arena_release(&n->arena, 0);
 		goto err_free;
 	}
+	rc = shmcoll__p2p_init(n, err, errlen);
+	if (rc < 0) {
+		shmcoll__live_fini(n);
+		shmcoll__arena_release(&n->arena, 0);
+		goto err_free;
+	}
 	shmcoll__heap_init(n);
 	*out = n;
 	return 0;
@@ -221,16 +229,17 @@ err_free:
 
 int shmcoll__node_destroy(struct shmcoll_node *n)
 {
-	if (n->tasks.head)
+	if (n->tasks.head || n->p2p.active)
 		return shmcoll__node_fail(n, -EBUSY,
 		                          "shmcoll_comm_destroy: %u operation(s) still outstanding",
-		                          n->tasks.outstanding);
+		                          n->tasks.outstanding + n->p2p.active);
 	/* Local: the segment's name is gone since every rank attached, and unmapping our view
 	 * leaves the peers' views intact, so no step is needed. Every collective already waited
 	 * for readers of our data. After our last publish: a peer still waiting for a step from
 	 * us learns it will never come (live.c). */
 	store_release(&n->st.me->left, 1);
 	shmcoll__heap_fini(n);
+	shmcoll__p2p_fini(n);
 	shmcoll__live_fini(n);
 	shmcoll__arena_release(&n->arena, 0);
 	free_node(n);

@@ -15,6 +15,7 @@
 #include "lib/core/cma.h"
 #include "lib/core/heap.h"
 #include "lib/core/live.h"
+#include "lib/core/p2p.h"
 #include "lib/core/task.h"
 #include "lib/core/tuning.h"
 
@@ -43,6 +44,7 @@ struct shmcoll_node {
 	struct shmcoll_cma cma;     /* cma.c */
 	struct shmcoll_heap heap;   /* heap.c */
 	struct shmcoll_live live;   /* live.c */
+	struct shmcoll_p2p p2p;     /* p2p.c */
 	uint8_t *work;              /* private working memory of a call (shmcoll__node_work) */
 	size_t work_bytes;
 	char err[SHMCOLL_ERR_LEN];   /* this rank's last failure */
@@ -68,7 +70,7 @@ int shmcoll__node_create(const struct shmcoll_node_cfg *cfg, struct shmcoll_node
                          size_t errlen);
 
 /* Local: marks the rank as left and releases everything. -EBUSY (and nothing changes) with
- * tasks outstanding. */
+ * tasks or point-to-point operations outstanding. */
 int shmcoll__node_destroy(struct shmcoll_node *n);
 
 /* Returns 0, with the last message cleared, if the communicator can be used; else the error

@@ -1,0 +1,258 @@
+/* p2p.c - the public point-to-point calls: each checks its arguments once, enters the
+ * communicator and starts the operation on the node's engine (lib/core/p2p.h); the blocking
+ * forms then wait for it, the non-blocking ones hand it out as a request (request.c). */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "lib/api/api.h"
+#include "lib/core/p2p.h"
+
+/* The checks of one side of a message: buf of count dtype elements (*bytes set), peer a rank
+ * (a receive's source may be SHMCOLL_ANY_SOURCE), tag in 0 .. SHMCOLL_TAG_MAX (a receive's
+ * may be SHMCOLL_ANY_TAG). */
+static int check_side(shmcoll_comm *c, const char *fn, const void *buf, size_t count,
+                      shmcoll_dtype dtype, int peer, int tag, int recv, size_t *bytes)
+{
+	const char *who = recv ? "source" : "dest";
+	int rc = api__check_type(c, fn, dtype, count, 1, bytes);
+
+	if (!rc)
+		rc = api__check_buf(c, fn, "buf", buf, *bytes);
+	if (rc)
+		return rc;
+	if ((peer < 0 || peer >= c->size) && !(recv && peer == SHMCOLL_ANY_SOURCE))
+		return api__fail(c, -EINVAL, "%s: %s %d out of range 0..%d%s", fn, who, peer,
+		                 c->size - 1, recv ? " (or SHMCOLL_ANY_SOURCE)" : "");
+	if (tag < 0 && !(recv && tag == SHMCOLL_ANY_TAG))
+		return api__fail(c, -EINVAL, "%s: tag %d out of range 0..%d%s", fn, tag,
+		                 SHMCOLL_TAG_MAX, recv ? " (or SHMCOLL_ANY_TAG)" : "");
+	return 0;
+}
+
+/* Point-to-point across nodes is not built yet: the communicator says so. */
+static int no_hier(shmcoll_comm *c, const char *fn)
+{
+	return api__fail(c, -ENOTSUP,
+	                 "%s: point-to-point on a communicator over several nodes is not "
+	                 "supported yet",
+	                 fn);
+}
+
+int shmcoll_send(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
+                 shmcoll_comm *c)
+{
+	const char *fn = "shmcoll_send";
+	struct shmcoll_p2p_op op;
+	size_t bytes;
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = check_side(c, fn, buf, count, dtype, dest, tag, 0, &bytes);
+	if (!rc)
+		rc = api__enter(c, fn);
+	if (rc)
+		return rc;
+	if (c->kind == COMM_HIER)
+		return no_hier(c, fn);
+	shmcoll__p2p_isend(c->u.node, &op, fn, buf, bytes, dest, tag, P2P_CTX_USER);
+	return shmcoll__p2p_wait(c->u.node, &op);
+}
+
+int shmcoll_recv(void *buf, size_t count, shmcoll_dtype dtype, int source, int tag, shmcoll_comm *c,
+                 shmcoll_status *status)
+{
+	const char *fn = "shmcoll_recv";
+	struct shmcoll_p2p_op op;
+	size_t bytes;
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = check_side(c, fn, buf, count, dtype, source, tag, 1, &bytes);
+	if (!rc)
+		rc = api__enter(c, fn);
+	if (rc)
+		return rc;
+	if (c->kind == COMM_HIER)
+		return no_hier(c, fn);
+	shmcoll__p2p_irecv(c->u.node, &op, fn, buf, bytes, source, tag, P2P_CTX_USER);
+	rc = shmcoll__p2p_wait(c->u.node, &op);
+	api__status(status, &op, shmcoll_dtype_size(dtype), rc);
+	if (rc == -EMSGSIZE)
+		api__fail(c, rc, "%s: a message of %llu bytes from rank %d (tag %d) was cut to %zu",
+		          fn, (unsigned long long)op.total, op.src, op.rtag, bytes);
+	return rc;
+}
+
+int shmcoll_sendrecv(const void *sendbuf, size_t sendcount, shmcoll_dtype sendtype, int dest,
+                     int sendtag, void *recvbuf, size_t recvcount, shmcoll_dtype recvtype,
+                     int source, int recvtag, shmcoll_comm *c, shmcoll_status *status)
+{
+	const char *fn = "shmcoll_sendrecv";
+	struct shmcoll_p2p_op s, r;
+	size_t sbytes, rbytes;
+	int rc, rrc;
+
+	if (!c)
+		return -EINVAL;
+	rc = check_side(c, fn, sendbuf, sendcount, sendtype, dest, sendtag, 0, &sbytes);
+	if (!rc)
+		rc = check_side(c, fn, recvbuf, recvcount, recvtype, source, recvtag, 1, &rbytes);
+	if (!rc)
+		rc = api__check_overlap(c, fn, sendbuf, sbytes, recvbuf, rbytes, NULL);
+	if (!rc)
+		rc = api__enter(c, fn);
+	if (rc)
+		return rc;
+	if (c->kind == COMM_HIER)
+		return no_hier(c, fn);
+	/* The receive first: a message to ourselves then finds it posted. */
+	shmcoll__p2p_irecv(c->u.node, &r, fn, recvbuf, rbytes, source, recvtag, P2P_CTX_USER);
+	shmcoll__p2p_isend(c->u.node, &s, fn, sendbuf, sbytes, dest, sendtag, P2P_CTX_USER);
+	rc = shmcoll__p2p_wait(c->u.node, &s);
+	if (rc < 0 && rc != -EMSGSIZE)
+		shmcoll__p2p_cancel(c->u.node, &r); /* a send that failed alone (out of memory) */
+	rrc = shmcoll__p2p_wait(c->u.node, &r);
+	api__status(status, &r, shmcoll_dtype_size(recvtype), rrc);
+	if (rrc == -EMSGSIZE && !rc)
+		api__fail(c, rrc,
+		          "%s: a message of %llu bytes from rank %d (tag %d) was cut to %zu", fn,
+		          (unsigned long long)r.total, r.src, r.rtag, rbytes);
+	return rc ? rc : rrc;
+}
+
+int shmcoll_isend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
+                  shmcoll_comm *c, shmcoll_request **req)
+{
+	const char *fn = "shmcoll_isend";
+	shmcoll_request *r;
+	size_t bytes;
+	int rc;
+
+	if (!c || !req)
+		return -EINVAL;
+	*req = NULL;
+	rc = check_side(c, fn, buf, count, dtype, dest, tag, 0, &bytes);
+	if (!rc)
+		rc = api__enter(c, fn);
+	if (rc)
+		return rc;
+	if (c->kind == COMM_HIER)
+		return no_hier(c, fn);
+	r = api__req_new(c, fn, REQ_P2P);
+	if (!r)
+		return -ENOMEM;
+	shmcoll__p2p_isend(c->u.node, &r->u.op, fn, buf, bytes, dest, tag, P2P_CTX_USER);
+	*req = r;
+	return 0;
+}
+
+int shmcoll_irecv(void *buf, size_t count, shmcoll_dtype dtype, int source, int tag,
+                  shmcoll_comm *c, shmcoll_request **req)
+{
+	const char *fn = "shmcoll_irecv";
+	shmcoll_request *r;
+	size_t bytes;
+	int rc;
+
+	if (!c || !req)
+		return -EINVAL;
+	*req = NULL;
+	rc = check_side(c, fn, buf, count, dtype, source, tag, 1, &bytes);
+	if (!rc)
+		rc = api__enter(c, fn);
+	if (rc)
+		return rc;
+	if (c->kind == COMM_HIER)
+		return no_hier(c, fn);
+	r = api__req_new(c, fn, REQ_P2P);
+	if (!r)
+		return -ENOMEM;
+	r->recv = 1;
+	r->es = shmcoll_dtype_size(dtype);
+	shmcoll__p2p_irecv(c->u.node, &r->u.op, fn, buf, bytes, source, tag, P2P_CTX_USER);
+	*req = r;
+	return 0;
+}
+
+struct probe {
+	struct shmcoll_node *n;
+	int source, tag, src, rtag;
+	uint64_t bytes;
+};
+
+static int probe_found(void *arg)
+{
+	struct probe *p = arg;
+
+	return shmcoll__p2p_peek(p->n, p->source, p->tag, P2P_CTX_USER, &p->src, &p->rtag,
+	                         &p->bytes);
+}
+
+static void probe_status(shmcoll_status *st, const struct probe *p, size_t es)
+{
+	if (!st)
+		return;
+	st->source = p->src;
+	st->tag = p->rtag;
+	st->bytes = (size_t)p->bytes;
+	st->total = (size_t)p->bytes;
+	st->count = (size_t)p->bytes / es;
+	st->error = 0;
+}
+
+static int probe_start(shmcoll_comm *c, const char *fn, int source, int tag, shmcoll_dtype dtype,
+                       struct probe *p)
+{
+	size_t bytes;
+	int rc = check_side(c, fn, NULL, 0, dtype, source, tag, 1, &bytes);
+
+	if (!rc)
+		rc = api__enter(c, fn);
+	if (rc)
+		return rc;
+	if (c->kind == COMM_HIER)
+		return no_hier(c, fn);
+	memset(p, 0, sizeof(*p));
+	p->n = c->u.node;
+	p->source = source;
+	p->tag = tag;
+	return 0;
+}
+
+int shmcoll_iprobe(int source, int tag, shmcoll_dtype dtype, shmcoll_comm *c, int *flag,
+                   shmcoll_status *status)
+{
+	struct probe p;
+	int rc;
+
+	if (!c || !flag)
+		return -EINVAL;
+	*flag = 0;
+	rc = probe_start(c, "shmcoll_iprobe", source, tag, dtype, &p);
+	if (rc)
+		return rc;
+	shmcoll__node_progress(p.n);
+	*flag = probe_found(&p);
+	if (*flag)
+		probe_status(status, &p, shmcoll_dtype_size(dtype));
+	return 0;
+}
+
+int shmcoll_probe(int source, int tag, shmcoll_dtype dtype, shmcoll_comm *c, shmcoll_status *status)
+{
+	const char *fn = "shmcoll_probe";
+	struct probe p;
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	rc = probe_start(c, fn, source, tag, dtype, &p);
+	if (!rc)
+		rc = shmcoll__node_wait_until(p.n, fn, probe_found, &p, source);
+	if (!rc)
+		probe_status(status, &p, shmcoll_dtype_size(dtype));
+	return rc;
+}

@@ -1,0 +1,136 @@
+/* p2p.h - point-to-point messages between the ranks of a node communicator: per-pair rings in
+ * the arena (shm/arena.h), MPI's matching rules, eager and rendezvous protocols, and the
+ * progress and waiting every outstanding operation shares. docs/ARCHITECTURE.md
+ * ("Point-to-point") has the protocols.
+ *
+ * An operation (struct shmcoll_p2p_op) is started, then completes as the communicator
+ * progresses: any call into the communicator progresses every outstanding operation, the
+ * waits here do it while they wait, and so do the collectives' waits once point-to-point has
+ * been used (the waiter's poll hook). An operation belongs to the communicator from its start
+ * until it is done; then it is the caller's again (nothing keeps a pointer to it). */
+#ifndef SHMCOLL_CORE_P2P_H
+#define SHMCOLL_CORE_P2P_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct shmcoll_node;
+
+/* Wildcards of a receive (the public SHMCOLL_ANY_SOURCE and SHMCOLL_ANY_TAG). */
+#define P2P_ANY (-1)
+
+/* Contexts keep streams apart: the user's messages, and those of algorithms built on
+ * point-to-point, which never match each other. */
+enum { P2P_CTX_USER, P2P_CTX_COLL, P2P_CTX_COUNT };
+
+enum p2p_kind { P2P_SEND = 1, P2P_RECV };
+
+/* Where an operation is (p2p.c owns the transitions). */
+enum p2p_state {
+	ST_NEW,
+	ST_QUEUED, /* send: waiting for room in the ring to write its first frame */
+	ST_RDV,    /* send: its request to send is out; awaits a clear-to-send or a finish */
+	ST_STREAM, /* send: writing its data frames; recv: reading them */
+	ST_POSTED, /* recv: waiting for a matching message */
+	ST_FIN,    /* recv: its data is in; owes the sender a finish frame */
+	ST_DONE,
+};
+
+struct shmcoll_p2p_op {
+	struct shmcoll_p2p_op *next, *prev; /* the list it is on, by state */
+	const char *fn;                     /* the public function, for messages */
+	int kind, state;
+	int done, rc; /* once done: 0, -EMSGSIZE (truncated receive) or the error */
+	uint16_t ctx;
+	int peer, tag; /* send: dest and tag; recv: source and tag, or P2P_ANY */
+	uint8_t *buf;
+	size_t bytes;   /* send: the message; recv: the capacity */
+	uint64_t id;    /* send: the message's id; recv: the id of the message it matched */
+	uint64_t total; /* recv: the matched message's bytes */
+	uint64_t off;   /* data streamed so far */
+	uint64_t limit; /* bytes the stream moves: min(message, capacity) */
+	int src, rtag;  /* recv: the matched message's source and tag */
+	size_t got;     /* recv: bytes written into buf */
+};
+
+struct p2p_list {
+	struct shmcoll_p2p_op *head, *tail;
+};
+
+struct p2p_ctl;
+struct p2p_unexp;
+
+/* This rank's side of each pair. */
+struct p2p_peer {
+	uint32_t head;       /* ring to the peer: bytes published */
+	uint32_t tail_seen;  /* the peer's tail of that ring, as last read */
+	uint32_t tail;       /* ring from the peer: bytes consumed */
+	int busy;            /* on the list of peers with frames waiting to go */
+	struct p2p_list out; /* sends waiting for room, in order */
+	struct p2p_ctl *ctl; /* control frames waiting for room */
+	unsigned nctl, capctl;
+};
+
+/* Owned by p2p.c. */
+struct shmcoll_p2p {
+	int used;               /* point-to-point has been used: collectives' waits progress it */
+	uint32_t cap;           /* ring bytes (a power of two) */
+	size_t eager_max;       /* larger messages go by rendezvous */
+	size_t chunk;           /* bytes of data per streamed frame */
+	size_t cma_min;         /* rendezvous by process_vm_readv from this size (0: never) */
+	struct p2p_peer *peers; /* size entries */
+	int *busy;              /* the peers with frames waiting to go */
+	int nbusy;
+	struct p2p_list posted;         /* receives waiting, in the order they were posted */
+	struct p2p_list rdv;            /* sends waiting for a clear-to-send or a finish */
+	struct p2p_list pulls;          /* receives reading streamed data */
+	struct p2p_unexp *uq, *uq_tail; /* arrived, unmatched, in arrival order */
+	uint64_t next_id;
+	unsigned active; /* operations started and not done */
+	int64_t checked; /* when a test last looked for dead peers */
+};
+
+/* At create, once the arena is attached: reads SHMCOLL_P2P_EAGER and SHMCOLL_P2P_CMA_MIN
+ * (-EINVAL with a message in err for a bad value), -ENOMEM. fini frees what is left
+ * (unmatched messages). */
+int shmcoll__p2p_init(struct shmcoll_node *n, char *err, size_t errlen);
+void shmcoll__p2p_fini(struct shmcoll_node *n);
+
+/* Start an operation on a communicator the caller entered. Arguments are checked: dest or
+ * source in range (source may be P2P_ANY), tag >= 0 (P2P_ANY for a receive), buf NULL only
+ * with 0 bytes. An operation may be done when these return. */
+void shmcoll__p2p_isend(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const char *fn,
+                        const void *buf, size_t bytes, int dest, int tag, int ctx);
+void shmcoll__p2p_irecv(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const char *fn,
+                        void *buf, size_t bytes, int source, int tag, int ctx);
+
+/* Progresses every outstanding operation and collective task without blocking. */
+void shmcoll__node_progress(struct shmcoll_node *n);
+
+/* Progresses without blocking; *done = op->done. A test that finds op pending looks for
+ * dead peers every SHMCOLL_CHECK_NS, as a wait does. */
+void shmcoll__p2p_test(struct shmcoll_node *n, struct shmcoll_p2p_op *op, int *done);
+
+/* Waits, progressing everything, until ready(arg) holds: spin, yield, then sleep on this
+ * rank's bell; bounded by the communicator's timeout, ended by an abort or a dead peer (peer:
+ * the rank waited for, or P2P_ANY). 0, or the error that broke the communicator (every
+ * outstanding operation then completes with it). */
+int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready)(void *),
+                             void *arg, int peer);
+
+/* Waits for op; its result. */
+int shmcoll__p2p_wait(struct shmcoll_node *n, struct shmcoll_p2p_op *op);
+
+/* The earliest arrived message a receive of (source, tag, ctx) would take, looked for
+ * without progressing: 1 with its source, tag and bytes set, else 0. */
+int shmcoll__p2p_peek(struct shmcoll_node *n, int source, int tag, int ctx, int *src, int *rtag,
+                      uint64_t *bytes);
+
+/* Takes back a receive that no message has matched yet: it completes with -ECANCELED. A
+ * no-op once it matched (it then completes as it goes). */
+void shmcoll__p2p_cancel(struct shmcoll_node *n, struct shmcoll_p2p_op *op);
+
+/* Completes every outstanding operation with rc (the communicator broke). */
+void shmcoll__p2p_fail_all(struct shmcoll_node *n, int rc);
+
+#endif
