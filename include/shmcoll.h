@@ -379,6 +379,83 @@ SHMCOLL_API int shmcoll_ialltoall(const void *sendbuf, void *recvbuf, size_t cou
                                   shmcoll_dtype dtype, shmcoll_comm *comm, shmcoll_request **req);
 SHMCOLL_API int shmcoll_ibarrier(shmcoll_comm *comm, shmcoll_request **req);
 
+/* Variable counts and prefix reductions. Counts and displacements are in elements of dtype,
+ * arrays of size entries; any count may be 0, and blocks may lie anywhere in a buffer, in any
+ * order, but must not overlap each other in a receive buffer (-EINVAL where this rank can
+ * see it). Bytes of a receive buffer outside the blocks are never written. Counts that
+ * disagree between ranks (rank r sends sendcount elements but the receiver's recvcounts[r]
+ * differs) return -EPROTO where detected - always with SHMCOLL_CHECK=1 in the environment -
+ * and the communicator is then aborted (ranks that did not detect it return -EPROTO or
+ * -ECANCELED). The arrays are read during the call (a non-blocking call's until it
+ * completes). Errors besides: -EINVAL as the equal-count forms', a NULL counts or
+ * displacements array where the call reads it, or an element count whose bytes overflow. */
+
+/* Every rank's recvbuf receives rank p's sendbuf (sendcount elements, which must equal
+ * recvcounts[rank]) at element displs[p], for every p. In place: sendbuf == recvbuf +
+ * displs[rank] * elemsize. recvcounts must be the same on every rank. */
+SHMCOLL_API int shmcoll_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                   const size_t *recvcounts, const size_t *displs,
+                                   shmcoll_dtype dtype, shmcoll_comm *comm);
+/* The root's recvbuf receives rank p's sendbuf (sendcount elements on p, recvcounts[p] on the
+ * root) at element displs[p]. recvbuf, recvcounts and displs are read on the root only (may be
+ * NULL elsewhere). In place, on the root: sendbuf == recvbuf + displs[root] * elemsize (an
+ * addition). */
+SHMCOLL_API int shmcoll_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                const size_t *recvcounts, const size_t *displs, shmcoll_dtype dtype,
+                                int root, shmcoll_comm *comm);
+/* Rank p's recvbuf (recvcount elements, which must equal sendcounts[p] on the root) receives
+ * sendcounts[p] elements of the root's sendbuf from element displs[p]. sendbuf, sendcounts
+ * and displs are read on the root only. In place, on the root: recvbuf == sendbuf +
+ * displs[root] * elemsize (an addition). */
+SHMCOLL_API int shmcoll_scatterv(const void *sendbuf, const size_t *sendcounts,
+                                 const size_t *displs, void *recvbuf, size_t recvcount,
+                                 shmcoll_dtype dtype, int root, shmcoll_comm *comm);
+/* Rank r sends sendcounts[q] elements from element sdispls[q] of its sendbuf to rank q, which
+ * receives them (recvcounts[r] elements there) at element rdispls[r] of its recvbuf. No
+ * in-place form: the two buffers must not overlap. */
+SHMCOLL_API int shmcoll_alltoallv(const void *sendbuf, const size_t *sendcounts,
+                                  const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                  const size_t *rdispls, shmcoll_dtype dtype, shmcoll_comm *comm);
+/* op over every rank's sendbuf (the sum of recvcounts elements, blocks in rank order), of
+ * which rank r's recvbuf receives block r (recvcounts[r] elements). recvcounts must be the
+ * same on every rank. In place: recvbuf == sendbuf + (recvcounts[0] + ... +
+ * recvcounts[rank-1]) * elemsize. */
+SHMCOLL_API int shmcoll_reduce_scatterv(const void *sendbuf, void *recvbuf,
+                                        const size_t *recvcounts, shmcoll_dtype dtype,
+                                        shmcoll_op op, shmcoll_comm *comm);
+/* Rank r's recvbuf (count elements) receives op over the sendbufs of ranks 0 .. r (scan), or
+ * of ranks 0 .. r-1 (exscan; rank 0's recvbuf is left unchanged), folded in rank order. In
+ * place: sendbuf == recvbuf. Every op but SHMCOLL_AVG (-EINVAL). */
+SHMCOLL_API int shmcoll_scan(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
+                             shmcoll_op op, shmcoll_comm *comm);
+SHMCOLL_API int shmcoll_exscan(const void *sendbuf, void *recvbuf, size_t count,
+                               shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *comm);
+
+/* Their non-blocking forms. */
+SHMCOLL_API int shmcoll_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                    const size_t *recvcounts, const size_t *displs,
+                                    shmcoll_dtype dtype, shmcoll_comm *comm, shmcoll_request **req);
+SHMCOLL_API int shmcoll_igatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                 const size_t *recvcounts, const size_t *displs,
+                                 shmcoll_dtype dtype, int root, shmcoll_comm *comm,
+                                 shmcoll_request **req);
+SHMCOLL_API int shmcoll_iscatterv(const void *sendbuf, const size_t *sendcounts,
+                                  const size_t *displs, void *recvbuf, size_t recvcount,
+                                  shmcoll_dtype dtype, int root, shmcoll_comm *comm,
+                                  shmcoll_request **req);
+SHMCOLL_API int shmcoll_ialltoallv(const void *sendbuf, const size_t *sendcounts,
+                                   const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                   const size_t *rdispls, shmcoll_dtype dtype, shmcoll_comm *comm,
+                                   shmcoll_request **req);
+SHMCOLL_API int shmcoll_ireduce_scatterv(const void *sendbuf, void *recvbuf,
+                                         const size_t *recvcounts, shmcoll_dtype dtype,
+                                         shmcoll_op op, shmcoll_comm *comm, shmcoll_request **req);
+SHMCOLL_API int shmcoll_iscan(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
+                              shmcoll_op op, shmcoll_comm *comm, shmcoll_request **req);
+SHMCOLL_API int shmcoll_iexscan(const void *sendbuf, void *recvbuf, size_t count,
+                                shmcoll_dtype dtype, shmcoll_op op, shmcoll_comm *comm,
+                                shmcoll_request **req);
+
 /* Blocks until *req completes, returns the operation's result (0 or what its blocking form
  * would return), fills status for a receive (status may be NULL; a send's is left alone),
  * frees the request and sets *req = NULL. *req == NULL: returns 0 at once. -EINVAL: req is

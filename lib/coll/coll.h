@@ -36,6 +36,30 @@ void shmcoll__coll_init(struct shmcoll_node *n, struct shmcoll_task *t, uint32_t
                         const void *send, void *recv, size_t count, shmcoll_dtype dt, shmcoll_op op,
                         int root);
 
+/* The variable-count collectives and the prefix reductions (include/shmcoll.h), arguments
+ * checked: the arrays are read while the task runs. exclusive: exscan. Run them with
+ * shmcoll__node_run (blocking) or shmcoll__task_start. */
+void shmcoll__allgatherv_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
+                              size_t sendcount, void *recv, const size_t *recvcounts,
+                              const size_t *displs, shmcoll_dtype dt);
+void shmcoll__gatherv_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
+                           size_t sendcount, void *recv, const size_t *recvcounts,
+                           const size_t *displs, shmcoll_dtype dt, int root);
+void shmcoll__scatterv_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
+                            const size_t *sendcounts, const size_t *displs, void *recv,
+                            size_t recvcount, shmcoll_dtype dt, int root);
+void shmcoll__alltoallv_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
+                             const size_t *sendcounts, const size_t *sdispls, void *recv,
+                             const size_t *recvcounts, const size_t *rdispls, shmcoll_dtype dt);
+void shmcoll__reduce_scatterv_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
+                                   void *recv, const size_t *recvcounts, shmcoll_dtype dt,
+                                   shmcoll_op op);
+void shmcoll__scan_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
+                        void *recv, size_t count, shmcoll_dtype dt, shmcoll_op op, int exclusive);
+
+/* Runs t (made by an init function above) to its end, blocking: its result. */
+int shmcoll__node_run(struct shmcoll_node *n, struct shmcoll_task *t);
+
 int shmcoll__node_allreduce(struct shmcoll_node *n, const void *send, void *recv, size_t count,
                             shmcoll_dtype dt, shmcoll_op op);
 int shmcoll__node_reduce(struct shmcoll_node *n, const void *send, void *recv, size_t count,

@@ -16,7 +16,10 @@ static const char *const kind_names[KIND_COUNT] = {
     [KIND_ALLGATHER] = "allgather", [KIND_REDUCE_SCATTER] = "reduce_scatter",
     [KIND_GATHER] = "gather",       [KIND_SCATTER] = "scatter",
     [KIND_ALLTOALL] = "alltoall",   [KIND_MALLOC] = "malloc",
-    [KIND_FREE] = "free",
+    [KIND_FREE] = "free",           [KIND_ALLGATHERV] = "allgatherv",
+    [KIND_GATHERV] = "gatherv",     [KIND_SCATTERV] = "scatterv",
+    [KIND_ALLTOALLV] = "alltoallv", [KIND_REDUCE_SCATTERV] = "reduce_scatterv",
+    [KIND_SCAN] = "scan",           [KIND_EXSCAN] = "exscan",
 };
 
 static const char *const algo_names[ALGO_COUNT] = {
@@ -30,11 +33,20 @@ static const char *const algo_names[ALGO_COUNT] = {
 #define TREE   (1u << ALGO_TREE)
 #define CMA    (1u << ALGO_CMA)
 static const unsigned algo_supported[KIND_COUNT] = {
-    [KIND_BARRIER] = FLAT | TREE,  [KIND_BCAST] = FLAT | TREE | CMA,
-    [KIND_REDUCE] = FLAT | DIRECT, [KIND_ALLREDUCE] = FLAT | DIRECT,
-    [KIND_ALLGATHER] = FLAT | CMA, [KIND_REDUCE_SCATTER] = FLAT,
-    [KIND_GATHER] = FLAT | CMA,    [KIND_SCATTER] = FLAT | CMA,
+    [KIND_BARRIER] = FLAT | TREE,
+    [KIND_BCAST] = FLAT | TREE | CMA,
+    [KIND_REDUCE] = FLAT | DIRECT,
+    [KIND_ALLREDUCE] = FLAT | DIRECT,
+    [KIND_ALLGATHER] = FLAT | CMA,
+    [KIND_REDUCE_SCATTER] = FLAT,
+    [KIND_GATHER] = FLAT | CMA,
+    [KIND_SCATTER] = FLAT | CMA,
     [KIND_ALLTOALL] = FLAT | CMA,
+    [KIND_ALLGATHERV] = FLAT,
+    [KIND_ALLTOALLV] = FLAT,
+    [KIND_REDUCE_SCATTERV] = FLAT,
+    [KIND_SCAN] = FLAT,
+    [KIND_EXSCAN] = FLAT,
 };
 
 const char *shmcoll__kind_name(uint32_t kind)
@@ -133,7 +145,7 @@ int shmcoll__algo_parse(uint8_t *table, const char *spec, char *err, size_t errl
 
 int shmcoll__tuning_read(struct shmcoll_tuning *t, char *err, size_t errlen)
 {
-	long long chunk, nt;
+	long long chunk, nt, check;
 	int rc;
 
 	rc = shmcoll__algo_parse(t->algo, getenv("SHMCOLL_ALGO"), err, errlen);
@@ -153,5 +165,11 @@ int shmcoll__tuning_read(struct shmcoll_tuning *t, char *err, size_t errlen)
 	/* Off by default: measured on the reference machine they did not pay
 	 * (docs/BENCHMARKS.md); kept for machines where they do. */
 	t->nt_stores = rc > 0 ? (int)nt : 0;
+	rc = shmcoll__env_long("SHMCOLL_CHECK", 0, 1, &check);
+	if (rc < 0) {
+		snprintf(err, errlen, "SHMCOLL_CHECK is not 0 or 1");
+		return -EINVAL;
+	}
+	t->check = rc > 0 ? (int)check : 0;
 	return 0;
 }

@@ -238,6 +238,12 @@ static int mismatch(struct shmcoll_node *n, const char *fn, const struct shmcoll
 		    "%s: mismatched algorithms: rank %d runs %s, rank %d runs "
 		    "%s (is SHMCOLL_ALGO the same on every rank?)",
 		    fn, n->rank, shmcoll__algo_name(mine->algo), p, shmcoll__algo_name(k->algo));
+	if (k->kind == mine->kind && k->count != mine->count &&
+	    (k->kind == KIND_ALLGATHERV || k->kind == KIND_REDUCE_SCATTERV))
+		return shmcoll__node_fail(n, -EPROTO,
+		                          "%s: mismatched calls: ranks %d and %d passed different "
+		                          "recvcounts to %s",
+		                          fn, n->rank, p, shmcoll__kind_name(k->kind));
 	return shmcoll__node_fail(n, -EPROTO,
 	                          "%s: mismatched calls: rank %d called %s(count=%llu, %s, %s, "
 	                          "root=%d), rank %d called %s(count=%llu, %s, %s, root=%d)",

@@ -876,6 +876,11 @@ void shmcoll__p2p_cancel(struct shmcoll_node *n, struct shmcoll_p2p_op *op)
 	complete(n, op, -ECANCELED);
 }
 
+int shmcoll__p2p_coll_tag(struct shmcoll_node *n)
+{
+	return (int)(n->p2p.coll_seq++ & 0x7fffffff);
+}
+
 /* ---- waiting ---- */
 
 static int op_ready(void *arg)

@@ -86,8 +86,9 @@ struct shmcoll_p2p {
 	struct p2p_list pulls;          /* receives reading streamed data */
 	struct p2p_unexp *uq, *uq_tail; /* arrived, unmatched, in arrival order */
 	uint64_t next_id;
-	unsigned active; /* operations started and not done */
-	int64_t checked; /* when a test last looked for dead peers */
+	uint32_t coll_seq; /* collectives on point-to-point so far: their tags */
+	unsigned active;   /* operations started and not done */
+	int64_t checked;   /* when a test last looked for dead peers */
 };
 
 /* At create, once the arena is attached: reads SHMCOLL_P2P_EAGER and SHMCOLL_P2P_CMA_MIN
@@ -129,6 +130,10 @@ int shmcoll__p2p_peek(struct shmcoll_node *n, int source, int tag, int ctx, int 
 /* Takes back a receive that no message has matched yet: it completes with -ECANCELED. A
  * no-op once it matched (it then completes as it goes). */
 void shmcoll__p2p_cancel(struct shmcoll_node *n, struct shmcoll_p2p_op *op);
+
+/* The tag of the next collective built on point-to-point messages (gatherv, scatterv):
+ * every rank counts every such call, in the order collectives are called. */
+int shmcoll__p2p_coll_tag(struct shmcoll_node *n);
 
 /* Completes every outstanding operation with rc (the communicator broke). */
 void shmcoll__p2p_fail_all(struct shmcoll_node *n, int rc);

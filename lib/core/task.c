@@ -38,8 +38,11 @@ static int advance_head(struct shmcoll_node *n, int blocking)
 
 	t->blocking = blocking;
 	rc = t->at == 0 ? shmcoll__node_enter(n, t->fn) : 0;
-	if (rc == 0)
+	if (rc == 0) {
+		n->tasks.running = 1;
 		rc = t->advance(n, t);
+		n->tasks.running = 0;
+	}
 	if (rc != SHMCOLL_PENDING)
 		finish(n, t, rc);
 	return rc;
@@ -53,6 +56,8 @@ int shmcoll__task_run_queued(struct shmcoll_node *n, struct shmcoll_task *t)
 
 void shmcoll__progress(struct shmcoll_node *n)
 {
+	if (n->tasks.running)
+		return;
 	while (n->tasks.head)
 		if (advance_head(n, 0) == SHMCOLL_PENDING)
 			return;

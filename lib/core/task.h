@@ -63,12 +63,20 @@ struct shmcoll_task {
 	int p;
 	uint32_t step;
 	struct shmcoll_tree tree;
+
+	/* The variable-count collectives: the caller's arrays, read while the task runs (one
+	 * side's may be NULL where the call ignores it). */
+	const size_t *scounts, *sdispls, *rcounts, *rdispls;
+	size_t scount; /* gatherv: this rank's sendcount; scatterv: its recvcount */
+	/* The protocols built on point-to-point messages (gatherv, scatterv): one per peer. */
+	struct shmcoll_p2p_op *ops;
 };
 
 /* The queue of a node communicator (task.c owns it). */
 struct shmcoll_tasks {
 	struct shmcoll_task *head, *tail; /* head: the one running */
 	unsigned outstanding;
+	int running; /* inside the head's advance: a wait there must not advance the queue */
 };
 
 /* After an await returned rc != 0 at resume point at: the value to return from advance,

@@ -20,6 +20,13 @@ enum shmcoll_kind {
 	KIND_ALLTOALL,
 	KIND_MALLOC,
 	KIND_FREE,
+	KIND_ALLGATHERV,
+	KIND_GATHERV,
+	KIND_SCATTERV,
+	KIND_ALLTOALLV,
+	KIND_REDUCE_SCATTERV,
+	KIND_SCAN,
+	KIND_EXSCAN,
 	KIND_COUNT
 };
 
@@ -39,10 +46,11 @@ struct shmcoll_tuning {
 	uint8_t algo[KIND_COUNT]; /* SHMCOLL_ALGO: forced protocol per kind, or ALGO_AUTO */
 	size_t chunk_bytes;       /* SHMCOLL_CHUNK_BYTES, or 0: a staging half */
 	int nt_stores;            /* SHMCOLL_NT (default 0): streaming stores for huge results */
+	int check;                /* SHMCOLL_CHECK (default 0): detect every count mismatch */
 };
 
-/* Reads SHMCOLL_ALGO, SHMCOLL_CHUNK_BYTES and SHMCOLL_NT. Returns 0 or -EINVAL with a message
- * naming the variable in err. */
+/* Reads SHMCOLL_ALGO, SHMCOLL_CHUNK_BYTES, SHMCOLL_NT and SHMCOLL_CHECK. Returns 0 or -EINVAL with
+ * a message naming the variable in err. */
 int shmcoll__tuning_read(struct shmcoll_tuning *t, char *err, size_t errlen);
 
 /* Parses an SHMCOLL_ALGO value ("direct", or "allreduce:direct,reduce_scatter:flat") into

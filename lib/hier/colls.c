@@ -843,8 +843,8 @@ scatter:
 
 /* Sets t up for a call of kind: its arguments, its advance, the wide form of a reduction and
  * the word every frame of the call carries. */
-static void call_init(struct hier_task *t, uint32_t kind, const void *send, void *recv,
-                      size_t count, shmcoll_dtype dt, shmcoll_op op, int root)
+void hier__call_init(struct hier_task *t, uint32_t kind, const void *send, void *recv, size_t count,
+                     shmcoll_dtype dt, shmcoll_op op, int root)
 {
 	static const struct {
 		const char *fn;
@@ -883,7 +883,7 @@ struct hier_task *shmcoll__hier_call_new(struct shmcoll_hier *h, uint32_t kind, 
 
 	(void)h;
 	if (t)
-		call_init(t, kind, send, recv, count, dt, op, root);
+		hier__call_init(t, kind, send, recv, count, dt, op, root);
 	return t;
 }
 
@@ -893,7 +893,7 @@ static int run(struct shmcoll_hier *h, uint32_t kind, const void *send, void *re
 {
 	struct hier_task t;
 
-	call_init(&t, kind, send, recv, count, dt, op, root);
+	hier__call_init(&t, kind, send, recv, count, dt, op, root);
 	return hier__task_run(h, &t);
 }
 

@@ -225,6 +225,10 @@ int shmcoll__hier_result(const struct hier_task *t)
 
 void shmcoll__hier_call_free(struct hier_task *t)
 {
+	if (t) {
+		free(t->sub);
+		free(t->vbuf);
+	}
 	free(t);
 }
 
@@ -249,12 +253,17 @@ char *shmcoll__hier_err(struct shmcoll_hier *h)
 	return h->err;
 }
 
-void shmcoll__hier_abort(struct shmcoll_hier *h)
+void shmcoll__hier_break(struct shmcoll_hier *h, int why)
 {
-	atomic_store(&h->broken, ECANCELED);
+	atomic_store(&h->broken, why);
 	if (h->net)
 		shmcoll__net_shutdown(h->net);
-	shmcoll__node_break(h->local, ECANCELED);
+	shmcoll__node_break(h->local, why);
+}
+
+void shmcoll__hier_abort(struct shmcoll_hier *h)
+{
+	shmcoll__hier_break(h, ECANCELED);
 }
 
 static void free_scratch(struct shmcoll_hier *h)

@@ -39,6 +39,9 @@ int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, struct shmcoll_hier
 int shmcoll__hier_destroy(struct shmcoll_hier *h);
 /* Async-signal-safe. */
 void shmcoll__hier_abort(struct shmcoll_hier *h);
+/* Breaks h for every rank, for why (an errno: EPROTO for a mismatch this rank found before
+ * any wait), as abort does for ECANCELED. Async-signal-safe. */
+void shmcoll__hier_break(struct shmcoll_hier *h, int why);
 
 /* As shmcoll__node_enter: 0 with the last message cleared, or the error that broke the
  * communicator (here or on this node). */
@@ -94,5 +97,17 @@ void shmcoll__hier_test(struct shmcoll_hier *h, struct hier_task *t, int *done);
 int shmcoll__hier_wait(struct shmcoll_hier *h, struct hier_task *t);
 /* The result of a call test said done. */
 int shmcoll__hier_result(const struct hier_task *t);
+
+/* The variable-count collectives and prefix reductions (include/shmcoll.h) as calls of the
+ * same life cycle (vcolls.c): kind is KIND_ALLGATHERV ... KIND_EXSCAN; arguments checked,
+ * the arrays read while the call runs; count is scan's and exscan's, scount the sendcount of
+ * allgatherv and gatherv and the recvcount of scatterv. NULL when out of memory. The
+ * blocking form runs one to its end and frees it. */
+struct hier_task *shmcoll__hier_vcall_new(struct shmcoll_hier *h, uint32_t kind, const void *send,
+                                          size_t scount, const size_t *sendcounts,
+                                          const size_t *sdispls, void *recv,
+                                          const size_t *recvcounts, const size_t *rdispls,
+                                          size_t count, shmcoll_dtype dt, shmcoll_op op, int root);
+int shmcoll__hier_vrun(struct shmcoll_hier *h, struct hier_task *t);
 
 #endif

@@ -151,7 +151,19 @@ struct hier_task {
 	const uint8_t *mv_src;
 	uint8_t *mv_dst;
 	size_t mv_bytes, mv_off;
+	/* a composition of other calls (vcolls.c): the variable-count call's arguments, the call
+	 * it runs now, and its padded blocks */
+	uint32_t vkind;
+	const size_t *vsc, *vsd, *vrc, *vrd;
+	size_t vscount;
+	uint64_t vmax;
+	uint8_t *vbuf;
+	struct hier_task *sub;
 };
+
+/* Fills t as a call of collective kind (colls.c: what shmcoll__hier_call_new does). */
+void hier__call_init(struct hier_task *t, uint32_t kind, const void *send, void *recv, size_t count,
+                     shmcoll_dtype dt, shmcoll_op op, int root);
 
 /* Runs t to the end, blocking, behind the calls outstanding (hier.c); its result. */
 int hier__task_run(struct shmcoll_hier *h, struct hier_task *t);
