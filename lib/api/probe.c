@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/api/api.h"
 #include "lib/api/probe.h"
@@ -154,4 +155,136 @@ void shmcoll__probe_free(struct shmcoll_probe_call *call)
 	if (call)
 		shmcoll__hier_call_free(call->hier);
 	free(call);
+}
+
+/* A two-rank communicator in private memory (nothing shared, no peer): rank me's view, the
+ * other rank a fiction whose words the caller writes. */
+struct fake {
+	struct shmcoll_node n;
+	uint8_t *mem;
+};
+
+static int fake_open(struct fake *f, int me)
+{
+	struct shmcoll_layout lay;
+	char err[160];
+
+	memset(f, 0, sizeof(*f));
+	if (shmcoll__arena_layout(2, 256 * 1024, &lay, err, sizeof(err)) < 0)
+		return -EINVAL;
+	f->mem = aligned_alloc(4096, (lay.total_bytes + 4095) / 4096 * 4096);
+	if (!f->mem)
+		return -ENOMEM;
+	memset(f->mem, 0, lay.total_bytes);
+	f->n.rank = me;
+	f->n.size = 2;
+	f->n.arena.base = f->mem;
+	f->n.arena.bytes = lay.total_bytes;
+	f->n.arena.hdr = (struct shmcoll_arena_hdr *)f->mem;
+	f->n.arena.lay = lay;
+	f->n.arena.nranks = 2;
+	f->n.st.me = shmcoll__ctrl(&f->n.arena, (uint32_t)me);
+	/* The fiction is another process, so nothing is read at an address it names. */
+	f->n.st.me->proc.pid = (int32_t)getpid();
+	shmcoll__ctrl(&f->n.arena, (uint32_t)!me)->proc.pid = (int32_t)getpid() + 1;
+	f->n.waiter.timeout_ns = -1;
+	f->n.waiter.abort_word = &f->n.arena.hdr->aborted;
+	if (shmcoll__p2p_init(&f->n, err, sizeof(err)) < 0) {
+		free(f->mem);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void fake_close(struct fake *f)
+{
+	shmcoll__p2p_fail_all(&f->n, -ECANCELED);
+	shmcoll__p2p_fini(&f->n);
+	free(f->mem);
+}
+
+int shmcoll__probe_p2p_fuzz(const uint8_t *data, size_t len, size_t *ring_bytes)
+{
+	static uint8_t big[1 << 17], small[64], none[1], sendbuf[100000];
+	struct shmcoll_p2p_op r[4], s[2];
+	struct fake f;
+	uint32_t head = 0, tail = 0, cap;
+	uint8_t flags = len ? data[0] : 0;
+	int rc, i;
+
+	rc = fake_open(&f, 0);
+	if (rc < 0)
+		return rc;
+	cap = (uint32_t)f.n.arena.lay.ring_bytes;
+	if (ring_bytes)
+		*ring_bytes = cap;
+	if (len > 1)
+		memcpy(&head, data + 1, len - 1 < 4 ? len - 1 : 4);
+	if (len > 5)
+		memcpy(&tail, data + 5, len - 5 < 4 ? len - 5 : 4);
+	if (len > 9)
+		memcpy(shmcoll__ring(&f.n.arena, 1, 0), data + 9, len - 9 < cap ? len - 9 : cap);
+	/* Receives of each kind, as flags says: a specific source and tag, wildcards, a
+	 * capacity of nothing, one large enough for a streamed message. */
+	if (flags & 1)
+		shmcoll__p2p_irecv(&f.n, &r[0], "fuzz", small, sizeof(small), 1, 3, P2P_CTX_USER);
+	if (flags & 2)
+		shmcoll__p2p_irecv(&f.n, &r[1], "fuzz", big, sizeof(big), P2P_ANY, P2P_ANY,
+		                   P2P_CTX_USER);
+	if (flags & 4)
+		shmcoll__p2p_irecv(&f.n, &r[2], "fuzz", none, 0, 1, P2P_ANY, P2P_CTX_USER);
+	if (flags & 8)
+		shmcoll__p2p_irecv(&f.n, &r[3], "fuzz", big, sizeof(big), P2P_ANY, 7, P2P_CTX_COLL);
+	/* Sends whose replies (clear-to-send, finish) the fiction may name: ids 1 and 2. */
+	shmcoll__p2p_isend(&f.n, &s[0], "fuzz", sendbuf, sizeof(sendbuf), 1, 5, P2P_CTX_USER);
+	shmcoll__p2p_isend(&f.n, &s[1], "fuzz", sendbuf, 10, 1, 6, P2P_CTX_USER);
+	store_release(shmcoll__ring_tail(&f.n.arena, 0, 1), tail);
+	store_release(shmcoll__ring_head(&f.n.arena, 1, 0), head);
+	for (i = 0; i < 2; i++)
+		shmcoll__node_progress(&f.n);
+	rc = load_relaxed(&f.n.broken) ? -(int)load_relaxed(&f.n.broken) : 0;
+	fake_close(&f);
+	return rc;
+}
+
+size_t shmcoll__probe_p2p_seed(int which, uint8_t *out, size_t cap)
+{
+	static uint8_t buf[100000];
+	struct shmcoll_p2p_op s[4];
+	struct fake f;
+	uint32_t head, ring;
+	size_t len = 0;
+
+	if (which < 0 || which > 3 || fake_open(&f, 1) < 0)
+		return 0;
+	memset(buf, 0x5a, sizeof(buf));
+	ring = (uint32_t)f.n.arena.lay.ring_bytes;
+	switch (which) {
+	case 0: /* eager messages of several sizes and tags */
+		shmcoll__p2p_isend(&f.n, &s[0], "seed", buf, 8, 0, 3, P2P_CTX_USER);
+		shmcoll__p2p_isend(&f.n, &s[1], "seed", buf, 100, 0, 7, P2P_CTX_USER);
+		shmcoll__p2p_isend(&f.n, &s[2], "seed", buf, 0, 0, 1, P2P_CTX_USER);
+		break;
+	case 1: /* a request to send */
+		shmcoll__p2p_isend(&f.n, &s[0], "seed", buf, sizeof(buf), 0, 4, P2P_CTX_USER);
+		break;
+	case 2: /* a collective's message, then a user's */
+		shmcoll__p2p_isend(&f.n, &s[0], "seed", buf, 40, 0, 7, P2P_CTX_COLL);
+		shmcoll__p2p_isend(&f.n, &s[1], "seed", buf, 40, 0, 3, P2P_CTX_USER);
+		break;
+	default: /* a request to send answered: its data streamed after a clear-to-send */
+		shmcoll__p2p_irecv(&f.n, &s[0], "seed", buf, sizeof(buf), 0, 5, P2P_CTX_USER);
+		shmcoll__p2p_isend(&f.n, &s[1], "seed", buf, 30, 0, 6, P2P_CTX_USER);
+		break;
+	}
+	head = f.n.p2p.peers[0].head;
+	if (cap >= 9 + (head < ring ? head : ring)) {
+		out[0] = 0xf;
+		memcpy(out + 1, &head, 4);
+		memset(out + 5, 0, 4);
+		memcpy(out + 9, shmcoll__ring(&f.n.arena, 1, 0), head < ring ? head : ring);
+		len = 9 + (head < ring ? head : ring);
+	}
+	fake_close(&f);
+	return len;
 }

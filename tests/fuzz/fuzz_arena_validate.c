@@ -28,7 +28,7 @@ static uint64_t add_mul(uint64_t a, uint64_t b, uint64_t c, int *ok)
 
 static void check_accepted(const struct shmcoll_arena_hdr *h, uint64_t file_bytes, uint32_t nranks)
 {
-	uint64_t ctrl_end, slot_end, heap_end;
+	uint64_t ctrl_end, slot_end, p2p_end, ring_end, heap_end;
 	int ok = 1;
 
 	FUZZ_CHECK(nranks >= 1 && nranks <= SHMCOLL_MAX_RANKS, "nranks %u", nranks);
@@ -48,11 +48,26 @@ static void check_accepted(const struct shmcoll_arena_hdr *h, uint64_t file_byte
 	           (unsigned long long)h->slot_stride);
 	FUZZ_CHECK(h->heap_stride % SHMCOLL_LINE == 0, "heap stride %llu",
 	           (unsigned long long)h->heap_stride);
+	/* Rings: a power of two, every control word inside its block, every ring inside the
+	 * rings' part, which ends where the heaps begin. */
+	FUZZ_CHECK(h->ring_bytes >= 256 && !(h->ring_bytes & (h->ring_bytes - 1)) &&
+	               h->ring_off % SHMCOLL_LINE == 0 &&
+	               h->p2p_stride >= 2 * (uint64_t)nranks * 4 + 2 * SHMCOLL_LINE,
+	           "ring %llu at %llu, control stride %llu", (unsigned long long)h->ring_bytes,
+	           (unsigned long long)h->ring_off, (unsigned long long)h->p2p_stride);
 	ctrl_end = add_mul(h->ctrl_off, nranks, sizeof(struct shmcoll_ctrl), &ok);
 	slot_end = add_mul(h->slot_off, nranks, h->slot_stride, &ok);
+	p2p_end = add_mul(h->p2p_off, nranks, h->p2p_stride, &ok);
+	ring_end = add_mul(h->ring_off, (uint64_t)nranks * nranks, h->ring_bytes, &ok);
 	heap_end = add_mul(h->heap_off, nranks, h->heap_stride, &ok);
 	FUZZ_CHECK(ok, "a part's end overflows 64 bits (slot stride %llu, heap stride %llu)",
 	           (unsigned long long)h->slot_stride, (unsigned long long)h->heap_stride);
+	FUZZ_CHECK(slot_end <= h->p2p_off && p2p_end <= h->ring_off && ring_end <= h->heap_off,
+	           "point-to-point parts out of order: slots end %llu, control %llu..%llu, rings "
+	           "%llu..%llu, heap %llu",
+	           (unsigned long long)slot_end, (unsigned long long)h->p2p_off,
+	           (unsigned long long)p2p_end, (unsigned long long)h->ring_off,
+	           (unsigned long long)ring_end, (unsigned long long)h->heap_off);
 	FUZZ_CHECK(ctrl_end <= h->slot_off && slot_end <= h->heap_off && heap_end <= file_bytes,
 	           "parts out of order or past the segment: ctrl end %llu, slot %llu..%llu, "
 	           "heap %llu..%llu, file %llu",
