@@ -202,17 +202,20 @@ SHMCOLL_API int shmcoll_comm_size(const shmcoll_comm *comm);
 /* Symmetric memory (zero copy). */
 
 /* Collective, with the same bytes on every rank: returns a buffer of bytes inside this
- * rank's part of the shared arena (its symmetric heap), at the same offset on every rank,
+ * rank's part of the shared memory (its symmetric heap), at the same offset on every rank,
  * aligned to 128 bytes, contents unspecified. A collective whose send buffer lies in it is
  * read by the peers where it is, with no staging copy (an in-place call still stages: the
  * caller overwrites the buffer while peers would read it). It is ordinary memory otherwise,
  * and any collective takes it or any other buffer. It stays valid until shmcoll_free or
- * shmcoll_comm_destroy. Returns NULL on failure, with shmcoll_last_error(comm) saying why:
- * bytes is 0; bytes do not fit in the heap of some rank (4 MiB per rank by default: see
- * arena_bytes and SHMCOLL_ARENA_BYTES), which every rank learns and which leaves comm
- * usable; ranks that passed different sizes (-EPROTO: comm is broken); or comm is NULL or
- * broken. On a communicator over several nodes the heap is per node, and a failure breaks
- * comm. */
+ * shmcoll_comm_destroy. The heap starts in the arena (4 MiB per rank by default: see
+ * arena_bytes) and grows on demand: a call it cannot hold makes a new shared segment of at
+ * least the request and at least the heap so far (per rank), which every rank maps and
+ * whose name is removed at once, as the arena's is. Returns NULL on failure, with
+ * shmcoll_last_error(comm) saying why, and comm usable: bytes is 0, or there is no room for
+ * the segment in /dev/shm or the memory cgroup (every rank learns it alike). Or comm is NULL
+ * or broken, or ranks passed different sizes (-EPROTO: comm is broken). On a communicator
+ * over several nodes the heap is per node; a node without room makes every rank return
+ * NULL, and comm stays usable. */
 SHMCOLL_API void *shmcoll_malloc(shmcoll_comm *comm, size_t bytes);
 
 /* Collective: releases ptr, which shmcoll_malloc returned on comm; every rank frees its own

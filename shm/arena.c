@@ -1154,3 +1154,188 @@ void shmcoll__arena_release(struct shmcoll_arena *a, int unlink_name)
 	a->base = NULL;
 	a->hdr = NULL;
 }
+
+/* ---- heap segments ---- */
+
+static int segment_name(char *buf, size_t len, const struct shmcoll_arena *a, uint32_t seq)
+{
+	int n = snprintf(buf, len, "%s.h%u", a->name, seq);
+
+	return n < 0 || (size_t)n >= len ? -EINVAL : 0;
+}
+
+static int segment_total(uint32_t nranks, uint64_t part, uint64_t *total)
+{
+	if (!part || part % PAGE || part > (UINT64_MAX - PAGE) / nranks ||
+	    PAGE + part * nranks > SIZE_MAX)
+		return -EINVAL;
+	*total = PAGE + part * nranks;
+	return 0;
+}
+
+uint8_t *shmcoll__segment_part(const struct shmcoll_segment *s, uint32_t rank)
+{
+	return s->base + PAGE + (uint64_t)rank * s->part;
+}
+
+int shmcoll__segment_create(struct shmcoll_segment *s, const struct shmcoll_arena *a, uint32_t seq,
+                            uint64_t part, char *err, size_t errlen)
+{
+	char why[2 * CG_PATH + 200];
+	struct shmcoll_arena_hdr h0;
+	uint64_t total, room;
+	struct stat st;
+	uint8_t *base;
+	ssize_t n;
+	int fd, rc;
+
+	memset(s, 0, sizeof(*s));
+	if (segment_name(s->name, sizeof(s->name), a, seq) < 0 ||
+	    segment_total(a->nranks, part, &total) < 0) {
+		snprintf(err, errlen, "a heap segment of %llu bytes per rank is too large",
+		         (unsigned long long)part);
+		return -ENOMEM;
+	}
+	room = shmcoll__arena_room(why, sizeof(why));
+	if (room != UINT64_MAX && total > room) {
+		snprintf(err, errlen,
+		         "no room for a %llu-byte heap segment (%llu per rank): %llu "
+		         "bytes available (%s)",
+		         (unsigned long long)total, (unsigned long long)part,
+		         (unsigned long long)room, why);
+		return -ENOSPC;
+	}
+	fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot create %s: %s", s->name, strerror(errno));
+		return rc;
+	}
+	if (fchmod(fd, 0600) < 0 || fstat(fd, &st) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot set up %s: %s", s->name, strerror(errno));
+		goto err_unlink;
+	}
+	/* An arena's header (so the sweep sees its creator), but slot_half 0: it is no arena,
+	 * and arena_validate refuses it as one. */
+	memset(&h0, 0, sizeof(h0));
+	h0.magic = SHMCOLL_ARENA_MAGIC;
+	h0.version = SHMCOLL_ARENA_VERSION;
+	h0.nranks = a->nranks;
+	h0.total_bytes = total;
+	h0.heap_off = PAGE;
+	h0.heap_stride = part;
+	shmcoll__proc_self(&h0.creator);
+	h0.hdr_bytes = sizeof(h0);
+	n = pwrite(fd, &h0, sizeof(h0), 0);
+	if (n != (ssize_t)sizeof(h0) || ftruncate(fd, (off_t)total) < 0) {
+		rc = n < 0 ? -errno : -ENOSPC;
+		snprintf(err, errlen, "cannot size %s to %llu bytes: %s", s->name,
+		         (unsigned long long)total, strerror(errno));
+		goto err_unlink;
+	}
+	/* As for the arena: a full /dev/shm or memory cgroup fails here, not with SIGBUS. */
+	rc = posix_fallocate(fd, 0, (off_t)total);
+	if (rc != 0) {
+		snprintf(err, errlen, "no room for the %llu-byte heap segment %s: %s",
+		         (unsigned long long)total, s->name, strerror(rc));
+		rc = rc == ENOSPC || rc == EFBIG || rc == ENOMEM ? -ENOSPC : -rc;
+		goto err_unlink;
+	}
+	base = mmap(NULL, (size_t)total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot map %s: %s", s->name, strerror(errno));
+		goto err_unlink;
+	}
+	close(fd);
+	/* Pairs with the acquire fence in read_header(). */
+	store_release(&((struct shmcoll_arena_hdr *)base)->ready, SHMCOLL_ARENA_READY);
+	s->base = maps_put(s->name, &st, &h0.creator, base, (size_t)total);
+	s->bytes = (size_t)total;
+	s->part = part;
+	return 0;
+
+err_unlink:
+	shm_unlink(s->name);
+	close(fd);
+	return rc;
+}
+
+int shmcoll__segment_attach(struct shmcoll_segment *s, const struct shmcoll_arena *a, uint32_t seq,
+                            uint64_t part, const struct shmcoll_proc_id *creator, char *err,
+                            size_t errlen)
+{
+	struct shmcoll_arena_hdr h;
+	struct stat st, again;
+	uint64_t total;
+	uint8_t *base, *shared;
+	int fd, rc;
+
+	memset(s, 0, sizeof(*s));
+	if (segment_name(s->name, sizeof(s->name), a, seq) < 0 ||
+	    segment_total(a->nranks, part, &total) < 0) {
+		snprintf(err, errlen, "a heap segment of %llu bytes per rank is too large",
+		         (unsigned long long)part);
+		return -ENOMEM;
+	}
+	fd = shm_open(s->name, O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot open the heap segment %s: %s", s->name,
+		         strerror(errno));
+		return errno == ELOOP || errno == EISDIR ? -EPROTO : rc;
+	}
+	rc = check_file(fd, s->name, &st, err, errlen);
+	if (rc == 0 && read_header(fd, &h) != 1)
+		rc = -EPROTO;
+	/* Only what the caller expects: the segment rank 0 (creator) just made for this
+	 * layout, nothing else found under the name. */
+	if (rc == 0 && (h.magic != SHMCOLL_ARENA_MAGIC || h.version != SHMCOLL_ARENA_VERSION ||
+	                h.hdr_bytes != sizeof(h) || h.nranks != a->nranks || h.slot_half != 0 ||
+	                h.heap_off != PAGE || h.heap_stride != part || h.total_bytes != total ||
+	                (uint64_t)st.st_size != total || h.creator.pid != creator->pid ||
+	                h.creator.start != creator->start || h.creator.pidns != creator->pidns))
+		rc = -EPROTO;
+	if (rc < 0) {
+		close(fd);
+		if (rc == -EPROTO)
+			snprintf(err, errlen, "%s is not the heap segment rank 0 made: refusing it",
+			         s->name);
+		return rc;
+	}
+	shared = maps_get(s->name, &st, &h.creator, (size_t)total);
+	if (shared) {
+		close(fd);
+		base = shared;
+	} else {
+		base = mmap(NULL, (size_t)total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		rc = base == MAP_FAILED ? -errno : 0;
+		if (rc == 0 && (fstat(fd, &again) < 0 || (uint64_t)again.st_size != total)) {
+			munmap(base, (size_t)total);
+			rc = -EPROTO;
+		}
+		close(fd);
+		if (rc < 0) {
+			snprintf(err, errlen, "cannot map %s: %s", s->name, strerror(-rc));
+			return rc;
+		}
+		base = maps_put(s->name, &st, &h.creator, base, (size_t)total);
+	}
+	s->base = base;
+	s->bytes = (size_t)total;
+	s->part = part;
+	return 0;
+}
+
+void shmcoll__segment_unlink(const struct shmcoll_segment *s)
+{
+	shm_unlink(s->name);
+}
+
+void shmcoll__segment_release(struct shmcoll_segment *s)
+{
+	if (s->base)
+		maps_drop(s->base, s->bytes);
+	s->base = NULL;
+}

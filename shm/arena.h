@@ -293,6 +293,33 @@ void shmcoll__arena_release(struct shmcoll_arena *a, int unlink_name);
  * -errno when /dev/shm cannot be read. */
 int shmcoll__arena_sweep(void (*note)(void *arg, const char *line), void *arg);
 
+/* Heap segments: more symmetric heap, for a shmcoll_malloc the arena's heap has no room
+ * for (lib/core/heap.c). Segment seq of an arena is named after it ("<arena>.h<seq>") and
+ * holds a header page - an arena header with heap_off = one page, heap_stride = part and
+ * slot_half = 0, so the stale sweep sees its creator and no attach takes it for an arena -
+ * then nranks parts of part bytes (a page multiple), part r being rank r's. Rank 0 creates it
+ * (checking the room first, reserving every page: -ENOSPC rather than SIGBUS), every other
+ * rank attaches to it and checks that it is exactly that (-EPROTO otherwise), and rank 0
+ * unlinks the name once every rank has attached. Ranks that are threads of one process share
+ * one mapping, as with the arena. */
+struct shmcoll_segment {
+	uint8_t *base; /* the mapping: the header page, then the parts */
+	size_t bytes;
+	uint64_t part;
+	char name[SHMCOLL_NAME_MAX + 16];
+};
+
+int shmcoll__segment_create(struct shmcoll_segment *s, const struct shmcoll_arena *a, uint32_t seq,
+                            uint64_t part, char *err, size_t errlen);
+/* creator: who rank 0 is (its control block's proc). */
+int shmcoll__segment_attach(struct shmcoll_segment *s, const struct shmcoll_arena *a, uint32_t seq,
+                            uint64_t part, const struct shmcoll_proc_id *creator, char *err,
+                            size_t errlen);
+void shmcoll__segment_unlink(const struct shmcoll_segment *s);
+void shmcoll__segment_release(struct shmcoll_segment *s);
+/* Rank's part of s in this mapping. */
+uint8_t *shmcoll__segment_part(const struct shmcoll_segment *s, uint32_t rank);
+
 static inline struct shmcoll_ctrl *shmcoll__ctrl(const struct shmcoll_arena *a, uint32_t rank)
 {
 	return (struct shmcoll_ctrl *)(a->base + a->lay.ctrl_off) + rank;

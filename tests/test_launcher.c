@@ -760,13 +760,15 @@ Test(launcher, sigint)
 }
 
 /* Ranks SIGKILLed from outside never destroy their communicator: the
- * launcher removes the arena they leave. The arena is made here, so this
- * does not depend on the library. */
+ * launcher removes the arena they leave, and the name of a heap segment
+ * (shm/arena.h: "<arena>.h<seq>") a growing shmcoll_malloc had not unlinked
+ * yet. Both are made here, so this does not depend on the library. */
 Test(launcher, arena_removed)
 {
 	static struct run r;
 	char *argv[] = {(char *)launcher(), "-n", "2", (char *)rankprog(), "sleep", NULL};
-	char job[128], name[SHMCOLL_NAME_MAX];
+	char job[128], name[SHMCOLL_NAME_MAX], seg[SHMCOLL_NAME_MAX + 16], path[sizeof(seg) + 16];
+	struct stat st;
 	pid_t pgid;
 	int fd;
 
@@ -776,12 +778,17 @@ Test(launcher, arena_removed)
 	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
 	cr_assert(fd >= 0, "shm_open %s: %s", name, strerror(errno));
 	close(fd);
-	cr_assert_eq(arenas_of(job), 1);
+	snprintf(seg, sizeof(seg), "%s.h3", name);
+	fd = shm_open(seg, O_RDWR | O_CREAT | O_EXCL, 0600);
+	cr_assert(fd >= 0, "shm_open %s: %s", seg, strerror(errno));
+	close(fd);
 	cr_assert_eq(kill(-pgid, SIGKILL), 0);
 	finish(&r);
 	cr_assert_eq(exit_code(&r), 137, "exit %d; stderr:\n%s", exit_code(&r), r.err);
 	cr_assert(strstr(r.err, "killed by signal 9"), "stderr:\n%s", r.err);
 	check_gone(&r, 2, job, sizeof(job));
+	snprintf(path, sizeof(path), "/dev/shm%s", seg);
+	cr_assert(stat(path, &st) < 0 && errno == ENOENT, "%s is left behind", path);
 	cleanup(&r);
 }
 

@@ -88,7 +88,7 @@ void *shmcoll__probe_peer(shmcoll_comm *c, const void *mine, int p)
 {
 	struct shmcoll_node *n = probe_node(c);
 
-	return shmcoll__heap_of(n, p) + ((const uint8_t *)mine - n->heap.base);
+	return shmcoll__heap_peer(n, p, shmcoll__heap_off(n, mine, 1), 1);
 }
 
 const char *shmcoll__probe_transport(shmcoll_comm *c)

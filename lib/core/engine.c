@@ -262,13 +262,11 @@ static int same_call(const struct shmcoll_call *a, const struct shmcoll_call *b)
 
 int shmcoll__check_rank(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint64_t src_bytes)
 {
-	const struct shmcoll_layout *l = &n->arena.lay;
 	uint32_t par = t->d->step & 1;
 	const struct shmcoll_call *me = &n->st.call;
 	const struct shmcoll_ctrl *pc = shmcoll__ctrl(&n->arena, (uint32_t)p);
 	const struct shmcoll_call *k = &pc->call[par];
 	const struct shmcoll_msg *m = shmcoll__msg(n, p, t->d->step);
-	uint64_t off;
 
 	/* A rank in an inline call leaves its call words alone and describes the call in its
 	 * message (shmcoll__msg_publish); it cannot have rewritten that slot since, as this
@@ -281,16 +279,14 @@ int shmcoll__check_rank(struct shmcoll_node *n, struct shmcoll_task *t, int p, u
 	if (!k->zc)
 		return 0;
 	if (k->zc & 1) {
-		off = pc->desc[par].src_off;
-		if (off > l->heap_stride || src_bytes > l->heap_stride - off)
+		n->st.zc[p] = shmcoll__heap_peer(n, p, pc->desc[par].src_off, src_bytes);
+		if (!n->st.zc[p])
 			goto outside;
-		n->st.zc[p] = shmcoll__heap_of(n, p) + off;
 	}
 	if (k->zc & 2) {
-		off = pc->desc[par].res_off;
-		if (off > l->heap_stride || src_bytes > l->heap_stride - off)
+		n->st.zr[p] = shmcoll__heap_peer(n, p, pc->desc[par].res_off, src_bytes);
+		if (!n->st.zr[p])
 			goto outside;
-		n->st.zr[p] = shmcoll__heap_of(n, p) + off;
 	}
 	return 0;
 outside:

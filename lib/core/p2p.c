@@ -490,13 +490,14 @@ static int same_process(const struct shmcoll_node *n, int p)
 static int pull(struct shmcoll_node *n, const char *fn, struct shmcoll_p2p_op *op,
                 const struct p2p_rts *rts)
 {
-	const struct shmcoll_layout *l = &n->arena.lay;
+	const uint8_t *from;
 	int src = op->src, rc;
 
 	if (op->limit && rts->heap_off != NO_OFF) {
-		if (rts->heap_off > l->heap_stride || op->limit > l->heap_stride - rts->heap_off)
+		from = shmcoll__heap_peer(n, src, rts->heap_off, op->limit);
+		if (!from)
 			return corrupt(n, fn, src, "a heap buffer outside its heap");
-		memcpy(op->buf, shmcoll__heap_of(n, src) + rts->heap_off, op->limit);
+		memcpy(op->buf, from, op->limit);
 	} else if (op->limit && same_process(n, src)) {
 		memcpy(op->buf, (const void *)(uintptr_t)rts->addr, op->limit);
 	} else if (op->limit && n->cma.ok && n->p2p.cma_min && op->limit >= n->p2p.cma_min) {

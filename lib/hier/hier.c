@@ -290,11 +290,42 @@ int shmcoll__hier_destroy(struct shmcoll_hier *h)
 void *shmcoll__hier_malloc(struct shmcoll_hier *h, size_t bytes)
 {
 	int rc = shmcoll__node_enter(h->local, "shmcoll_malloc");
-	void *p = rc == 0 ? shmcoll__node_malloc(h->local, bytes) : NULL;
+	uint8_t ok, all = 0;
+	char why[SHMCOLL_ERR_LEN];
+	void *p;
 
-	if (!p)
-		local_rc(h, rc < 0 ? rc : -ENOMEM);
-	return p;
+	if (rc < 0) {
+		local_rc(h, rc);
+		return NULL;
+	}
+	/* Each node allocates in its own heap. A node without room fails alone and stays
+	 * usable (its ranks agreed on it); a failed step breaks it. */
+	p = shmcoll__node_malloc(h->local, bytes);
+	if (!p && load_relaxed(&h->local->broken)) {
+		local_rc(h, -ECANCELED);
+		return NULL;
+	}
+	/* Then every node learns whether all had room: the buffer exists on every rank or on
+	 * none, and a node that had room gives it back. */
+	ok = p != NULL;
+	snprintf(why, sizeof(why), "%s", h->local->err);
+	rc = shmcoll__hier_allreduce(h, &ok, &all, 1, SHMCOLL_UINT8, SHMCOLL_MIN);
+	if (rc < 0)
+		return NULL;
+	if (all)
+		return p;
+	if (p) {
+		rc = shmcoll__node_free(h->local, p);
+		if (rc < 0) {
+			local_rc(h, rc);
+			return NULL;
+		}
+		hier__fail(h, -ENOMEM, "shmcoll_malloc: %zu bytes: another node had no room",
+		           bytes);
+	} else {
+		hier__fail(h, -ENOMEM, "node %d: %s", h->node, why);
+	}
+	return NULL;
 }
 
 int shmcoll__hier_free(struct shmcoll_hier *h, void *ptr)

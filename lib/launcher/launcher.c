@@ -490,15 +490,32 @@ static void reap(struct job *job, pid_t pid, int ws)
 	stop_job(job);
 }
 
-/* A job whose ranks were all SIGKILLed never ran shmcoll_comm_destroy(). */
+/* A job whose ranks were all SIGKILLed never ran shmcoll_comm_destroy(): its arena's name,
+ * and the names of heap segments (shm/arena.h: "<arena>.h<seq>") a growing shmcoll_malloc
+ * had made but not yet unlinked when its ranks died. */
 static void remove_arena(const struct job *job)
 {
-	char name[SHMCOLL_NAME_MAX];
+	char name[SHMCOLL_NAME_MAX], path[sizeof(((struct dirent *)0)->d_name) + 2];
+	struct dirent *e;
+	size_t len;
+	DIR *d;
 
 	if (shmcoll__arena_name(name, sizeof(name), job->id) < 0)
 		return;
 	if (shm_unlink(name) < 0 && errno != ENOENT)
 		fprintf(stderr, PROG ": cannot remove %s: %s\n", name, strerror(errno));
+	d = opendir("/dev/shm");
+	if (!d)
+		return;
+	len = strlen(name + 1);
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, name + 1, len) || strncmp(e->d_name + len, ".h", 2))
+			continue;
+		snprintf(path, sizeof(path), "/%s", e->d_name);
+		if (shm_unlink(path) < 0 && errno != ENOENT)
+			fprintf(stderr, PROG ": cannot remove %s: %s\n", path, strerror(errno));
+	}
+	closedir(d);
 }
 
 /* The supervision of a multi-node job, over the control connections the
