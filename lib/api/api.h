@@ -30,7 +30,49 @@ struct shmcoll_comm {
 	unsigned outstanding; /* requests not yet returned by wait or test */
 	struct shmcoll_request *free_req; /* requests kept for reuse (request.c) */
 	unsigned nfree;
+	/* The background progress thread (progress.c), once armed and wanted, and the hold
+	 * that keeps it and the caller apart. */
+	struct api_progress *pt;
+	_Atomic uint32_t hold; /* 0 free, 1 the caller, 2 the progress thread */
+	unsigned hold_depth;   /* the caller's nested holds */
+	int armed;             /* a non-blocking operation was started: pt decided */
 };
+
+/* The hold (progress.c): every public call holds its communicator for its whole length, so
+ * its progress thread runs only between calls. Without a thread it costs a branch. */
+void api__hold_slow(shmcoll_comm *c);
+void api__unhold_slow(shmcoll_comm *c);
+static inline shmcoll_comm *api__hold(shmcoll_comm *c)
+{
+	if (c && c->pt)
+		api__hold_slow(c);
+	return c;
+}
+static inline void api__unhold(shmcoll_comm **cp)
+{
+	if (*cp && (*cp)->pt)
+		api__unhold_slow(*cp);
+}
+/* Holds c until the end of the enclosing scope. */
+#define API_HOLD(c)                                                                                \
+	shmcoll_comm *api_held_ __attribute__((cleanup(api__unhold), unused)) = api__hold(c)
+
+/* Before a non-blocking start (and before its API_HOLD): makes the progress thread the first
+ * time, if SHMCOLL_PROGRESS_THREAD wants one; after it: wakes the thread. */
+void api__arm_slow(shmcoll_comm *c);
+void api__kick_slow(shmcoll_comm *c);
+static inline void api__arm(shmcoll_comm *c)
+{
+	if (c && !c->armed)
+		api__arm_slow(c);
+}
+static inline void api__kick(shmcoll_comm *c)
+{
+	if (c->pt)
+		api__kick_slow(c);
+}
+/* Stops and joins the thread (destroy). */
+void api__progress_stop(shmcoll_comm *c);
 
 /* What a request is (request.c). */
 enum req_kind {

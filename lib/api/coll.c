@@ -174,6 +174,7 @@ int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = allreduce_check(c, "shmcoll_allreduce", sendbuf, recvbuf, count, dtype, op);
 	if (rc || !count)
 		return rc;
@@ -189,6 +190,7 @@ int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dty
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = reduce_check(c, "shmcoll_reduce", sendbuf, recvbuf, count, dtype, op, root);
 	if (rc || !count)
 		return rc;
@@ -203,6 +205,7 @@ int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root, shmcol
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = bcast_check(c, "shmcoll_bcast", buf, count, dtype, root);
 	if (rc || !count)
 		return rc;
@@ -218,6 +221,7 @@ int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmc
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = allgather_check(c, "shmcoll_allgather", sendbuf, recvbuf, sendcount, dtype);
 	if (rc || !sendcount)
 		return rc;
@@ -231,6 +235,7 @@ int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = reduce_scatter_check(c, "shmcoll_reduce_scatter", sendbuf, recvbuf, recvcount, dtype,
 	                          op);
 	if (rc || !recvcount)
@@ -248,6 +253,7 @@ int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = gather_check(c, "shmcoll_gather", sendbuf, recvbuf, sendcount, dtype, root);
 	if (rc || !sendcount)
 		return rc;
@@ -263,6 +269,7 @@ int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcol
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = scatter_check(c, "shmcoll_scatter", sendbuf, recvbuf, recvcount, dtype, root);
 	if (rc || !recvcount)
 		return rc;
@@ -278,6 +285,7 @@ int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_d
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = alltoall_check(c, "shmcoll_alltoall", sendbuf, recvbuf, count, dtype);
 	if (rc || !count)
 		return rc;
@@ -292,6 +300,7 @@ int shmcoll_barrier(shmcoll_comm *c)
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = api__enter(c, "shmcoll_barrier");
 	if (rc < 0)
 		return rc;
@@ -308,11 +317,15 @@ int shmcoll_barrier(shmcoll_comm *c)
 		if (!c || !req)                                                                    \
 			return -EINVAL;                                                            \
 		*req = NULL;                                                                       \
+		api__arm(c);                                                                       \
+		API_HOLD(c);                                                                       \
 		rc_ = (check_call);                                                                \
-		if (rc_)                                                                           \
-			return rc_;                                                                \
-		return api__istart(c, (fn), (kind), (send), (recv), (count), (dt), (op), (root),   \
-		                   req);                                                           \
+		if (!rc_)                                                                          \
+			rc_ = api__istart(c, (fn), (kind), (send), (recv), (count), (dt), (op),    \
+			                  (root), req);                                            \
+		if (!rc_)                                                                          \
+			api__kick(c);                                                              \
+		return rc_;                                                                        \
 	} while (0)
 
 int shmcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
@@ -386,6 +399,7 @@ int shmcoll_ibarrier(shmcoll_comm *c, shmcoll_request **req)
 void *shmcoll_malloc(shmcoll_comm *c, size_t bytes)
 {
 	const char *fn = "shmcoll_malloc";
+	API_HOLD(c);
 
 	if (!c || api__enter(c, fn) < 0)
 		return NULL;
@@ -405,6 +419,7 @@ int shmcoll_free(shmcoll_comm *c, void *ptr)
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = api__enter(c, fn);
 	if (rc < 0 || !ptr)
 		return rc;

@@ -192,18 +192,27 @@ int shmcoll_comm_destroy(shmcoll_comm *c)
 
 	if (!c)
 		return -EINVAL;
-	if (c->outstanding)
-		return api__fail(c, -EBUSY,
-		                 "shmcoll_comm_destroy: %u operation(s) still outstanding (not yet "
-		                 "returned by shmcoll_wait, shmcoll_test or shmcoll_waitall)",
-		                 c->outstanding);
+	/* Held by hand, not by API_HOLD: a successful destroy frees c. */
+	api__hold(c);
+	if (c->outstanding) {
+		rc = api__fail(c, -EBUSY,
+		               "shmcoll_comm_destroy: %u operation(s) still outstanding (not yet "
+		               "returned by shmcoll_wait, shmcoll_test or shmcoll_waitall)",
+		               c->outstanding);
+		api__unhold(&c);
+		return rc;
+	}
 	if (c->kind == COMM_HIER)
 		rc = shmcoll__hier_destroy(c->u.hier);
 	else
 		rc = shmcoll__node_destroy(c->u.node);
-	if (rc == 0) {
-		api__req_drain(c);
-		free(c);
+	if (rc < 0) {
+		api__unhold(&c);
+		return rc;
 	}
-	return rc;
+	/* The thread stops while the caller holds c: it is between passes, never inside one. */
+	api__progress_stop(c);
+	api__req_drain(c);
+	free(c);
+	return 0;
 }

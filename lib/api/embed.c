@@ -177,6 +177,7 @@ static int split(shmcoll_comm *c, const char *fn, int color, int key, shmcoll_co
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	if (!newcomm)
 		return api__fail(c, -EINVAL, "%s: newcomm (the out pointer) is NULL", fn);
 	*newcomm = NULL;

@@ -49,6 +49,7 @@ int shmcoll_send(const void *buf, size_t count, shmcoll_dtype dtype, int dest, i
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = check_side(c, fn, buf, count, dtype, dest, tag, 0, &bytes);
 	if (!rc)
 		rc = api__enter(c, fn);
@@ -70,6 +71,7 @@ int shmcoll_recv(void *buf, size_t count, shmcoll_dtype dtype, int source, int t
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = check_side(c, fn, buf, count, dtype, source, tag, 1, &bytes);
 	if (!rc)
 		rc = api__enter(c, fn);
@@ -97,6 +99,7 @@ int shmcoll_sendrecv(const void *sendbuf, size_t sendcount, shmcoll_dtype sendty
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = check_side(c, fn, sendbuf, sendcount, sendtype, dest, sendtag, 0, &sbytes);
 	if (!rc)
 		rc = check_side(c, fn, recvbuf, recvcount, recvtype, source, recvtag, 1, &rbytes);
@@ -134,6 +137,8 @@ int shmcoll_isend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, 
 	if (!c || !req)
 		return -EINVAL;
 	*req = NULL;
+	api__arm(c);
+	API_HOLD(c);
 	rc = check_side(c, fn, buf, count, dtype, dest, tag, 0, &bytes);
 	if (!rc)
 		rc = api__enter(c, fn);
@@ -146,6 +151,7 @@ int shmcoll_isend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, 
 		return -ENOMEM;
 	shmcoll__p2p_isend(c->u.node, &r->u.op, fn, buf, bytes, dest, tag, P2P_CTX_USER);
 	*req = r;
+	api__kick(c);
 	return 0;
 }
 
@@ -160,6 +166,8 @@ int shmcoll_irecv(void *buf, size_t count, shmcoll_dtype dtype, int source, int 
 	if (!c || !req)
 		return -EINVAL;
 	*req = NULL;
+	api__arm(c);
+	API_HOLD(c);
 	rc = check_side(c, fn, buf, count, dtype, source, tag, 1, &bytes);
 	if (!rc)
 		rc = api__enter(c, fn);
@@ -174,6 +182,7 @@ int shmcoll_irecv(void *buf, size_t count, shmcoll_dtype dtype, int source, int 
 	r->es = shmcoll_dtype_size(dtype);
 	shmcoll__p2p_irecv(c->u.node, &r->u.op, fn, buf, bytes, source, tag, P2P_CTX_USER);
 	*req = r;
+	api__kick(c);
 	return 0;
 }
 
@@ -230,6 +239,7 @@ int shmcoll_iprobe(int source, int tag, shmcoll_dtype dtype, shmcoll_comm *c, in
 
 	if (!c || !flag)
 		return -EINVAL;
+	API_HOLD(c);
 	*flag = 0;
 	rc = probe_start(c, "shmcoll_iprobe", source, tag, dtype, &p);
 	if (rc)
@@ -249,6 +259,7 @@ int shmcoll_probe(int source, int tag, shmcoll_dtype dtype, shmcoll_comm *c, shm
 
 	if (!c)
 		return -EINVAL;
+	API_HOLD(c);
 	rc = probe_start(c, fn, source, tag, dtype, &p);
 	if (!rc)
 		rc = shmcoll__node_wait_until(p.n, fn, probe_found, &p, source);

@@ -115,6 +115,7 @@ static int req_poll(shmcoll_request *r)
 {
 	shmcoll_comm *c = r->comm;
 	int done = 1;
+	API_HOLD(c);
 
 	switch (r->kind) {
 	case REQ_DONE:
@@ -153,6 +154,7 @@ static int req_finish(shmcoll_request *r, shmcoll_status *status)
 {
 	shmcoll_comm *c = r->comm;
 	int rc = 0;
+	API_HOLD(c);
 
 	switch (r->kind) {
 	case REQ_DONE:
@@ -259,6 +261,19 @@ static int any_done(void *arg)
 	return 0;
 }
 
+/* The wait of waitany on one node communicator, holding it (every request's comm is it). */
+static int any_wait(struct shmcoll_node *node, struct any *a, size_t n)
+{
+	shmcoll_comm *c = NULL;
+	size_t i;
+
+	for (i = 0; i < n && !c; i++)
+		if (a->reqs[i])
+			c = a->reqs[i]->comm;
+	API_HOLD(c);
+	return shmcoll__node_wait_until(node, "shmcoll_waitany", any_done, a, -1);
+}
+
 int shmcoll_waitany(size_t n, shmcoll_request **reqs, size_t *index, shmcoll_status *status)
 {
 	struct shmcoll_node *node = NULL;
@@ -292,7 +307,7 @@ int shmcoll_waitany(size_t n, shmcoll_request **reqs, size_t *index, shmcoll_sta
 		if (one_node && node) {
 			/* All on one node communicator: its wait (spin, yield, sleep on the
 			 * bell; timeout, abort and dead peers) until one is done. */
-			rc = shmcoll__node_wait_until(node, "shmcoll_waitany", any_done, &a, -1);
+			rc = any_wait(node, &a, n);
 			if (rc < 0 && !any_done(&a)) {
 				for (i = 0; i < n && !reqs[i]; i++)
 					;

@@ -290,8 +290,11 @@ static int vcall(shmcoll_comm *c, const struct vargs *a, shmcoll_request **req)
 
 	if (!c)
 		return -EINVAL;
-	if (req)
+	if (req) {
 		*req = NULL;
+		api__arm(c);
+	}
+	API_HOLD(c);
 	rc = check(c, a, &none);
 	if (!rc)
 		rc = api__enter(c, a->fn);
@@ -327,6 +330,7 @@ static int vcall(shmcoll_comm *c, const struct vargs *a, shmcoll_request **req)
 		shmcoll__task_start(c->u.node, &r->u.task);
 	}
 	*req = r;
+	api__kick(c);
 	return 0;
 }
 

@@ -108,6 +108,13 @@ void *shmcoll__node_work(struct shmcoll_node *n, size_t bytes)
 	return w;
 }
 
+static int popcount_cpus(const struct shmcoll_arena_hdr *h);
+
+int shmcoll__node_cpus(const struct shmcoll_node *n)
+{
+	return popcount_cpus(n->arena.hdr);
+}
+
 static int popcount_cpus(const struct shmcoll_arena_hdr *h)
 {
 	int w, k = 0;

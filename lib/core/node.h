@@ -110,6 +110,9 @@ void shmcoll__node_break_by(struct shmcoll_node *n, int why, int who);
 /* The shared abort word as (why, who); why 0: not broken by anyone. */
 void shmcoll__node_aborted(const struct shmcoll_node *n, int *why, int *who);
 
+/* CPUs in the union of the ranks' affinity masks (every rank wrote its own at attach). */
+int shmcoll__node_cpus(const struct shmcoll_node *n);
+
 /* At least bytes of private working memory, kept with the communicator, or NULL. */
 void *shmcoll__node_work(struct shmcoll_node *n, size_t bytes);
 

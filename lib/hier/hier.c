@@ -211,6 +211,13 @@ void shmcoll__hier_start(struct shmcoll_hier *h, struct hier_task *t)
 		;
 }
 
+int shmcoll__hier_progress(struct shmcoll_hier *h)
+{
+	while (h->tasks.head && advance_head(h, 0) != SHMCOLL_PENDING)
+		;
+	return h->tasks.head != NULL;
+}
+
 void shmcoll__hier_test(struct shmcoll_hier *h, struct hier_task *t, int *done)
 {
 	while (h->tasks.head && advance_head(h, 0) != SHMCOLL_PENDING)

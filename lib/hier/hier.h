@@ -95,6 +95,8 @@ void shmcoll__hier_call_free(struct hier_task *t);
 void shmcoll__hier_start(struct shmcoll_hier *h, struct hier_task *t);
 void shmcoll__hier_test(struct shmcoll_hier *h, struct hier_task *t, int *done);
 int shmcoll__hier_wait(struct shmcoll_hier *h, struct hier_task *t);
+/* Advances every outstanding call without blocking; whether any is still outstanding. */
+int shmcoll__hier_progress(struct shmcoll_hier *h);
 /* The result of a call test said done. */
 int shmcoll__hier_result(const struct hier_task *t);
 
