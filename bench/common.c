@@ -1,5 +1,6 @@
 /* common.c - the parts of shmcoll-bench every mode uses: option values, datatype and operation
- * names, the clock and the CSV output. */
+ * names, usage errors and the arena's size (the clock and the parsers are in sweep.c, the CSV
+ * output in osu.c: the MPI harness shares those). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -100,50 +101,6 @@ int bench_op_parse(const char *s)
 const char *bench_op_name(shmcoll_op op)
 {
 	return (unsigned)op < SHMCOLL_OP_COUNT ? op_names[op] : "unknown";
-}
-
-int bench_out_open(struct bench_out *o, const char *path, int print)
-{
-	o->print = print;
-	o->file = NULL;
-	if (!path || !print)
-		return 0;
-	o->file = fopen(path, "w");
-	if (!o->file) {
-		fprintf(stderr, PROG ": cannot write %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-void bench_out_line(struct bench_out *o, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!o->print)
-		return;
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	fflush(stdout);
-	if (o->file) {
-		va_start(ap, fmt);
-		vfprintf(o->file, fmt, ap);
-		va_end(ap);
-		fflush(o->file);
-	}
-}
-
-int bench_out_close(struct bench_out *o)
-{
-	int rc = 0;
-
-	if (o->file && fclose(o->file) != 0) {
-		fprintf(stderr, PROG ": writing the CSV file failed: %s\n", strerror(errno));
-		rc = -1;
-	}
-	o->file = NULL;
-	return rc;
 }
 
 /* The symmetric heap follows from the arena size (shmcoll__arena_layout in shm/arena.c): what

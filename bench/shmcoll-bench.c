@@ -15,6 +15,8 @@ static const struct mode {
     {"stream", bench_stream_main, bench_stream_usage},
     {"c2c", bench_c2c_main, bench_c2c_usage},
     {"copy", bench_copy_main, bench_copy_usage},
+    {"p2p", bench_p2p_main, bench_p2p_usage},
+    {"overlap", bench_overlap_main, bench_overlap_usage},
 };
 
 #define NMODES (sizeof(modes) / sizeof(modes[0]))

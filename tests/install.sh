@@ -2,7 +2,8 @@
 # install.sh - shmcoll as a user gets it: `meson install` into a staging root,
 # programs written only against the contract built with
 # `cc ... $(pkg-config --cflags --libs shmcoll)` against the installed header,
-# and the contract program run under the installed shmcoll-run for P = 1..8.
+# the contract program run under the installed shmcoll-run for P = 1..8, and
+# the installed benchmark, shmcoll-bench, run under it.
 # Output is TAP (one line per check) for meson.
 # usage: tests/install.sh BUILDDIR SOURCEDIR
 set -u
@@ -24,12 +25,13 @@ if [ -n "$sanitize" ] && [ "$sanitize" != none ]; then
 	echo "1..0 # SKIP sanitizer build (b_sanitize=$sanitize): installed programs are not instrumented"
 	exit 0
 fi
-echo "1..12"
+echo "1..15"
 check "meson install into a staging root" meson install -C "$build" --destdir "$root/stage" --no-rebuild
 pc=$(find "$root/stage" -name shmcoll.pc | head -n 1)
 run=$(find "$root/stage" -name shmcoll-run -type f | head -n 1)
 hdr=$(find "$root/stage" -name shmcoll.h | head -n 1)
 lib=$(find "$root/stage" -name 'libshmcoll.so*' | head -n 1)
+bench=$(find "$root/stage" -name shmcoll-bench -type f | head -n 1)
 check "installed: shmcoll.h, libshmcoll.so, libshmcoll.a, shmcoll-run, shmcoll.pc" \
 	test -n "$pc" -a -n "$run" -a -n "$hdr" -a -n "$lib" -a -n "$(find "$root/stage" -name libshmcoll.a)"
 export PKG_CONFIG_PATH=$(dirname "${pc:-/nonexistent}")
@@ -43,6 +45,12 @@ check "contract program builds with pkg-config flags" \
 check "demo builds with pkg-config flags" \
 	cc -std=c11 -O2 -Wall -Werror -o "$root/demo" "$src/examples/demo.c" $flags
 export LD_LIBRARY_PATH=$(dirname "${lib:-/nonexistent}")
+# The benchmark is installed next to the launcher, and runs from there.
+check "installed: shmcoll-bench, next to shmcoll-run" \
+	test -n "$bench" -a -x "${bench:-/nonexistent}" -a "$(dirname "${bench:-/a}")" = "$(dirname "${run:-/b}")"
+check "installed shmcoll-bench --help" sh -c '"$1" --help | grep -q "shmcoll-bench p2p"' sh "${bench:-/nonexistent}"
+check "installed shmcoll-bench p2p under installed shmcoll-run -n 2" \
+	timeout 600 "$run" -n 2 "${bench:-/nonexistent}" p2p --max-bytes 1K --iters-scale 0.01
 export SHMCOLL_ARENA_BYTES=98304 SHMCOLL_TIMEOUT_MS=60000
 for p in 1 2 3 4 5 6 7 8; do
 	check "contract program under shmcoll-run -n $p" timeout 600 "$run" -n "$p" "$root/contract"

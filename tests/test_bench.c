@@ -1,8 +1,9 @@
-/* test_bench.c - the memory-system modes of shmcoll-bench (stream, c2c, copy) from the outside,
- * run through shmcoll-run as users run them: each mode at P = 1 and 2 prints its table, writes a
- * CSV whose every row is well formed and a PNG; wrong results are caught (a fault injected into
- * the data must fail the run with exit 3); and a CPU that does not exist, a CPU outside the
- * allowed set, more ranks than CPUs and a missing gnuplot are clear errors. No figure is checked
+/* test_bench.c - the memory-system modes of shmcoll-bench (stream, c2c, copy) and its OSU-style
+ * modes (p2p, overlap) from the outside, run through shmcoll-run as users run them: each mode at
+ * P = 1 or 2 (and 3) prints its table or CSV, writes a CSV whose every row is well formed and a
+ * PNG; wrong results are caught (a fault injected into the data must fail the run with exit 3);
+ * and a CPU that does not exist, a CPU outside the allowed set, more ranks than CPUs, a bad
+ * command line and a missing gnuplot are clear errors. No figure is checked
  * against a speed: timings are the benchmark's business, not the tests'. Tiny sizes keep every
  * run short, even under AddressSanitizer. */
 #include <criterion/criterion.h>
@@ -262,7 +263,8 @@ Test(bench, help_lists_the_memory_modes)
  * prints it, and no rank may exit before it has). */
 Test(bench, bad_option_is_reported_at_p3)
 {
-	static const char *const modes[] = {"coll", "kernels", "stream", "c2c", "copy"};
+	static const char *const modes[] = {"coll", "kernels", "stream", "c2c",
+	                                    "copy", "p2p",     "overlap"};
 	size_t i;
 
 	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
@@ -606,4 +608,227 @@ Test(bench, copy_catches_a_wrong_byte)
 	cr_assert_eq(exit_code(&r), 3, "exit %d; stderr:\n%s", exit_code(&r), r.err);
 	cr_assert(strstr(r.err, "VALIDATION FAILED"), "stderr:\n%s", r.err);
 	cleanup(&r);
+}
+
+/* ---- the OSU-style modes: p2p and overlap ---- */
+
+Test(bench, help_lists_p2p_and_overlap)
+{
+	static const char *const args[] = {"p2p", "--help", NULL};
+	struct run r;
+
+	run_bench(&r, 2, -1, NULL, args);
+	cr_assert_eq(exit_code(&r), 0, "stderr:\n%s", r.err);
+	cr_assert(strstr(r.out, "shmcoll-bench p2p") && strstr(r.out, "shmcoll-bench overlap") &&
+	              strstr(r.out, "--test NAME|all") && strstr(r.out, "--test-every N"),
+	          "--help does not describe p2p and overlap:\n%s", r.out);
+	cleanup(&r);
+}
+
+/* A bad option, a bad value and a bad test at P = 2: exit 2 and the reason on stderr. */
+Test(bench, osu_modes_refuse_a_bad_command_line)
+{
+	static const struct {
+		const char *args[4];
+		const char *want;
+	} cases[] = {
+	    {{"p2p", "--no-such-option", NULL},
+	     "unknown option '--no-such-option' in the p2p mode"},
+	    {{"overlap", "--no-such-option", NULL},
+	     "unknown option '--no-such-option' in the overlap mode"},
+	    {{"p2p", "--test", "nope", NULL}, "unknown --test 'nope'"},
+	    {{"p2p", "--max-bytes", "128M", NULL}, "above the largest allowed, 64M"},
+	    {{"overlap", "--test-every", "-1", NULL}, "bad --test-every '-1'"},
+	    {{"overlap", "--test", "bw", NULL}, "unknown option '--test' in the overlap mode"},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct run r;
+
+		run_bench(&r, 2, -1, NULL, cases[i].args);
+		cr_assert_eq(exit_code(&r), 2, "%s %s: exit %d; stderr:\n%s", cases[i].args[0],
+		             cases[i].args[1], exit_code(&r), r.err);
+		cr_assert(strstr(r.err, cases[i].want), "want \"%s\" in stderr:\n%s", cases[i].want,
+		          r.err);
+		cleanup(&r);
+	}
+}
+
+/* p2p needs a partner: a job of one is a usage error, not a hang. */
+Test(bench, p2p_needs_two_ranks)
+{
+	static const char *const args[] = {"p2p", "--max-bytes", "8", NULL};
+	struct run r;
+
+	run_bench(&r, 1, -1, NULL, args);
+	cr_assert_eq(exit_code(&r), 2, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	cr_assert(strstr(r.err, "needs at least 2 ranks"), "stderr:\n%s", r.err);
+	cleanup(&r);
+}
+
+struct p2p_want {
+	const char *test; /* NULL: any of the three */
+	int p;
+	int seen[3][8]; /* test, size 1 .. 64 */
+};
+
+static void p2p_row(char **f, int line, void *ctx)
+{
+	static const char *const tests[] = {"latency", "bw", "bibw"};
+	struct p2p_want *w = ctx;
+	long bytes = atol(f[3]);
+	int t, size;
+
+	cr_assert_str_eq(f[0], "shmcoll", "row %d: impl", line);
+	for (t = 0; t < 3 && strcmp(f[1], tests[t]); t++)
+		;
+	cr_assert(t < 3, "row %d: test %s", line, f[1]);
+	if (w->test)
+		cr_assert_str_eq(f[1], w->test, "row %d: test", line);
+	cr_assert_eq(atoi(f[2]), w->p, "row %d: ranks %s", line, f[2]);
+	for (size = 0; size < 8 && (1L << size) != bytes; size++)
+		;
+	cr_assert(size < 7, "row %d: %ld bytes, want 1 .. 64", line, bytes);
+	cr_assert(num(f[4], "lat_us", line) > 0, "row %d: lat_us %s", line, f[4]);
+	cr_assert(num(f[5], "bw_GBps", line) >= 0, "row %d: bw_GBps %s", line, f[5]);
+	cr_assert(!w->seen[t][size], "row %d: a second row for the same cell", line);
+	w->seen[t][size] = 1;
+}
+
+static void p2p_at(int p, const char *test)
+{
+	const char *opts[] = {"p2p", "--test",        test,   "--min-bytes", "1", "--max-bytes",
+	                      "64",  "--iters-scale", "0.01", NULL};
+	struct p2p_want w = {.test = strcmp(test, "all") ? test : NULL, .p = p};
+	struct run r;
+
+	run_mode(&r, p, opts);
+	cr_assert(strstr(r.out, "impl,test,ranks,bytes,lat_us,bw_GBps\nshmcoll,"),
+	          "no CSV on stdout:\n%s", r.out);
+	cr_assert_eq(check_csv(&r, "impl,test,ranks,bytes,lat_us,bw_GBps", NULL, 0, p2p_row, &w),
+	             7 * (w.test ? 1 : 3), "want a row per size (1 .. 64 bytes) and test");
+	cleanup(&r);
+}
+
+Test(bench, p2p_latency_p2)
+{
+	p2p_at(2, "latency");
+}
+
+Test(bench, p2p_bw_p2)
+{
+	p2p_at(2, "bw");
+}
+
+Test(bench, p2p_bibw_p2)
+{
+	p2p_at(2, "bibw");
+}
+
+/* Every test at once, with a third rank that only waits for the pair. */
+Test(bench, p2p_all_p3)
+{
+	p2p_at(3, "all");
+}
+
+/* The buffers in the arena's symmetric heap: the same rows. */
+Test(bench, p2p_symmetric)
+{
+	static const char *const opts[] = {"p2p",  "--test",      "all", "--min-bytes",
+	                                   "1",    "--max-bytes", "64",  "--iters-scale",
+	                                   "0.01", "--symmetric", NULL};
+	struct p2p_want w = {.p = 2};
+	struct run r;
+
+	run_mode(&r, 2, opts);
+	cr_assert_eq(check_csv(&r, "impl,test,ranks,bytes,lat_us,bw_GBps", NULL, 0, p2p_row, &w),
+	             21);
+	cleanup(&r);
+}
+
+struct overlap_want {
+	int p;
+	int seen[5]; /* sizes 4 .. 64 */
+};
+
+static void overlap_row(char **f, int line, void *ctx)
+{
+	struct overlap_want *w = ctx;
+	long bytes = atol(f[3]);
+	double pct = num(f[7], "overlap_pct", line);
+	int size;
+
+	cr_assert_str_eq(f[0], "shmcoll", "row %d: impl", line);
+	cr_assert_str_eq(f[1], "allreduce", "row %d: op", line);
+	cr_assert_eq(atoi(f[2]), w->p, "row %d: ranks %s", line, f[2]);
+	for (size = 0; size < 5 && (4L << size) != bytes; size++)
+		;
+	cr_assert(size < 5, "row %d: %ld bytes, want 4 .. 64", line, bytes);
+	cr_assert(num(f[5], "compute_us", line) >= 0, "row %d: compute_us %s", line, f[5]);
+	cr_assert(num(f[6], "total_us", line) >= num(f[5], "compute_us", line),
+	          "row %d: total %s below compute %s", line, f[6], f[5]);
+	cr_assert(pct >= 0 && pct <= 100, "row %d: overlap %s%%", line, f[7]);
+	cr_assert(!w->seen[size], "row %d: a second row for the same size", line);
+	w->seen[size] = 1;
+}
+
+static void overlap_at(int p, const char *every)
+{
+	static const int positive[] = {4, 6, 8}; /* pure, total, blocking */
+	const char *opts[] = {
+	    "overlap", "--min-bytes",  "4",   "--max-bytes", "64", "--iters-scale",
+	    "0.01",    "--test-every", every, NULL};
+	struct overlap_want w = {.p = p};
+	struct run r;
+
+	run_mode(&r, p, opts);
+	cr_assert_eq(check_csv(&r,
+	                       "impl,op,ranks,bytes,pure_us,compute_us,total_us,overlap_pct,"
+	                       "blocking_us",
+	                       positive, 3, overlap_row, &w),
+	             5, "want a row per size (4 .. 64 bytes)");
+	cr_assert(strstr(r.err, "iallreduce + wait / blocking allreduce"),
+	          "no ratio summary on stderr:\n%s", r.err);
+	cleanup(&r);
+}
+
+Test(bench, overlap_p2)
+{
+	overlap_at(2, "0");
+}
+
+/* shmcoll_test inside the compute loop, after every unit. */
+Test(bench, overlap_p2_test_every)
+{
+	overlap_at(2, "1");
+}
+
+/* One byte off in a received message, or one element off in a result, fails the run on every
+ * rank with exit 3. */
+Test(bench, osu_modes_catch_a_wrong_result)
+{
+	static const struct {
+		const char *fault;
+		const char *args[8];
+	} cases[] = {
+	    {"p2p",
+	     {"p2p", "--test", "latency", "--max-bytes", "16", "--iters-scale", "0.01", NULL}},
+	    {"p2p", {"p2p", "--test", "bw", "--max-bytes", "16", "--iters-scale", "0.01", NULL}},
+	    {"p2p", {"p2p", "--test", "bibw", "--max-bytes", "16", "--iters-scale", "0.01", NULL}},
+	    {"overlap", {"overlap", "--max-bytes", "16", "--iters-scale", "0.01", NULL}},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct run r;
+
+		setenv("SHMCOLL_BENCH_FAULT", cases[i].fault, 1);
+		run_bench(&r, 2, -1, NULL, cases[i].args);
+		unsetenv("SHMCOLL_BENCH_FAULT");
+		cr_assert_eq(exit_code(&r), 3, "%s %s: exit %d; stderr:\n%s", cases[i].args[0],
+		             cases[i].args[2], exit_code(&r), r.err);
+		cr_assert(strstr(r.err, "VALIDATION FAILED"), "stderr:\n%s", r.err);
+		cleanup(&r);
+	}
 }
