@@ -5,6 +5,8 @@
  * result; later calls return -ECANCELED quoting the cause; nothing hangs and
  * no segment is left. Also: a stopped (not dead) rank gives -ETIMEDOUT, and
  * shmcoll_comm_abort from a signal handler or another thread wakes everyone.
+ * Point-to-point too: a rank blocked in shmcoll_recv (or with receives, a send and an
+ * iallreduce outstanding) when its peer dies, leaves, times out or is aborted.
  *
  * No test depends on timing: the victim dies when it decides to, or when a
  * peer that holds back from the call sees it inside and kills it. How long detection
@@ -601,4 +603,447 @@ Test(faults, rank_that_left_is_a_mismatch, .timeout = 120)
 	processes = 1;
 	th_run_ranks(P, left_body, &processes, &o, &res);
 	cr_assert(res.ok, "processes: %s", res.summary);
+}
+
+/* ---- point-to-point ---- */
+
+/* How the victim goes: SIGKILL, or _exit without shmcoll_comm_destroy, once the survivors
+ * are about to wait for it; or SIGKILL right after announcing a rendezvous message (its
+ * request to send is in the ring, its data never comes). */
+enum p2p_how { P2P_KILL, P2P_EXIT, P2P_RDV_KILL };
+
+struct p2p_fault {
+	int how;
+	int reqs;                 /* survivors wait in requests, not in one shmcoll_recv */
+	_Atomic int waiting;      /* survivors about to wait */
+	_Atomic int finished;     /* survivors done */
+	_Atomic int64_t death_ns; /* when the victim died */
+	_Atomic int64_t worst_ns; /* the slowest survivor's detection time */
+};
+
+#define P2P_BYTES (1024 * 1024)
+
+/* Survivors leave together: a rank that destroyed its communicator and exited is taken
+ * for a dead one by a peer still waiting in point-to-point for another rank (a library
+ * bug: tests/test_p2p.c, bug_finished_peer_seen_as_dead), which would blame the wrong
+ * rank here. Returns rc. */
+static int p2p_leave_together(_Atomic int *finished, int n, int rc)
+{
+	atomic_fetch_add(finished, 1);
+	while (atomic_load(finished) < n)
+		sched_yield();
+	return rc;
+}
+
+static int p2p_err_ok(int rc)
+{
+	return rc == -EOWNERDEAD || rc == -ECANCELED;
+}
+
+/* Every request of a survivor completes with -EOWNERDEAD or -ECANCELED: rank 0 waits for
+ * them all with shmcoll_waitall, rank 1 polls each with shmcoll_test (a test that finds
+ * its request pending looks for dead peers too). Returns 0 or a code. */
+static int p2p_fault_reqs(shmcoll_comm *c, int rank, unsigned char *buf, unsigned char *big)
+{
+	enum { NREQ = 5 };
+	shmcoll_request *reqs[NREQ];
+	shmcoll_status sts[NREQ];
+	int32_t x = 1, y = 0;
+	int i, rc, done, left;
+
+	if (shmcoll_irecv(buf, 64, SHMCOLL_UINT8, VICTIM, 1, c, &reqs[0]) ||
+	    shmcoll_irecv(buf + 64, 64, SHMCOLL_UINT8, SHMCOLL_ANY_SOURCE, SHMCOLL_ANY_TAG, c,
+	                  &reqs[1]) ||
+	    shmcoll_irecv(buf + 128, 64, SHMCOLL_UINT8, 1 - rank, 2, c, &reqs[2]) ||
+	    shmcoll_iallreduce(&x, &y, 1, SHMCOLL_INT32, SHMCOLL_SUM, c, &reqs[3]) ||
+	    shmcoll_isend(big, P2P_BYTES, SHMCOLL_UINT8, VICTIM, 3, c, &reqs[4]))
+		return 30;
+	if (rank == 0) {
+		for (i = 0; i < NREQ; i++)
+			sts[i].error = 12345;
+		rc = shmcoll_waitall(NREQ, reqs, sts);
+		if (!p2p_err_ok(rc))
+			return 31;
+		for (i = 0; i < NREQ; i++)
+			if (reqs[i] || !p2p_err_ok(sts[i].error))
+				return 32 + i;
+		return 0;
+	}
+	for (left = NREQ; left;) {
+		for (i = 0; i < NREQ; i++) {
+			if (!reqs[i])
+				continue;
+			rc = shmcoll_test(&reqs[i], &done, NULL);
+			if (!done)
+				continue;
+			if (!p2p_err_ok(rc))
+				return 40 + i;
+			left--;
+		}
+		sched_yield();
+	}
+	return 0;
+}
+
+static int p2p_fault_survive(shmcoll_comm *c, int rank, struct p2p_fault *f);
+
+static int p2p_fault_body(shmcoll_comm *c, int rank, void *arg)
+{
+	struct p2p_fault *f = arg;
+	unsigned char *big;
+	shmcoll_request *r;
+
+	if (rank != VICTIM)
+		return p2p_leave_together(&f->finished, P - 1, p2p_fault_survive(c, rank, f));
+	big = calloc(1, P2P_BYTES);
+	if (!big)
+		return 1;
+	/* Streamed (an ordinary buffer, no single copies): it moves only while the victim
+	 * lives. */
+	if (f->how == P2P_RDV_KILL &&
+	    shmcoll_isend(big, P2P_BYTES, SHMCOLL_UINT8, 0, 5, c, &r) != 0)
+		return 90;
+	while (atomic_load(&f->waiting) < P - 1)
+		sched_yield();
+	atomic_store(&f->death_ns, now_ns());
+	if (f->how == P2P_EXIT)
+		_exit(42);
+	raise(SIGKILL);
+	return 91;
+}
+
+/* A survivor: waits for the victim, in shmcoll_recv or in requests. */
+static int p2p_fault_survive(shmcoll_comm *c, int rank, struct p2p_fault *f)
+{
+	unsigned char *buf = calloc(1, P2P_BYTES), *big = calloc(1, P2P_BYTES);
+	shmcoll_status st;
+	char want[32];
+	int64_t took;
+	int rc;
+
+	if (!buf || !big)
+		return 1;
+	atomic_fetch_add(&f->waiting, 1);
+	if (f->reqs) {
+		rc = p2p_fault_reqs(c, rank, buf, big);
+		if (rc)
+			return rc;
+	} else if (rank == 0) {
+		/* From the victim itself: its message (or the rest of it) never comes. */
+		rc = shmcoll_recv(buf, P2P_BYTES, SHMCOLL_UINT8, VICTIM, 5, c, &st);
+		if (rc != -EOWNERDEAD)
+			return 10;
+	} else {
+		/* From anyone: the victim is one who could send. */
+		rc = shmcoll_recv(buf, 64, SHMCOLL_UINT8, SHMCOLL_ANY_SOURCE, SHMCOLL_ANY_TAG, c,
+		                  &st);
+		if (rc != -EOWNERDEAD)
+			return 11;
+	}
+	took = now_ns() - atomic_load(&f->death_ns);
+	for (int64_t cur = atomic_load(&f->worst_ns); took > cur;)
+		if (atomic_compare_exchange_weak(&f->worst_ns, &cur, took))
+			break;
+	if (took > DETECT_BOUND_NS)
+		return 15;
+	snprintf(want, sizeof(want), "rank %d", VICTIM);
+	if (!strstr(shmcoll_last_error(c), want) || !strstr(shmcoll_last_error(c), "died")) {
+		fprintf(stderr, "p2p fault, rank %d: the message does not name the dead rank: %s\n",
+		        rank, shmcoll_last_error(c));
+		return 16;
+	}
+	/* Broken from now on, for point-to-point too, and it says why. */
+	if (shmcoll_recv(buf, 64, SHMCOLL_UINT8, 1 - rank, 0, c, &st) != -ECANCELED ||
+	    shmcoll_barrier(c) != -ECANCELED || !strstr(shmcoll_last_error(c), "died"))
+		return 17;
+	free(buf);
+	free(big);
+	return 0;
+}
+
+/* No arena of job is left in /dev/shm. */
+static void p2p_no_arena_left(const char *name, const char *job)
+{
+	char path[256];
+
+	cr_assert(shmcoll__arena_name(path, sizeof(path), job) == 0);
+	memmove(path + 8, path, strlen(path) + 1);
+	memcpy(path, "/dev/shm", 8);
+	cr_assert(access(path, F_OK) != 0, "%s: %s left behind", name, path);
+}
+
+static void run_p2p_fault(enum p2p_how how, int reqs, const char *name)
+{
+	struct p2p_fault *f =
+	    mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	th_opts o = {.timeout_ms = 60000, .wall_ms = 100000, .grace_ms = 60000};
+	th_result res;
+
+	cr_assert(f != MAP_FAILED);
+	memset(f, 0, sizeof(*f));
+	f->how = how;
+	f->reqs = reqs;
+	th_run_ranks(P, p2p_fault_body, f, &o, &res);
+	cr_assert(!res.timed_out, "%s: hung: %s", name, res.summary);
+	if (how == P2P_EXIT)
+		cr_assert(res.rank[VICTIM].code == 42, "%s: the victim did not exit: %s", name,
+		          res.summary);
+	else
+		cr_assert(res.rank[VICTIM].signo == SIGKILL,
+		          "%s: the victim did not die as planned: %s", name, res.summary);
+	for (int r = 0; r < P; r++)
+		if (r != VICTIM)
+			cr_assert(res.rank[r].code == 0 && res.rank[r].signo == 0,
+			          "%s: survivor %d failed (code %d): %s", name, r, res.rank[r].code,
+			          res.summary);
+	p2p_no_arena_left(name, res.job);
+	printf("faults: %-36s detected in %6.1f ms\n", name,
+	       (double)atomic_load(&f->worst_ns) / 1e6);
+	fflush(stdout);
+	munmap(f, sizeof(*f));
+}
+
+Test(faults, p2p_recv_from_killed_rank, .timeout = 200)
+{
+	run_p2p_fault(P2P_KILL, 0, "p2p recv, sender killed");
+}
+
+Test(faults, p2p_recv_from_rank_that_exited, .timeout = 200)
+{
+	run_p2p_fault(P2P_EXIT, 0, "p2p recv, sender exited");
+}
+
+Test(faults, p2p_recv_of_rendezvous_sender_killed, .timeout = 200)
+{
+	run_p2p_fault(P2P_RDV_KILL, 0, "p2p recv, rendezvous, sender killed");
+}
+
+Test(faults, p2p_requests_and_iallreduce_outstanding, .timeout = 200)
+{
+	run_p2p_fault(P2P_KILL, 1, "p2p requests + iallreduce, killed");
+	run_p2p_fault(P2P_EXIT, 1, "p2p requests + iallreduce, exited");
+}
+
+/* Every rank waits in shmcoll_recv for a message nobody sends; a thread of rank 0 aborts
+ * the communicator once all are about to: every one returns -ECANCELED, and so does the
+ * next call. */
+struct p2p_abort {
+	_Atomic int waiting;
+	_Atomic int finished;
+	shmcoll_comm *comm; /* rank 0's, for its abort thread */
+};
+
+static void *p2p_abort_thread(void *arg)
+{
+	struct p2p_abort *a = arg;
+
+	while (atomic_load(&a->waiting) < P)
+		sched_yield();
+	shmcoll_comm_abort(a->comm);
+	return NULL;
+}
+
+static int p2p_abort_waits(shmcoll_comm *c, int rank, struct p2p_abort *a);
+
+static int p2p_abort_body(shmcoll_comm *c, int rank, void *arg)
+{
+	struct p2p_abort *a = arg;
+
+	return p2p_leave_together(&a->finished, P, p2p_abort_waits(c, rank, a));
+}
+
+static int p2p_abort_waits(shmcoll_comm *c, int rank, struct p2p_abort *a)
+{
+	unsigned char buf[16];
+	shmcoll_status st;
+	pthread_t th;
+	int rc;
+
+	if (rank == 0) {
+		a->comm = c;
+		if (pthread_create(&th, NULL, p2p_abort_thread, a) != 0)
+			return 1;
+	}
+	atomic_fetch_add(&a->waiting, 1);
+	rc = shmcoll_recv(buf, sizeof(buf), SHMCOLL_UINT8,
+	                  rank == 2 ? SHMCOLL_ANY_SOURCE : (rank + 1) % P, 0, c, &st);
+	if (rank == 0)
+		pthread_join(th, NULL);
+	if (rc != -ECANCELED)
+		return 2;
+	if (shmcoll_send(buf, 1, SHMCOLL_UINT8, (rank + 1) % P, 0, c) != -ECANCELED)
+		return 3;
+	return shmcoll_barrier(c) == -ECANCELED ? 0 : 4;
+}
+
+Test(faults, p2p_abort_from_another_thread_wakes_recv, .timeout = 120)
+{
+	struct p2p_abort *a =
+	    mmap(NULL, sizeof(*a), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	th_opts o = {.timeout_ms = -1, .wall_ms = 60000};
+	th_result res;
+
+	cr_assert(a != MAP_FAILED);
+	memset(a, 0, sizeof(*a));
+	th_run_ranks(P, p2p_abort_body, a, &o, &res);
+	cr_assert(res.ok, "processes: %s", res.summary);
+	memset(a, 0, sizeof(*a));
+	th_run_threads(P, p2p_abort_body, a, &o, &res);
+	cr_assert(res.ok, "threads: %s", res.summary);
+	munmap(a, sizeof(*a));
+}
+
+/* Nobody sends: a receive (blocking, a waited request, or a large send nobody receives)
+ * times out with -ETIMEDOUT naming the peer, then the communicator is broken. Rank 1 makes
+ * no call until rank 0's has failed: it then finds the communicator broken. */
+struct p2p_timeout {
+	int how; /* 0: shmcoll_recv; 1: irecv + waitall; 2: a rendezvous send; 3: P = 1 */
+	_Atomic int done;
+};
+
+static int p2p_timeout_body(shmcoll_comm *c, int rank, void *arg)
+{
+	struct p2p_timeout *t = arg;
+	static unsigned char big[P2P_BYTES]; /* read only by a receive that never comes */
+	unsigned char buf[16];
+	shmcoll_request *r;
+	int rc, peer = t->how == 3 ? 0 : 1 - rank;
+
+	if (rank == 1) {
+		while (!atomic_load(&t->done))
+			sched_yield();
+		return shmcoll_recv(buf, sizeof(buf), SHMCOLL_UINT8, 0, 0, c, NULL) == -ECANCELED
+		           ? 0
+		           : 1;
+	}
+	if (t->how == 1) {
+		if (shmcoll_irecv(buf, sizeof(buf), SHMCOLL_UINT8, peer, 0, c, &r) != 0)
+			return 2;
+		rc = shmcoll_waitall(1, &r, NULL);
+	} else if (t->how == 2) {
+		rc = shmcoll_send(big, sizeof(big), SHMCOLL_UINT8, peer, 0, c);
+	} else {
+		rc = shmcoll_recv(buf, sizeof(buf), SHMCOLL_UINT8, peer, 0, c, NULL);
+	}
+	if (rc != -ETIMEDOUT)
+		return 3;
+	if (!strstr(shmcoll_last_error(c), "timed out"))
+		return 4;
+	rc = shmcoll_recv(buf, sizeof(buf), SHMCOLL_UINT8, peer, 0, c, NULL);
+	atomic_store(&t->done, 1);
+	return rc == -ECANCELED && shmcoll_barrier(c) == -ECANCELED ? 0 : 5;
+}
+
+Test(faults, p2p_recv_times_out, .timeout = 120)
+{
+	static const char *const names[] = {"recv", "irecv + waitall", "rendezvous send",
+	                                    "recv from self, P = 1"};
+	struct p2p_timeout *t =
+	    mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	th_opts o = {.timeout_ms = 300, .wall_ms = 60000};
+	th_result res;
+
+	cr_assert(t != MAP_FAILED);
+	for (int how = 0; how < 4; how++) {
+		memset(t, 0, sizeof(*t));
+		t->how = how;
+		th_run_ranks(how == 3 ? 1 : 2, p2p_timeout_body, t, &o, &res);
+		cr_assert(res.ok, "%s: %s", names[how], res.summary);
+		p2p_no_arena_left(names[how], res.job);
+	}
+	munmap(t, sizeof(*t));
+}
+
+/* A rank returns at once (the harness destroys its communicator) while the others wait in
+ * shmcoll_recv for its message: they learn it left (-EPROTO; as processes, its exit may be
+ * seen first: -EOWNERDEAD) instead of waiting for the timeout. */
+struct p2p_left {
+	int processes;
+	_Atomic int finished; /* survivors done */
+};
+
+static int p2p_left_waits(shmcoll_comm *c, int processes);
+
+static int p2p_left_body(shmcoll_comm *c, int rank, void *arg)
+{
+	struct p2p_left *l = arg;
+
+	if (rank == VICTIM)
+		return 0;
+	return p2p_leave_together(&l->finished, P - 1, p2p_left_waits(c, l->processes));
+}
+
+static int p2p_left_waits(shmcoll_comm *c, int processes)
+{
+	unsigned char buf[16];
+	int rc;
+
+	rc = shmcoll_recv(buf, sizeof(buf), SHMCOLL_UINT8, VICTIM, 0, c, NULL);
+	if (processes && rc == -EOWNERDEAD)
+		return strstr(shmcoll_last_error(c), "rank 2 (pid") ? 0 : 4;
+	if (rc != -EPROTO)
+		return 1;
+	if (!strstr(shmcoll_last_error(c), "rank 2 destroyed its communicator") &&
+	    !strstr(shmcoll_last_error(c), "detected mismatched calls"))
+		return 2; /* the other survivor may see it first and break it */
+	return shmcoll_barrier(c) == -ECANCELED ? 0 : 3;
+}
+
+Test(faults, p2p_recv_from_rank_that_left, .timeout = 120)
+{
+	struct p2p_left *l =
+	    mmap(NULL, sizeof(*l), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	th_opts o = {.timeout_ms = 60000, .wall_ms = 90000};
+	th_result res;
+
+	cr_assert(l != MAP_FAILED);
+	memset(l, 0, sizeof(*l));
+	th_run_threads(P, p2p_left_body, l, &o, &res);
+	cr_assert(res.ok, "threads: %s", res.summary);
+	memset(l, 0, sizeof(*l));
+	l->processes = 1;
+	th_run_ranks(P, p2p_left_body, l, &o, &res);
+	cr_assert(res.ok, "processes: %s", res.summary);
+	munmap(l, sizeof(*l));
+}
+
+/* A rank that finished a collective and left - destroyed its communicator, then exited - is
+ * not dead to a root still waiting in that collective for a late rank: only a rank that
+ * exits without destroying its communicator is (the liveness check once took any exited
+ * process for dead, and failed the root with "rank 1 died"). Rank 2 joins the gather only
+ * once rank 1's process is gone and the root has had time to check on it (the sleep gives
+ * the check its chance; a correct library passes whatever the timing). */
+static int finished_gather_body(shmcoll_comm *c, int rank, void *arg)
+{
+	/* The root checks one rank per check, a check per sleep slice of up to 50 ms. */
+	const struct timespec look = {0, 400 * 1000 * 1000};
+	struct pollfd pfd = {.events = POLLIN};
+	int32_t v = rank * 7, all[3] = {-1, -1, -1};
+	int rc;
+
+	(void)arg;
+	if (rank == 2) {
+		pfd.fd = (int)syscall(SYS_pidfd_open, shmcoll__probe_pid(c, 1), 0u);
+		if (pfd.fd < 0)
+			return 10;
+		while (poll(&pfd, 1, -1) != 1)
+			;
+		close(pfd.fd);
+		nanosleep(&look, NULL);
+	}
+	rc = shmcoll_gather(&v, all, 1, SHMCOLL_INT32, 0, c);
+	if (rc)
+		return 1;
+	if (rank == 0 && (all[0] != 0 || all[1] != 7 || all[2] != 14))
+		return 2;
+	return 0;
+}
+
+Test(faults, finished_rank_is_not_dead, .timeout = 120)
+{
+	th_opts o = {.timeout_ms = 60000, .wall_ms = 60000};
+	th_result res;
+
+	th_run_ranks(3, finished_gather_body, NULL, &o, &res);
+	cr_assert(res.ok, "%s", res.summary);
 }

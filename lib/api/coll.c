@@ -314,9 +314,12 @@ int shmcoll_barrier(shmcoll_comm *c)
 #define ISTART(check_call, fn, kind, send, recv, count, dt, op, root)                              \
 	do {                                                                                       \
 		int rc_;                                                                           \
-		if (!c || !req)                                                                    \
+		if (req)                                                                           \
+			*req = NULL;                                                               \
+		if (!c)                                                                            \
 			return -EINVAL;                                                            \
-		*req = NULL;                                                                       \
+		if (!req)                                                                          \
+			return api__fail(c, -EINVAL, "%s: req (the out pointer) is NULL", (fn));   \
 		api__arm(c);                                                                       \
 		API_HOLD(c);                                                                       \
 		rc_ = (check_call);                                                                \

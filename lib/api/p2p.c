@@ -134,9 +134,12 @@ int shmcoll_isend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, 
 	size_t bytes;
 	int rc;
 
-	if (!c || !req)
+	if (req)
+		*req = NULL;
+	if (!c)
 		return -EINVAL;
-	*req = NULL;
+	if (!req)
+		return api__fail(c, -EINVAL, "%s: req (the out pointer) is NULL", fn);
 	api__arm(c);
 	API_HOLD(c);
 	rc = check_side(c, fn, buf, count, dtype, dest, tag, 0, &bytes);
@@ -163,9 +166,12 @@ int shmcoll_irecv(void *buf, size_t count, shmcoll_dtype dtype, int source, int 
 	size_t bytes;
 	int rc;
 
-	if (!c || !req)
+	if (req)
+		*req = NULL;
+	if (!c)
 		return -EINVAL;
-	*req = NULL;
+	if (!req)
+		return api__fail(c, -EINVAL, "%s: req (the out pointer) is NULL", fn);
 	api__arm(c);
 	API_HOLD(c);
 	rc = check_side(c, fn, buf, count, dtype, source, tag, 1, &bytes);
@@ -237,8 +243,10 @@ int shmcoll_iprobe(int source, int tag, shmcoll_dtype dtype, shmcoll_comm *c, in
 	struct probe p;
 	int rc;
 
-	if (!c || !flag)
+	if (!c)
 		return -EINVAL;
+	if (!flag)
+		return api__fail(c, -EINVAL, "shmcoll_iprobe: flag is NULL");
 	API_HOLD(c);
 	*flag = 0;
 	rc = probe_start(c, "shmcoll_iprobe", source, tag, dtype, &p);

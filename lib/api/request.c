@@ -218,9 +218,11 @@ int shmcoll_waitall(size_t n, shmcoll_request **reqs, shmcoll_status *statuses)
 
 		rc = 0;
 		if (r) {
+			int recv = r->recv; /* r may be freed by req_finish */
+
 			reqs[i] = NULL;
 			rc = req_finish(r, statuses ? &statuses[i] : NULL);
-			if (!r->recv && statuses)
+			if (!recv && statuses)
 				statuses[i].error = rc;
 		} else if (statuses) {
 			statuses[i].error = 0;

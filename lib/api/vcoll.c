@@ -288,12 +288,12 @@ static int vcall(shmcoll_comm *c, const struct vargs *a, shmcoll_request **req)
 	shmcoll_request *r;
 	int rc, none;
 
+	if (req)
+		*req = NULL;
 	if (!c)
 		return -EINVAL;
-	if (req) {
-		*req = NULL;
+	if (req)
 		api__arm(c);
-	}
 	API_HOLD(c);
 	rc = check(c, a, &none);
 	if (!rc)
@@ -352,7 +352,9 @@ int shmcoll_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
                         shmcoll_comm *comm, shmcoll_request **req)
 {
 	if (!req)
-		return -EINVAL;
+		return comm
+		           ? api__fail(comm, -EINVAL, "%s: req (the out pointer) is NULL", __func__)
+		           : -EINVAL;
 	return vcall(comm,
 	             VARGS(.kind = KIND_ALLGATHERV, .fn = "shmcoll_iallgatherv", .send = sendbuf,
 	                   .recv = recvbuf, .scount = sendcount, .rc = recvcounts, .rd = displs,
@@ -375,7 +377,9 @@ int shmcoll_igatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const
                      shmcoll_request **req)
 {
 	if (!req)
-		return -EINVAL;
+		return comm
+		           ? api__fail(comm, -EINVAL, "%s: req (the out pointer) is NULL", __func__)
+		           : -EINVAL;
 	return vcall(comm,
 	             VARGS(.kind = KIND_GATHERV, .fn = "shmcoll_igatherv", .send = sendbuf,
 	                   .recv = recvbuf, .scount = sendcount, .rc = recvcounts, .rd = displs,
@@ -399,7 +403,9 @@ int shmcoll_iscatterv(const void *sendbuf, const size_t *sendcounts, const size_
                       shmcoll_comm *comm, shmcoll_request **req)
 {
 	if (!req)
-		return -EINVAL;
+		return comm
+		           ? api__fail(comm, -EINVAL, "%s: req (the out pointer) is NULL", __func__)
+		           : -EINVAL;
 	return vcall(comm,
 	             VARGS(.kind = KIND_SCATTERV, .fn = "shmcoll_iscatterv", .send = sendbuf,
 	                   .recv = recvbuf, .scount = recvcount, .sc = sendcounts, .sd = displs,
@@ -423,7 +429,9 @@ int shmcoll_ialltoallv(const void *sendbuf, const size_t *sendcounts, const size
                        shmcoll_dtype dtype, shmcoll_comm *comm, shmcoll_request **req)
 {
 	if (!req)
-		return -EINVAL;
+		return comm
+		           ? api__fail(comm, -EINVAL, "%s: req (the out pointer) is NULL", __func__)
+		           : -EINVAL;
 	return vcall(comm,
 	             VARGS(.kind = KIND_ALLTOALLV, .fn = "shmcoll_ialltoallv", .send = sendbuf,
 	                   .recv = recvbuf, .sc = sendcounts, .sd = sdispls, .rc = recvcounts,
@@ -446,7 +454,9 @@ int shmcoll_ireduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *r
                              shmcoll_request **req)
 {
 	if (!req)
-		return -EINVAL;
+		return comm
+		           ? api__fail(comm, -EINVAL, "%s: req (the out pointer) is NULL", __func__)
+		           : -EINVAL;
 	return vcall(comm,
 	             VARGS(.kind = KIND_REDUCE_SCATTERV, .fn = "shmcoll_ireduce_scatterv",
 	                   .send = sendbuf, .recv = recvbuf, .rc = recvcounts, .dt = dtype,
@@ -467,7 +477,9 @@ int shmcoll_iscan(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtyp
                   shmcoll_op op, shmcoll_comm *comm, shmcoll_request **req)
 {
 	if (!req)
-		return -EINVAL;
+		return comm
+		           ? api__fail(comm, -EINVAL, "%s: req (the out pointer) is NULL", __func__)
+		           : -EINVAL;
 	return vcall(comm,
 	             VARGS(.kind = KIND_SCAN, .fn = "shmcoll_iscan", .send = sendbuf,
 	                   .recv = recvbuf, .count = count, .dt = dtype, .op = op, .root = -1),
@@ -487,7 +499,9 @@ int shmcoll_iexscan(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dt
                     shmcoll_op op, shmcoll_comm *comm, shmcoll_request **req)
 {
 	if (!req)
-		return -EINVAL;
+		return comm
+		           ? api__fail(comm, -EINVAL, "%s: req (the out pointer) is NULL", __func__)
+		           : -EINVAL;
 	return vcall(comm,
 	             VARGS(.kind = KIND_EXSCAN, .fn = "shmcoll_iexscan", .send = sendbuf,
 	                   .recv = recvbuf, .count = count, .dt = dtype, .op = op, .root = -1),

@@ -116,6 +116,15 @@ void shmcoll__live_fini(struct shmcoll_node *n)
 	n->live.peers = NULL;
 }
 
+/* Whether rank p's process is gone without having left: a rank that destroyed its
+ * communicator (and then perhaps exited) did nothing wrong, and is not dead to its peers.
+ * Acquire: pairs with the release of left in shmcoll__node_destroy(). */
+static int died(struct shmcoll_node *n, int p)
+{
+	return peer_dead(&n->live.peers[p]) &&
+	       !load_acquire(&shmcoll__ctrl(&n->arena, (uint32_t)p)->left);
+}
+
 int shmcoll__live_check(void *ctx)
 {
 	struct shmcoll_node *n = ctx;
@@ -138,10 +147,10 @@ int shmcoll__live_check(void *ctx)
 	}
 	/* The rank we wait for first; then one other per check, so a death
 	 * anywhere is found even while the rank we wait for waits too. */
-	if (p < 0 || p >= n->size || !peer_dead(&n->live.peers[p])) {
+	if (p < 0 || p >= n->size || !died(n, p)) {
 		p = n->live.next;
 		n->live.next = (n->live.next + 1) % n->size;
-		if (!peer_dead(&n->live.peers[p]))
+		if (!died(n, p))
 			return 0;
 	}
 	n->live.dead_rank = p;
@@ -150,8 +159,7 @@ int shmcoll__live_check(void *ctx)
 
 int shmcoll__live_dead(struct shmcoll_node *n, int p)
 {
-	return n->live.peers && p >= 0 && p < n->size && p != n->rank &&
-	       peer_dead(&n->live.peers[p]);
+	return n->live.peers && p >= 0 && p < n->size && p != n->rank && died(n, p);
 }
 
 int shmcoll__peer_pid(const struct shmcoll_node *n, int p)

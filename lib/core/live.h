@@ -28,8 +28,9 @@ void shmcoll__live_fini(struct shmcoll_node *n);
  * communicator without publishing the step (it made fewer calls); else 0. */
 int shmcoll__live_check(void *ctx);
 
-/* Whether rank p's process is known to have exited (never for this rank, nor for ranks that
- * are threads of this process). */
+/* Whether rank p's process is known to have exited without destroying its communicator
+ * (never for this rank, nor for ranks that are threads of this process: those are found by
+ * their left flag). */
 int shmcoll__live_dead(struct shmcoll_node *n, int p);
 
 /* The pid rank p attached with (0 if unknown). */

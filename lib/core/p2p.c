@@ -407,6 +407,12 @@ static int flush(struct shmcoll_node *n, const char *fn, int p)
 			frame_of(&h, F_DATA, op, n->rank, len, op->limit);
 			put_frame(n, p, &h, op->buf + op->off);
 			op->off += len;
+			/* A large frame goes out at once: the receiver copies it out while we
+			 * write the next. */
+			if (frame_bytes(len) >= q->cap / 8) {
+				publish(n, p);
+				start = pr->head;
+			}
 		}
 		if (op->off < op->limit)
 			break;
@@ -625,7 +631,21 @@ static int handle(struct shmcoll_node *n, const char *fn, int p, const struct p2
 	}
 }
 
-/* Reads every frame p has published to us. Returns 0 or an error. */
+/* Hands the ring from p back up to our tail, and wakes p if it sleeps (for room). */
+static void give_back(struct shmcoll_node *n, int p)
+{
+	/* seq_cst: the release of the room (we are done reading it), and the store half of the
+	 * bell's pattern for a sender waiting for room. */
+	store_seqcst(shmcoll__ring_tail(&n->arena, (uint32_t)p, (uint32_t)n->rank),
+	             n->p2p.peers[p].tail);
+	if (load_seqcst(shmcoll__p2p_sleepers(&n->arena, (uint32_t)p)))
+		ring_bell(n, p);
+}
+
+/* Reads every frame p has published to us. Room is handed back once at the end, and after
+ * every large frame too: then the sender refills that room while we copy the next frame out,
+ * so a streamed message's two copies overlap instead of taking turns. Returns 0 or an
+ * error. */
 static int drain(struct shmcoll_node *n, const char *fn, int p)
 {
 	struct p2p_peer *pr = &n->p2p.peers[p];
@@ -652,15 +672,13 @@ static int drain(struct shmcoll_node *n, const char *fn, int p)
 		if (rc > 0)
 			break;
 		pr->tail += fb;
+		if (fb >= cap / 8) {
+			give_back(n, p);
+			start = pr->tail;
+		}
 	}
-	if (pr->tail != start) {
-		/* seq_cst: the release of the room (we are done reading it), and the store
-		 * half of the bell's pattern for a sender waiting for room. */
-		store_seqcst(shmcoll__ring_tail(&n->arena, (uint32_t)p, (uint32_t)n->rank),
-		             pr->tail);
-		if (load_seqcst(shmcoll__p2p_sleepers(&n->arena, (uint32_t)p)))
-			ring_bell(n, p);
-	}
+	if (pr->tail != start)
+		give_back(n, p);
 	return 0;
 }
 
