@@ -111,10 +111,20 @@ static int wait_rank(struct shmcoll_node *n, const char *fn, int p, uint32_t wan
  * pending. */
 static int pending(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint32_t want)
 {
-	int64_t now = shmcoll__now_ns();
+	int64_t now;
 	int rc = 0;
 
-	if (!t->wait_since)
+	/* The first miss only marks the await: a non-blocking start usually finds its peers not
+	 * there yet and is then waited for, blocking, and a clock read would cost the start
+	 * more than the look (the timeout counts from the second miss). */
+	if (!t->wait_since) {
+		t->wait_since = 1;
+		return load_relaxed(&n->arena.hdr->aborted)
+		           ? step_failed(n, t->fn, -ECANCELED, want)
+		           : SHMCOLL_PENDING;
+	}
+	now = shmcoll__now_ns();
+	if (t->wait_since == 1)
 		t->wait_since = t->checked = now;
 	if (load_relaxed(&n->arena.hdr->aborted))
 		rc = -ECANCELED;

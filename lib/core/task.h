@@ -55,7 +55,8 @@ struct shmcoll_task {
 	struct shmcoll_desc *d; /* the call's descriptor, once begun */
 	int k;                  /* peers an await has seen so far */
 	uint32_t low;           /* the message guard's lowest step seen */
-	int64_t wait_since;     /* not blocking: when the pending await began (0: none) */
+	int64_t wait_since;     /* not blocking: when the pending await began (0: none; 1: it
+	                         * missed once, not timed yet) */
 	int64_t checked;        /* and when it last looked for dead peers */
 
 	/* The protocol's place (lib/coll): the chunk, slice or peer it is at. */
