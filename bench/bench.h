@@ -25,6 +25,7 @@ int bench_c2c_main(int argc, char **argv);
 int bench_copy_main(int argc, char **argv);
 int bench_p2p_main(int argc, char **argv);
 int bench_overlap_main(int argc, char **argv);
+int bench_vcoll_main(int argc, char **argv);
 void bench_coll_usage(FILE *f);
 void bench_kernels_usage(FILE *f);
 void bench_stream_usage(FILE *f);
@@ -32,6 +33,7 @@ void bench_c2c_usage(FILE *f);
 void bench_copy_usage(FILE *f);
 void bench_p2p_usage(FILE *f);
 void bench_overlap_usage(FILE *f);
+void bench_vcoll_usage(FILE *f);
 void bench_usage(FILE *f);
 
 /* Non-zero when arg asks for help (--help, -h); the usage is then printed (rank 0 only) and
@@ -105,8 +107,8 @@ void bench_value_format(shmcoll_dtype dtype, int64_t v, char *s, size_t len);
 /* Seconds on CLOCK_MONOTONIC. */
 double bench_now(void);
 
-/* The program that prints the messages of the code both harnesses share (osu.c, sweep.c):
- * PROG, or the MPI harness's name, which it sets before anything else. */
+/* The program that prints the messages of the code both harnesses share (osu.c, sweep.c,
+ * vsweep.c): PROG, or the MPI harness's name, which it sets before anything else. */
 extern const char *bench_prog;
 
 /* The CSV: stdout when print is set (rank 0 only), and the --csv file if one was named

@@ -1,5 +1,6 @@
-/* test_bench.c - the memory-system modes of shmcoll-bench (stream, c2c, copy) and its OSU-style
- * modes (p2p, overlap) from the outside, run through shmcoll-run as users run them: each mode at
+/* test_bench.c - the memory-system modes of shmcoll-bench (stream, c2c, copy), its OSU-style
+ * modes (p2p, overlap) and its variable-count mode (vcoll) from the outside, run through
+ * shmcoll-run as users run them: each mode at
  * P = 1 or 2 (and 3) prints its table or CSV, writes a CSV whose every row is well formed and a
  * PNG; wrong results are caught (a fault injected into the data must fail the run with exit 3);
  * and a CPU that does not exist, a CPU outside the allowed set, more ranks than CPUs, a bad
@@ -263,8 +264,8 @@ Test(bench, help_lists_the_memory_modes)
  * prints it, and no rank may exit before it has). */
 Test(bench, bad_option_is_reported_at_p3)
 {
-	static const char *const modes[] = {"coll", "kernels", "stream", "c2c",
-	                                    "copy", "p2p",     "overlap"};
+	static const char *const modes[] = {"coll", "kernels", "stream",  "c2c",
+	                                    "copy", "p2p",     "overlap", "vcoll"};
 	size_t i;
 
 	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
@@ -829,6 +830,174 @@ Test(bench, osu_modes_catch_a_wrong_result)
 		cr_assert_eq(exit_code(&r), 3, "%s %s: exit %d; stderr:\n%s", cases[i].args[0],
 		             cases[i].args[2], exit_code(&r), r.err);
 		cr_assert(strstr(r.err, "VALIDATION FAILED"), "stderr:\n%s", r.err);
+		cleanup(&r);
+	}
+}
+
+/* ---- vcoll: the variable-count collectives against their equal-count forms ---- */
+
+static const char *const vcoll_ops[] = {"allgatherv",      "gatherv", "scatterv", "alltoallv",
+                                        "reduce_scatterv", "scan",    "exscan"};
+#define VCOLL_NOPS   7
+#define VCOLL_HEADER "impl,op,ranks,bytes,counts,lat_us,equal_us,ratio"
+
+Test(bench, help_lists_vcoll)
+{
+	static const char *const args[] = {"vcoll", "--help", NULL};
+	struct run r;
+
+	run_bench(&r, 2, -1, NULL, args);
+	cr_assert_eq(exit_code(&r), 0, "stderr:\n%s", r.err);
+	cr_assert(strstr(r.out, "shmcoll-bench vcoll") && strstr(r.out, "--counts MODE") &&
+	              strstr(r.out, "--gaps") && strstr(r.out, "--reps N"),
+	          "--help does not describe vcoll:\n%s", r.out);
+	cleanup(&r);
+}
+
+/* A bad option or value at P = 2: exit 2 and the reason on stderr. */
+Test(bench, vcoll_refuses_a_bad_command_line)
+{
+	static const struct {
+		const char *args[4];
+		const char *want;
+	} cases[] = {
+	    {{"vcoll", "--no-such-option", NULL},
+	     "unknown option '--no-such-option' in the vcoll mode"},
+	    {{"vcoll", "--counts", "lumpy", NULL}, "unknown --counts 'lumpy' (even or skew)"},
+	    {{"vcoll", "--op", "allgather", NULL}, "unknown --op 'allgather'"},
+	    {{"vcoll", "--reps", "0", NULL}, "bad --reps '0'"},
+	    {{"vcoll", "--dtype", "float128", NULL}, "unknown --dtype 'float128'"},
+	    {{"vcoll", "--max-bytes", "2G", NULL}, "above the largest allowed, 1G"},
+	    {{"vcoll", "--reps", NULL}, "option --reps needs a value"},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct run r;
+
+		run_bench(&r, 2, -1, NULL, cases[i].args);
+		cr_assert_eq(exit_code(&r), 2, "%s %s: exit %d; stderr:\n%s", cases[i].args[0],
+		             cases[i].args[1], exit_code(&r), r.err);
+		cr_assert(strstr(r.err, cases[i].want), "want \"%s\" in stderr:\n%s", cases[i].want,
+		          r.err);
+		cleanup(&r);
+	}
+}
+
+struct vcoll_want {
+	int p;
+	const char *counts;
+	int seen[VCOLL_NOPS][5]; /* op, size 4 .. 64 */
+};
+
+/* The rows a run of 4 .. 64 bytes must print at P ranks: every size of scan and exscan (one
+ * count on every rank), the sizes that leave every rank an element for the others. */
+static int vcoll_rows(int p)
+{
+	int op, b, n = 0;
+
+	for (op = 0; op < VCOLL_NOPS; op++)
+		for (b = 4; b <= 64; b *= 2)
+			n += op >= 5 || b / 4 / p >= 1;
+	return n;
+}
+
+static void vcoll_row(char **f, int line, void *ctx)
+{
+	struct vcoll_want *w = ctx;
+	long bytes = atol(f[3]);
+	double lat = num(f[5], "lat_us", line), eq = num(f[6], "equal_us", line),
+	       ratio = num(f[7], "ratio", line);
+	int op, size;
+
+	cr_assert_str_eq(f[0], "shmcoll", "row %d: impl", line);
+	for (op = 0; op < VCOLL_NOPS && strcmp(f[1], vcoll_ops[op]); op++)
+		;
+	cr_assert(op < VCOLL_NOPS, "row %d: op %s", line, f[1]);
+	cr_assert_eq(atoi(f[2]), w->p, "row %d: ranks %s", line, f[2]);
+	for (size = 0; size < 5 && (4L << size) != bytes; size++)
+		;
+	cr_assert(size < 5, "row %d: %ld bytes, want 4 .. 64", line, bytes);
+	cr_assert(op >= 5 || bytes / 4 / w->p >= 1, "row %d: %s at %ld bytes leaves a rank nothing",
+	          line, f[1], bytes);
+	cr_assert_str_eq(f[4], w->counts, "row %d: counts", line);
+	/* lat_us and equal_us are printed to 1 ns: the ratio of the printed values is within a
+	 * few percent of the ratio of the measured ones. */
+	cr_assert(ratio > 0 && (lat / eq) / ratio > 0.95 && (lat / eq) / ratio < 1.05,
+	          "row %d: ratio %s is not lat_us / equal_us (%s / %s)", line, f[7], f[5], f[6]);
+	cr_assert(!w->seen[op][size], "row %d: a second row for the same cell", line);
+	w->seen[op][size] = 1;
+}
+
+static void vcoll_at(int p, const char *counts, int gaps)
+{
+	static const int positive[] = {5, 6, 7}; /* lat_us, equal_us, ratio */
+	const char *opts[] = {"vcoll", "--counts",      counts, "--min-bytes",
+	                      "4",     "--max-bytes",   "64",   "--reps",
+	                      "3",     "--iters-scale", "0.01", gaps ? "--gaps" : NULL,
+	                      NULL};
+	struct vcoll_want w = {.p = p};
+	char label[32];
+	struct run r;
+
+	snprintf(label, sizeof(label), "%s%s", counts, gaps ? "+gaps" : "");
+	w.counts = label;
+	run_mode(&r, p, opts);
+	cr_assert(strstr(r.out, VCOLL_HEADER "\nshmcoll,allgatherv,"), "no CSV on stdout:\n%s",
+	          r.out);
+	cr_assert_eq(check_csv(&r, VCOLL_HEADER, positive, 3, vcoll_row, &w), vcoll_rows(p),
+	             "want a row per op and size");
+	cr_assert(strstr(r.err, "the v-variants (target: within 1.2x of the equal-count form)"),
+	          "no summary on stderr:\n%s", r.err);
+	cleanup(&r);
+}
+
+Test(bench, vcoll_p2_even)
+{
+	vcoll_at(2, "even", 0);
+}
+
+Test(bench, vcoll_p2_skew)
+{
+	vcoll_at(2, "skew", 0);
+}
+
+Test(bench, vcoll_p3_even)
+{
+	vcoll_at(3, "even", 0);
+}
+
+/* Uneven blocks with 64 bytes between them: the gaps must stay unwritten. */
+Test(bench, vcoll_p3_skew_gaps)
+{
+	vcoll_at(3, "skew", 1);
+}
+
+/* One element off in the output of a v-call fails the run on every rank with exit 3: the last
+ * rank's (allgatherv, the first op; exscan), or the root's (gatherv). */
+Test(bench, vcoll_catches_a_wrong_result)
+{
+	static const struct {
+		int p;
+		const char *args[10];
+	} cases[] = {
+	    {2, {"vcoll", "--max-bytes", "16", "--iters-scale", "0.01", "--reps", "1", NULL}},
+	    {3,
+	     {"vcoll", "--op", "gatherv", "--counts", "skew", "--max-bytes", "64", "--reps", "1",
+	      NULL}},
+	    {3, {"vcoll", "--op", "exscan", "--gaps", "--max-bytes", "16", "--reps", "1", NULL}},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct run r;
+
+		setenv("SHMCOLL_BENCH_FAULT", "vcoll", 1);
+		run_bench(&r, cases[i].p, -1, NULL, cases[i].args);
+		unsetenv("SHMCOLL_BENCH_FAULT");
+		cr_assert_eq(exit_code(&r), 3, "case %zu: exit %d; stderr:\n%s", i, exit_code(&r),
+		             r.err);
+		cr_assert(strstr(r.err, "VALIDATION FAILED"), "case %zu: stderr:\n%s", i, r.err);
 		cleanup(&r);
 	}
 }

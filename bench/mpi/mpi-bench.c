@@ -1,8 +1,9 @@
 /* mpi-bench.c - the MPI side of every comparison: MPI timed exactly the way shmcoll-bench
  * times shmcoll, mode for mode, so that the two CSVs join row by row: the collectives (coll,
- * the default: bench/coll.c), point-to-point in OSU's conventions (p2p: bench/p2p.c) and the
- * overlap of a non-blocking collective with computation (overlap: bench/overlap.c). Built once
- * per MPI found (meson.build here): mpi-bench-ompi, mpi-bench-mpich. */
+ * the default: bench/coll.c), point-to-point in OSU's conventions (p2p: bench/p2p.c), the
+ * overlap of a non-blocking collective with computation (overlap: bench/overlap.c) and the
+ * variable-count collectives against their equal-count forms (vcoll: bench/vcoll.c). Built
+ * once per MPI found (meson.build here): mpi-bench-ompi, mpi-bench-mpich. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -14,12 +15,13 @@
 
 #include <mpi.h>
 
-/* Only shmcoll-bench's exact test values, checks, options and output (values.c, sweep.c, osu.c);
- * no part of the library is linked, so what is timed is the MPI, or the interposer when it is
- * preloaded. */
+/* Only shmcoll-bench's exact test values, checks, options and output (values.c, sweep.c, osu.c,
+ * vsweep.c); no part of the library is linked, so what is timed is the MPI, or the interposer when
+ * it is preloaded. */
 #include "bench/bench.h"
 #include "bench/osu.h"
 #include "bench/sweep.h"
+#include "bench/vsweep.h"
 
 #ifndef MPI_BENCH_PROG
 #define MPI_BENCH_PROG "mpi-bench"
@@ -111,6 +113,18 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "      Prints impl,op,ranks,bytes,pure_us,compute_us,total_us,overlap_pct,\n"
 	        "      blocking_us (rank 0), each the average over the ranks.\n"
+	        "\n"
+	        "  " ME " vcoll [OPTIONS]\n"
+	        "      The variable-count collectives against their equal-count forms at the same\n"
+	        "      total bytes (shmcoll-bench's vcoll): MPI_Allgatherv/MPI_Allgather,\n"
+	        "      MPI_Gatherv/MPI_Gather, MPI_Scatterv/MPI_Scatter, MPI_Alltoallv/\n"
+	        "      MPI_Alltoall, MPI_Reduce_scatter/MPI_Reduce_scatter_block (sum), and\n"
+	        "      MPI_Scan and MPI_Exscan against MPI_Allreduce, a reference point. Per size\n"
+	        "      both calls are checked, then timed in turn --reps times as the collectives\n"
+	        "      mode times a call; the medians are reported.\n");
+	bench_vsweep_usage(f, "      ", DEFAULT_IMPL, 1);
+	fprintf(f,
+	        "      Prints impl,op,ranks,bytes,counts,lat_us,equal_us,ratio (rank 0).\n"
 	        "\n"
 	        "  -h, --help        show this help and exit\n"
 	        "Sizes take K, M and G suffixes (powers of 1024). Exit status: 0 done, 1 a failed\n"
@@ -911,12 +925,277 @@ static int overlap_main(int argc, char **argv, int rank, int size)
 	return status;
 }
 
+/* ---- vcoll: shmcoll-bench's vcoll mode (bench/vcoll.c), call for call ---- */
+
+static const char *const mpi_vnames[V_COUNT] = {
+    "MPI_Allgatherv",     "MPI_Gatherv", "MPI_Scatterv", "MPI_Alltoallv",
+    "MPI_Reduce_scatter", "MPI_Scan",    "MPI_Exscan",
+};
+
+struct vmpi {
+	int rank, size;
+	const struct bench_vsweep_opts *o;
+	void *sbuf, *rbuf;
+	MPI_Datatype type;
+	struct bench_vals vals;
+	struct bench_vsweep_call call;
+	/* The call's counts and displacements as MPI's ints (P entries each; parse made sure
+	 * that every one fits). */
+	int *cnt, *dsp, *scnt, *sdsp, *rcnt, *rdsp;
+};
+
+/* The MPI datatype of dtype (float16 and bfloat16 were refused by the parse). */
+static MPI_Datatype mpi_type(shmcoll_dtype dt)
+{
+	switch (dt) {
+	case SHMCOLL_INT8:
+		return MPI_INT8_T;
+	case SHMCOLL_UINT8:
+		return MPI_UINT8_T;
+	case SHMCOLL_INT32:
+		return MPI_INT32_T;
+	case SHMCOLL_UINT32:
+		return MPI_UINT32_T;
+	case SHMCOLL_INT64:
+		return MPI_INT64_T;
+	case SHMCOLL_UINT64:
+		return MPI_UINT64_T;
+	case SHMCOLL_FLOAT64:
+		return MPI_DOUBLE;
+	default:
+		return MPI_FLOAT;
+	}
+}
+
+static void to_ints(int *dst, const size_t *src, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		dst[i] = (int)src[i];
+}
+
+static void vmpi_layout(struct vmpi *v, int op, size_t count)
+{
+	bench_vsweep_layout(&v->call, op, count);
+	to_ints(v->cnt, v->call.cnt, v->size);
+	to_ints(v->dsp, v->call.dsp, v->size);
+	to_ints(v->scnt, v->call.scnt, v->size);
+	to_ints(v->sdsp, v->call.sdsp, v->size);
+	to_ints(v->rcnt, v->call.rcnt, v->size);
+	to_ints(v->rdsp, v->call.rdsp, v->size);
+}
+
+static const char *vmpi_name(const struct vmpi *v, int form)
+{
+	return form ? mpi_names[bench_vsweep_equal(v->call.op)] : mpi_vnames[v->call.op];
+}
+
+/* vcoll.c's run: the v-call (form 0) or its equal-count form (1), rank 0 the root. The
+ * equal-count forms are the collectives mode's calls (MPI_Reduce_scatter_block for
+ * reduce_scatter). */
+static inline int vmpi_run(const struct vmpi *v, int form)
+{
+	const struct bench_vsweep_call *c = &v->call;
+	const MPI_Datatype t = v->type;
+	const int n = (int)c->count, ch = (int)(c->count / (size_t)v->size), me = v->rank;
+
+	if (form) {
+		switch (bench_vsweep_equal(c->op)) {
+		case OP_ALLGATHER:
+			return MPI_Allgather(v->sbuf, ch, t, v->rbuf, ch, t, MPI_COMM_WORLD);
+		case OP_GATHER:
+			return MPI_Gather(v->sbuf, ch, t, v->rbuf, ch, t, 0, MPI_COMM_WORLD);
+		case OP_SCATTER:
+			return MPI_Scatter(v->sbuf, ch, t, v->rbuf, ch, t, 0, MPI_COMM_WORLD);
+		case OP_ALLTOALL:
+			return MPI_Alltoall(v->sbuf, ch, t, v->rbuf, ch, t, MPI_COMM_WORLD);
+		case OP_REDUCE_SCATTER:
+			return MPI_Reduce_scatter_block(v->sbuf, v->rbuf, ch, t, MPI_SUM,
+			                                MPI_COMM_WORLD);
+		default:
+			return MPI_Allreduce(v->sbuf, v->rbuf, n, t, MPI_SUM, MPI_COMM_WORLD);
+		}
+	}
+	switch (c->op) {
+	case V_ALLGATHERV:
+		return MPI_Allgatherv(v->sbuf, v->cnt[me], t, v->rbuf, v->cnt, v->dsp, t,
+		                      MPI_COMM_WORLD);
+	case V_GATHERV:
+		return MPI_Gatherv(v->sbuf, v->cnt[me], t, v->rbuf, v->cnt, v->dsp, t, 0,
+		                   MPI_COMM_WORLD);
+	case V_SCATTERV:
+		return MPI_Scatterv(v->sbuf, v->cnt, v->dsp, t, v->rbuf, v->cnt[me], t, 0,
+		                    MPI_COMM_WORLD);
+	case V_ALLTOALLV:
+		return MPI_Alltoallv(v->sbuf, v->scnt, v->sdsp, t, v->rbuf, v->rcnt, v->rdsp, t,
+		                     MPI_COMM_WORLD);
+	case V_REDUCE_SCATTERV:
+		return MPI_Reduce_scatter(v->sbuf, v->rbuf, v->cnt, t, MPI_SUM, MPI_COMM_WORLD);
+	case V_SCAN:
+		return MPI_Scan(v->sbuf, v->rbuf, n, t, MPI_SUM, MPI_COMM_WORLD);
+	default:
+		return MPI_Exscan(v->sbuf, v->rbuf, n, t, MPI_SUM, MPI_COMM_WORLD);
+	}
+}
+
+/* vcoll.c's validate: both calls on every rank, every output checked (MPI leaves rank 0's
+ * buffer of MPI_Exscan undefined: only the elements past it are), then the ranks agree; 1 if
+ * any was wrong. */
+static int vmpi_validate(const struct vmpi *v, size_t bytes)
+{
+	char msg[512];
+	int form, rc, bad = 0, any = 0;
+
+	for (form = 0; form < 2; form++) {
+		bench_vsweep_fill(&v->call, form, v->sbuf, v->rbuf);
+		rc = vmpi_run(v, form);
+		if (rc != MPI_SUCCESS)
+			call_failed(v->rank, vmpi_name(v, form), bytes, rc);
+		if (!form)
+			bench_vsweep_fault(&v->call, v->rbuf);
+		if (!bad && bench_vsweep_check(&v->call, form, v->rbuf, msg, sizeof(msg))) {
+			fprintf(
+			    stderr,
+			    "VALIDATION FAILED rank %d vcoll (%s sum, counts %s) bytes %zu: %s\n",
+			    v->rank, bench_vsweep_dtype_name(v->call.dtype),
+			    bench_vsweep_counts_name(v->o), bytes, msg);
+			bad = 1;
+		}
+	}
+	rc = MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	if (rc != MPI_SUCCESS)
+		call_failed(v->rank, "MPI_Allreduce of the checks", bytes, rc);
+	return any;
+}
+
+/* vcoll.c's time_form: warm-up, a barrier, iters calls back to back; the per-call average. */
+static double vmpi_time_form(const struct vmpi *v, int form, size_t bytes)
+{
+	long warm, iters = bench_sweep_iters(bytes, v->o->iscale, &warm), i;
+	double t0;
+	int rc;
+
+	for (i = 0; i < warm; i++) {
+		rc = vmpi_run(v, form);
+		if (rc != MPI_SUCCESS)
+			call_failed(v->rank, vmpi_name(v, form), bytes, rc);
+	}
+	rc = MPI_Barrier(MPI_COMM_WORLD);
+	if (rc != MPI_SUCCESS)
+		call_failed(v->rank, "MPI_Barrier", bytes, rc);
+	t0 = bench_now();
+	for (i = 0; i < iters; i++) {
+		rc = vmpi_run(v, form);
+		if (rc != MPI_SUCCESS)
+			call_failed(v->rank, vmpi_name(v, form), bytes, rc);
+	}
+	return (bench_now() - t0) / (double)iters * 1e6;
+}
+
+/* vcoll.c's time_size: the forms in turn, reps times; the medians of the largest averages. */
+static void vmpi_time_size(const struct vmpi *v, size_t bytes, double *lat_us, double *equal_us)
+{
+	double t[2 * VSWEEP_MAX_REPS], mx[2 * VSWEEP_MAX_REPS], a[VSWEEP_MAX_REPS],
+	    b[VSWEEP_MAX_REPS];
+	int reps = v->o->reps, k, rc;
+
+	for (k = 0; k < reps; k++) {
+		t[2 * k] = vmpi_time_form(v, 0, bytes);
+		t[2 * k + 1] = vmpi_time_form(v, 1, bytes);
+	}
+	rc = MPI_Reduce(t, mx, 2 * reps, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+	if (rc != MPI_SUCCESS)
+		call_failed(v->rank, "MPI_Reduce of the timings", bytes, rc);
+	*lat_us = *equal_us = 0.0;
+	if (v->rank != 0) /* mx is rank 0's alone */
+		return;
+	for (k = 0; k < reps; k++) {
+		a[k] = mx[2 * k];
+		b[k] = mx[2 * k + 1];
+	}
+	*lat_us = bench_vsweep_median(a, reps);
+	*equal_us = bench_vsweep_median(b, reps);
+}
+
+static int vcoll_main(int argc, char **argv, int rank, int size)
+{
+	struct bench_vsweep_opts o;
+	struct bench_vsweep_rows rows = {0};
+	struct bench_out out = {.print = rank == 0};
+	struct vmpi v = {.rank = rank, .size = size, .o = &o};
+	char err[256];
+	size_t cap, esize, bytes, count;
+	double lat, equal;
+	int *ints, rc, op, status = 0;
+
+	rc = bench_vsweep_parse(argc, argv, DEFAULT_IMPL, 1, &o, err, sizeof(err));
+	if (rc < 0) {
+		if (rank == 0)
+			usage(stdout);
+		return 0;
+	}
+	if (rc != 0)
+		return usage_error(rank == 0, "%s", err);
+	if (bench_out_open(&out, o.csv, rank == 0) < 0)
+		MPI_Abort(MPI_COMM_WORLD, EXIT_FAIL);
+	esize = bench_vsweep_esize(o.dtype);
+	cap = bench_vsweep_cap(&o, size);
+	v.type = mpi_type(o.dtype);
+	bench_vals_init(&v.vals, o.dtype, SHMCOLL_SUM, size);
+	ints = calloc(6 * (size_t)size, sizeof(*ints));
+	if (!ints || bench_vsweep_call_init(&v.call, &o, &v.vals, rank, size, 0) < 0 ||
+	    alloc_two(rank, 0, cap, &v.sbuf, &v.rbuf) < 0)
+		MPI_Abort(MPI_COMM_WORLD, EXIT_FAIL);
+	v.cnt = ints;
+	v.dsp = ints + size;
+	v.scnt = ints + 2 * size;
+	v.sdsp = ints + 3 * size;
+	v.rcnt = ints + 4 * size;
+	v.rdsp = ints + 5 * size;
+
+	if (o.header)
+		bench_vsweep_header(&out);
+	for (op = 0; op < V_COUNT && !status; op++) {
+		if (o.op >= 0 && op != o.op)
+			continue;
+		for (bytes = o.minb; bytes <= o.maxb; bytes *= 2) {
+			if (!bench_sweep_count(bench_vsweep_equal(op), bytes, esize, size, &count))
+				continue;
+			vmpi_layout(&v, op, count);
+			if (vmpi_validate(&v, bytes)) {
+				status = EXIT_INVALID;
+				break;
+			}
+			vmpi_time_size(&v, bytes, &lat, &equal);
+			if (rank == 0 &&
+			    bench_vsweep_row(&out, &rows, &o, size, op, bytes, lat, equal) < 0)
+				MPI_Abort(MPI_COMM_WORLD, EXIT_FAIL);
+		}
+	}
+	free_two(0, v.sbuf, v.rbuf);
+	bench_vsweep_call_free(&v.call);
+	free(ints);
+	if (bench_out_close(&out) != 0 && !status)
+		status = EXIT_FAIL;
+	if (rank == 0 && !status) {
+		bench_vsweep_summary(&rows, &o);
+		if (o.plot && bench_vsweep_plot(o.plot, &o, size, &rows) < 0)
+			status = EXIT_FAIL;
+	}
+	bench_vsweep_rows_free(&rows);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
 		int (*main)(int argc, char **argv, int rank, int size);
-	} modes[] = {{"coll", coll_main}, {"p2p", p2p_main}, {"overlap", overlap_main}};
+	} modes[] = {{"coll", coll_main},
+	             {"p2p", p2p_main},
+	             {"overlap", overlap_main},
+	             {"vcoll", vcoll_main}};
 	size_t m;
 	int rank, size, rc;
 
