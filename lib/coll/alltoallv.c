@@ -1,8 +1,17 @@
 /* alltoallv.c - rank r sends sendcounts[q] elements from sdispls[q] of its sendbuf to rank
  * q, which receives them at rdispls[r] of its recvbuf. A rank knows only its own counts, so
  * the number of steps is agreed at the first one, where every rank waits for every peer
- * anyway: each publishes how many chunks its longest block needs (its descriptor's aux),
- * and all take the largest.
+ * anyway: each publishes how many chunks its longest block needs, and all take the
+ * largest.
+ *
+ * Message first (the default): the first step is every rank's message (engine.h's ring),
+ * which says how many windows its longest block needs and, where its whole contribution is
+ * small (a header, a table of each peer's offset and count, and the blocks, at most
+ * SHMCOLL_INLINE_MAX bytes, and no block longer than a window), carries it inline; the
+ * others stage their first window beside it. Each rank reads every peer's message - an
+ * inline one's count for it against its recvcounts, a mismatch being -EPROTO - and copies
+ * its blocks; the steps after the first are those of the flat protocol below. A call whose
+ * ranks are all inline is one step, as alltoall's inline protocol is.
  *
  * Flat protocol, for chunk k of every block, a chunk of at most w elements, w =
  * slot_half / (size * elemsize):
@@ -23,7 +32,17 @@
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
 
-enum { AT_CGUARD = 1, AT_CSTEP, AT_GUARD, AT_STEP };
+enum { AT_CGUARD = 1, AT_CSTEP, AT_GUARD, AT_STEP, AT_MGUARD, AT_PEER, AT_SGUARD };
+
+/* The head of a rank's first-step message: bit 0 set when its blocks follow the table in
+ * this message, the rest the windows its longest block to a peer needs (0 inline). Then,
+ * inline, one entry per rank: where its block starts in the data after the table, and its
+ * count. Small, so a small call's message stays within the line the reader polls (inline
+ * data is at most SHMCOLL_INLINE_MAX bytes: 16 bits hold any offset and count). */
+struct ventry {
+	uint16_t off, count;
+};
+#define VHEAD_BYTES sizeof(uint32_t)
 
 /* Chunks of w elements this rank's longest block to a peer needs. */
 static size_t send_chunks(const struct shmcoll_node *n, const struct shmcoll_task *t, size_t w)
@@ -146,11 +165,190 @@ static int alltoallv_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	return 0;
 }
 
+/* Whether this rank's blocks go inline: all of them, with the header and table, in one
+ * message, and none longer than a window (so no peer reads a later window of it). */
+static int goes_inline(const struct shmcoll_node *n, const struct shmcoll_task *t, size_t w)
+{
+	size_t bytes = VHEAD_BYTES + (size_t)n->size * sizeof(struct ventry);
+	int q;
+
+	for (q = 0; q < n->size; q++) {
+		if (q == n->rank)
+			continue;
+		if (t->scounts[q] > w || t->scounts[q] * t->es > SHMCOLL_INLINE_MAX)
+			return 0;
+		bytes += t->scounts[q] * t->es;
+		if (bytes > SHMCOLL_INLINE_MAX)
+			return 0;
+	}
+	return 1;
+}
+
+/* Builds this rank's first-step message in buf (its data, SHMCOLL_INLINE_MAX bytes):
+ * bytes written. */
+static size_t message(const struct shmcoll_node *n, const struct shmcoll_task *t, int inl,
+                      size_t need, uint8_t *buf)
+{
+	uint32_t head = inl ? 1 : (uint32_t)need << 1;
+	struct ventry e;
+	uint8_t *data = buf + VHEAD_BYTES + (size_t)n->size * sizeof(e);
+	size_t off = 0, len;
+	int q;
+
+	memcpy(buf, &head, VHEAD_BYTES);
+	if (!inl)
+		return VHEAD_BYTES;
+	for (q = 0; q < n->size; q++) {
+		len = q == n->rank ? 0 : t->scounts[q] * t->es;
+		e.off = (uint16_t)off;
+		e.count = (uint16_t)(q == n->rank ? 0 : t->scounts[q]);
+		memcpy(buf + VHEAD_BYTES + (size_t)q * sizeof(e), &e, sizeof(e));
+		memcpy(data + off, t->send + t->sdispls[q] * t->es, len);
+		off += len;
+	}
+	return (size_t)(data + off - buf);
+}
+
+/* Rank p's first-step message m: its blocks for this rank (inline, or the first window in
+ * its staging half), and its need. 0 or -EPROTO. */
+static int take_first(struct shmcoll_node *n, struct shmcoll_task *t, int p, const uint8_t *m,
+                      size_t w)
+{
+	uint32_t head;
+	struct ventry e;
+	size_t es = t->es, table = VHEAD_BYTES + (size_t)n->size * sizeof(e);
+	const uint8_t *data;
+
+	memcpy(&head, m, VHEAD_BYTES);
+	if ((head >> 1) > t->nchunks)
+		t->nchunks = head >> 1;
+	if (head & 1) {
+		if (table > SHMCOLL_INLINE_MAX) {
+			shmcoll__node_break(n, EPROTO);
+			return shmcoll__node_fail(
+			    n, -EPROTO, "%s: rank %d wrote an inline table that cannot fit", t->fn,
+			    p);
+		}
+		memcpy(&e, m + VHEAD_BYTES + (size_t)n->rank * sizeof(e), sizeof(e));
+		data = m + table;
+		if (e.count != t->rcounts[p] ||
+		    e.off + (size_t)e.count * es > SHMCOLL_INLINE_MAX - table) {
+			shmcoll__node_break(n, EPROTO);
+			return shmcoll__node_fail(
+			    n, -EPROTO,
+			    "%s: mismatched counts: rank %d sends %u elements to rank %d, which "
+			    "expects %zu (recvcounts[%d])",
+			    t->fn, p, e.count, n->rank, t->rcounts[p], p);
+		}
+		memcpy(t->recv + t->rdispls[p] * es, data + e.off, (size_t)e.count * es);
+		return 0;
+	}
+	if (t->rcounts[p])
+		memcpy(t->recv + t->rdispls[p] * es,
+		       shmcoll__slot(n, p, t->step) + (size_t)n->rank * w * es,
+		       min_size(w, t->rcounts[p]) * es);
+	return 0;
+}
+
+static int alltoallv_msg(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	size_t es = t->es, w = shmcoll__chunk_elems(n, es, (size_t)n->size), len;
+	uint8_t buf[SHMCOLL_INLINE_MAX], *slot;
+	const uint8_t *m;
+	int p, rc;
+
+	switch (t->at) {
+	case AT_MGUARD:
+		goto mguard;
+	case AT_GUARD:
+		goto guard;
+	case AT_PEER:
+		goto peer;
+	case AT_SGUARD:
+		goto sguard;
+	case AT_STEP:
+		goto step;
+	}
+	shmcoll__describe_inline(n, t);
+	t->nchunks = 1;
+	t->off = (size_t)goes_inline(n, t, w); /* this rank inline: the whole call, once */
+	t->len = t->off ? 0 : send_chunks(n, t, w);
+mguard:
+	rc = shmcoll__await_msg_guard(n, t);
+	if (rc)
+		return shmcoll__suspend(t, AT_MGUARD, rc);
+	t->i = 0;
+	if (!t->off) {
+	guard:
+		rc = shmcoll__await_guard(n, t);
+		if (rc)
+			return shmcoll__suspend(t, AT_GUARD, rc);
+		slot = shmcoll__slot(n, n->rank, n->st.seq + 1);
+		for (p = 0; p < n->size; p++) {
+			if (p == n->rank || !t->scounts[p])
+				continue;
+			memcpy(slot + (size_t)p * w * es, t->send + t->sdispls[p] * es,
+			       min_size(w, t->scounts[p]) * es);
+		}
+	}
+	t->step = n->st.seq + 1;
+	shmcoll__msg_publish(n, t, buf, message(n, t, (int)t->off, t->len, buf));
+	if (t->scounts[n->rank])
+		memcpy(t->recv + t->rdispls[n->rank] * es, t->send + t->sdispls[n->rank] * es,
+		       t->scounts[n->rank] * es);
+	if (t->len > t->nchunks)
+		t->nchunks = t->len;
+	for (t->p = 0; t->p < n->size; t->p++) {
+		if (t->p == n->rank)
+			continue;
+	peer:
+		rc = shmcoll__await_msg(n, t, t->p, &m);
+		if (rc)
+			return shmcoll__suspend(t, AT_PEER, rc);
+		rc = take_first(n, t, t->p, m, w);
+		if (rc)
+			return rc;
+	}
+	/* Every peer has begun this call: it has read all we wrote before. */
+	n->st.clean = n->st.seq - 1;
+	for (t->i = 1; t->i < t->nchunks; t->i++) {
+	sguard:
+		rc = shmcoll__await_guard(n, t);
+		if (rc)
+			return shmcoll__suspend(t, AT_SGUARD, rc);
+		t->step = n->st.seq + 1;
+		slot = shmcoll__slot(n, n->rank, t->step);
+		for (p = 0; p < n->size; p++) {
+			if (p == n->rank || t->scounts[p] <= t->i * w)
+				continue;
+			len = min_size(w, t->scounts[p] - t->i * w);
+			memcpy(slot + (size_t)p * w * es, t->send + (t->sdispls[p] + t->i * w) * es,
+			       len * es);
+		}
+		shmcoll__publish_next(n, NULL);
+	step:
+		rc = shmcoll__await_from(n, t, STEP_ALL, 0, 0);
+		if (rc)
+			return shmcoll__suspend(t, AT_STEP, rc);
+		for (p = 0; p < n->size; p++) {
+			if (p == n->rank || t->rcounts[p] <= t->i * w)
+				continue;
+			len = min_size(w, t->rcounts[p] - t->i * w);
+			memcpy(t->recv + (t->rdispls[p] + t->i * w) * es,
+			       shmcoll__slot(n, p, t->step) + (size_t)n->rank * w * es, len * es);
+		}
+	}
+	return 0;
+}
+
 void shmcoll__alltoallv_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
                              const size_t *sendcounts, const size_t *sdispls, void *recv,
                              const size_t *recvcounts, const size_t *rdispls, shmcoll_dtype dt)
 {
-	shmcoll__coll_task(t, "shmcoll_alltoallv", alltoallv_flat, KIND_ALLTOALLV, dt, SHMCOLL_SUM,
-	                   -1, send, recv, 0);
+	/* Which protocol is part of the call word (its op, unused otherwise), so ranks that
+	 * differ in SHMCOLL_CHECK fail the call-word check instead of misreading each other. */
+	shmcoll__coll_task(t, "shmcoll_alltoallv", n->tune.check ? alltoallv_flat : alltoallv_msg,
+	                   KIND_ALLTOALLV, dt, n->tune.check ? SHMCOLL_PROD : SHMCOLL_SUM, -1, send,
+	                   recv, 0);
 	shmcoll__vtask(t, sendcounts, sdispls, recvcounts, rdispls, 0);
 }

@@ -1,46 +1,116 @@
 /* gatherv.c - the root's recvbuf gets rank p's sendbuf (sendcount elements on p,
- * recvcounts[p] on the root) at displs[p]. Only the root knows the counts, so this runs on
- * the point-to-point engine (lib/core/p2p.h), whose messages carry their sizes: no rank
- * needs to know another's count to agree on steps.
+ * recvcounts[p] on the root) at displs[p]. Only the root knows the counts, so no rank can
+ * agree on a number of steps from them: the call is always one step of the message ring
+ * (engine.h), as gather's inline protocol is, and a block too large for a message goes on
+ * the point-to-point engine (lib/core/p2p.h) beside it.
  *
- *   1. Every rank takes the call's tag: the communicator's count of such calls, the same on
- *      every rank because collectives are called in the same order everywhere; the
- *      messages go in a context of their own, so they never match the user's.
- *   2. A non-root sends its sendbuf to the root (eager, or by rendezvous, which the root
- *      reads in one copy or has streamed) and waits until it may reuse it.
- *   3. The root posts a receive per peer into its block and copies its own (unless in
- *      place), then waits for them all. A message whose size is not recvcounts[p] is a
- *      count mismatch: -EPROTO, the communicator broken. */
+ *   1. Every rank takes the call's tag (the communicator's count of calls that use
+ *      point-to-point, the same on every rank since collectives are called in the same
+ *      order everywhere) in a context of its own, so its messages never match the user's.
+ *   2. A non-root publishes its message: its count and, when the block fits, the block. A
+ *      larger block it sends to the root instead (eager, or by rendezvous, which the root
+ *      reads in one copy or has streamed), and waits until it may reuse sendbuf. It waits
+ *      for nobody in the step.
+ *   3. The root publishes an empty message, copies its own block (unless in place), and
+ *      reads every peer's message: a count that is not recvcounts[p] is a mismatch
+ *      (-EPROTO, the communicator broken); an inline block it copies, for a larger one it
+ *      posts a receive into the block. Then it waits for those receives.
+ * A small call costs what gather's inline one does; a large one, what point-to-point does. */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
 
-static int gatherv_p2p(struct shmcoll_node *n, struct shmcoll_task *t)
-{
-	size_t es = t->es;
-	uint8_t *own;
-	int p, rc;
+enum { AT_GUARD = 1, AT_PEER, AT_WAIT };
 
-	if (t->at == 0) {
-		rc = shmcoll__vops_new(n, t, n->rank == t->root ? n->size : 1);
-		if (rc)
-			return rc;
-		if (n->rank != t->root) {
-			shmcoll__p2p_isend(n, &t->ops[0], t->fn, t->send, t->scount * es, t->root,
-			                   (int)t->aux, P2P_CTX_COLL);
-		} else {
-			for (p = 0; p < n->size; p++)
-				if (p != n->rank)
-					shmcoll__p2p_irecv(
-					    n, &t->ops[p], t->fn, t->recv + t->rdispls[p] * es,
-					    t->rcounts[p] * es, p, (int)t->aux, P2P_CTX_COLL);
-			own = t->recv + t->rdispls[n->rank] * es;
-			if (t->scount && t->send != own)
-				memcpy(own, t->send, t->scount * es);
-		}
+/* A message's head: the count, and bit 0 set when the block follows inline. */
+#define HEAD_BYTES sizeof(uint64_t)
+
+static int gatherv_msg(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	size_t es = t->es, bytes = t->scount * es;
+	uint8_t buf[SHMCOLL_INLINE_MAX], *own;
+	const uint8_t *m;
+	uint64_t head;
+	int rc, inl;
+
+	switch (t->at) {
+	case AT_GUARD:
+		goto guard;
+	case AT_PEER:
+		goto peer;
+	case AT_WAIT:
+		goto wait;
 	}
+	shmcoll__describe_inline(n, t);
+guard:
+	rc = shmcoll__await_msg_guard(n, t);
+	if (rc)
+		return shmcoll__suspend(t, AT_GUARD, rc);
+	if (n->rank != t->root) {
+		inl = bytes <= SHMCOLL_INLINE_MAX - HEAD_BYTES;
+		head = (uint64_t)t->scount << 1 | (uint64_t)inl;
+		memcpy(buf, &head, HEAD_BYTES);
+		if (inl && bytes)
+			memcpy(buf + HEAD_BYTES, t->send, bytes);
+		if (!inl) {
+			rc = shmcoll__vops_new(n, t, 1);
+			if (rc)
+				return rc;
+			shmcoll__p2p_isend(n, &t->ops[0], t->fn, t->send, bytes, t->root,
+			                   (int)t->aux, P2P_CTX_COLL);
+		}
+		shmcoll__msg_publish(n, t, buf, HEAD_BYTES + (inl ? bytes : 0));
+		if (!t->ops)
+			return 0;
+		goto wait;
+	}
+	head = 0;
+	shmcoll__msg_publish(n, t, &head, HEAD_BYTES);
+	own = t->recv + t->rdispls[n->rank] * es;
+	if (bytes && t->send != own)
+		memcpy(own, t->send, bytes);
+	for (t->p = 0; t->p < n->size; t->p++) {
+		if (t->p == n->rank)
+			continue;
+	peer:
+		rc = shmcoll__await_msg(n, t, t->p, &m);
+		if (rc)
+			return shmcoll__suspend(t, AT_PEER, rc);
+		memcpy(&head, m, HEAD_BYTES);
+		if (head >> 1 != t->rcounts[t->p]) {
+			shmcoll__node_break(n, EPROTO);
+			if (t->ops)
+				shmcoll__p2p_fail_all(n, -EPROTO);
+			rc = shmcoll__node_fail(
+			    n, -EPROTO,
+			    "%s: mismatched counts: rank %d sends %llu elements, the root expects "
+			    "%zu (recvcounts[%d])",
+			    t->fn, t->p, (unsigned long long)(head >> 1), t->rcounts[t->p], t->p);
+			free(t->ops);
+			t->ops = NULL;
+			return rc;
+		}
+		if (head & 1) {
+			if (t->rcounts[t->p])
+				memcpy(t->recv + t->rdispls[t->p] * es, m + HEAD_BYTES,
+				       t->rcounts[t->p] * es);
+			continue;
+		}
+		if (!t->ops) {
+			rc = shmcoll__vops_new(n, t, n->size);
+			if (rc)
+				return rc;
+		}
+		shmcoll__p2p_irecv(n, &t->ops[t->p], t->fn, t->recv + t->rdispls[t->p] * es,
+		                   t->rcounts[t->p] * es, t->p, (int)t->aux, P2P_CTX_COLL);
+	}
+	/* Every peer has begun this call: it has read all we wrote before. */
+	n->st.clean = n->st.seq - 1;
+	if (!t->ops)
+		return 0;
+wait:
 	return shmcoll__vops_finish(n, t, n->rank == t->root ? n->size : 1,
 	                            n->rank == t->root ? t->rcounts : NULL);
 }
@@ -49,7 +119,7 @@ void shmcoll__gatherv_init(struct shmcoll_node *n, struct shmcoll_task *t, const
                            size_t sendcount, void *recv, const size_t *recvcounts,
                            const size_t *displs, shmcoll_dtype dt, int root)
 {
-	shmcoll__coll_task(t, "shmcoll_gatherv", gatherv_p2p, KIND_GATHERV, dt, SHMCOLL_SUM, root,
+	shmcoll__coll_task(t, "shmcoll_gatherv", gatherv_msg, KIND_GATHERV, dt, SHMCOLL_SUM, root,
 	                   send, recv, 0);
 	shmcoll__vtask(t, NULL, NULL, recvcounts, displs, sendcount);
 	t->aux = shmcoll__p2p_coll_tag(n);
