@@ -193,6 +193,11 @@ static int fake_open(struct fake *f, int me)
 		free(f->mem);
 		return -ENOMEM;
 	}
+	if (shmcoll__heap_init(&f->n) < 0) {
+		shmcoll__p2p_fini(&f->n);
+		free(f->mem);
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -200,6 +205,7 @@ static void fake_close(struct fake *f)
 {
 	shmcoll__p2p_fail_all(&f->n, -ECANCELED);
 	shmcoll__p2p_fini(&f->n);
+	shmcoll__heap_fini(&f->n);
 	free(f->mem);
 }
 

@@ -49,16 +49,20 @@ uint8_t *shmcoll__heap_of(const struct shmcoll_node *n, int p)
 	return n->arena.base + l->heap_off + (uint64_t)p * l->heap_stride;
 }
 
-void shmcoll__heap_init(struct shmcoll_node *n)
+int shmcoll__heap_init(struct shmcoll_node *n)
 {
 	struct shmcoll_heap *h = &n->heap;
 
 	memset(h, 0, sizeof(*h));
+	h->part = calloc(HEAP_PARTS, sizeof(*h->part));
+	if (!h->part)
+		return -ENOMEM;
 	h->base = shmcoll__heap_of(n, n->rank);
 	h->bytes = n->arena.lay.heap_stride;
 	h->part[0].base = h->base;
 	h->part[0].bytes = h->bytes;
 	h->nparts = 1;
+	return 0;
 }
 
 static void drop_part(struct shmcoll_heap *h, int i)
@@ -78,9 +82,13 @@ void shmcoll__heap_fini(struct shmcoll_node *n)
 {
 	int i;
 
+	if (!n->heap.part)
+		return;
 	for (i = n->heap.nparts - 1; i >= 0; i--)
 		if (n->heap.part[i].base || i == 0)
 			drop_part(&n->heap, i);
+	free(n->heap.part);
+	n->heap.part = NULL;
 }
 
 uint64_t shmcoll__heap_off(const struct shmcoll_node *n, const void *buf, size_t bytes)
@@ -106,7 +114,7 @@ uint8_t *shmcoll__heap_peer(const struct shmcoll_node *n, int p, uint64_t off, u
 	const struct heap_part *pt;
 	uint64_t i = part_of(off), o = in_part(off);
 
-	if (i >= HEAP_PARTS || p < 0 || p >= n->size)
+	if (i >= HEAP_PARTS || p < 0 || p >= n->size || !n->heap.part)
 		return NULL;
 	pt = &n->heap.part[i];
 	if (!pt->base || o > pt->bytes || bytes > pt->bytes - o)

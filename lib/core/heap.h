@@ -39,10 +39,13 @@ struct shmcoll_heap {
 	size_t nblocks; /* blocks in use, over every part */
 	uint32_t made;  /* segments made so far: names the next */
 	int nparts;     /* parts in use (the arena's counts) */
-	struct heap_part part[HEAP_PARTS];
+	/* HEAP_PARTS entries, out of line: the communicator's fields every call touches stay
+	 * close together. */
+	struct heap_part *part;
 };
 
-void shmcoll__heap_init(struct shmcoll_node *n);
+/* 0, or -ENOMEM. */
+int shmcoll__heap_init(struct shmcoll_node *n);
 void shmcoll__heap_fini(struct shmcoll_node *n);
 
 /* The heap offset of [buf, buf+bytes) if it lies entirely inside one of this rank's parts,

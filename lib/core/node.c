@@ -220,12 +220,16 @@ int shmcoll__node_create(const struct shmcoll_node_cfg *cfg, struct shmcoll_node
 		goto err_free;
 	}
 	rc = shmcoll__p2p_init(n, err, errlen);
+	if (rc == 0 && shmcoll__heap_init(n) < 0) {
+		shmcoll__p2p_fini(n);
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+	}
 	if (rc < 0) {
 		shmcoll__live_fini(n);
 		shmcoll__arena_release(&n->arena, 0);
 		goto err_free;
 	}
-	shmcoll__heap_init(n);
 	*out = n;
 	return 0;
 

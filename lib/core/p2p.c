@@ -534,17 +534,28 @@ static int start_pull(struct shmcoll_node *n, const char *fn, struct shmcoll_p2p
 	return rc;
 }
 
-static void deliver_eager(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const uint8_t *ring,
-                          uint32_t pos, const uint8_t *data)
+/* A matched eager message is in: complete the receive (truncated where it was longer). */
+static void delivered(struct shmcoll_node *n, struct shmcoll_p2p_op *op)
 {
-	if (op->limit) {
-		if (data)
-			memcpy(op->buf, data, op->limit);
-		else
-			ring_read(ring, n->p2p.cap, pos, op->buf, op->limit);
-	}
 	op->got = op->limit;
 	complete(n, op, op->total > op->bytes ? -EMSGSIZE : 0);
+}
+
+/* An eager message kept in memory (unexpected, or to oneself) into its receive. */
+static void deliver_kept(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const uint8_t *data)
+{
+	if (op->limit)
+		memcpy(op->buf, data, op->limit);
+	delivered(n, op);
+}
+
+/* An eager message at pos of ring into its receive. */
+static void deliver_ring(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const uint8_t *ring,
+                         uint32_t pos)
+{
+	if (op->limit)
+		ring_read(ring, n->p2p.cap, pos, op->buf, op->limit);
+	delivered(n, op);
 }
 
 /* One frame from p, its payload at pos of ring. 0 when handled, 1 to leave it in the ring
@@ -570,7 +581,7 @@ static int handle(struct shmcoll_node *n, const char *fn, int p, const struct p2
 		if (op) {
 			matched(op, h->src, h->tag, h->total, h->id);
 			if (h->kind == F_EAGER) {
-				deliver_eager(n, op, ring, pos, NULL);
+				deliver_ring(n, op, ring, pos);
 				return 0;
 			}
 			return start_pull(n, fn, op, &rts);
@@ -770,7 +781,7 @@ static void send_self(struct shmcoll_node *n, struct shmcoll_p2p_op *op)
 
 	if (r) {
 		matched(r, n->rank, op->tag, op->bytes, 0);
-		deliver_eager(n, r, NULL, 0, op->buf);
+		deliver_kept(n, r, op->buf);
 		complete(n, op, 0);
 		return;
 	}
@@ -860,7 +871,7 @@ void shmcoll__p2p_irecv(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const
 	if (u) {
 		matched(op, u->src, u->tag, u->total, u->id);
 		if (u->kind == F_EAGER)
-			deliver_eager(n, op, NULL, 0, u->data);
+			deliver_kept(n, op, u->data);
 		else
 			start_pull(n, fn, op, &u->rts);
 		free(u);
