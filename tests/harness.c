@@ -651,6 +651,24 @@ size_t th_large_count(th_coll c, shmcoll_dtype dt, int size, size_t arena_bytes)
 
 /* ---- checked collective calls ---- */
 
+/* Reference data of one case shape, kept from call to call: the rows (each
+ * rank's whole send data as generated, or the one that matters) and, for the
+ * reductions, their reduction. A call of that shape takes its data rotated by
+ * a fresh shift (see memo_use). */
+struct th_memo {
+	int valid;
+	th_coll coll;
+	shmcoll_dtype dtype;
+	shmcoll_op op;
+	int edge, root; /* root: -1 where the rows do not depend on it */
+	size_t count;
+	size_t len;          /* elements in a row */
+	size_t shift;        /* the last call's, len before the first */
+	unsigned char *rows; /* nrows x len elements */
+	unsigned char *red;  /* len elements: the reduction of the rows of every rank */
+	size_t rows_cap, red_cap;
+};
+
 struct th_checker {
 	shmcoll_comm *comm;
 	int rank, size;
@@ -662,6 +680,7 @@ struct th_checker {
 	uint64_t seq;           /* calls so far: the same on every rank */
 	int first_err;
 	int printed;
+	struct th_memo memo; /* reference data of the last case shape (see memo_use) */
 };
 
 th_checker *th_check_new(shmcoll_comm *comm, size_t max_bytes, size_t sym_bytes, int *err)
@@ -721,6 +740,8 @@ int th_check_free(th_checker *ck)
 		rc = TH_E_SYMFREE;
 	if (!ck->borrowed && ck->sa && shmcoll_free(ck->comm, ck->sa))
 		rc = TH_E_SYMFREE;
+	free(ck->memo.rows);
+	free(ck->memo.red);
 	free(ck->ex);
 	free(ck->in);
 	free(ck->b);
@@ -1004,21 +1025,44 @@ static unsigned char pat_byte(uint64_t seed, size_t off)
 	return (unsigned char)((unsigned)seed + off * (((unsigned)(seed >> 8) & 0xfe) | 1));
 }
 
+/* The pattern repeats every 256 bytes: one period, copied or compared a
+ * piece at a time (byte by byte, the guards' fills and checks were a fifth
+ * of the matrix's time). */
+static void pat_period(uint64_t seed, unsigned char t[256])
+{
+	size_t j;
+
+	for (j = 0; j < 256; j++)
+		t[j] = pat_byte(seed, j);
+}
+
 static void pat_fill(unsigned char *p, size_t from, size_t to, uint64_t seed)
 {
-	size_t i;
+	unsigned char t[256];
+	size_t i, k;
 
-	for (i = from; i < to; i++)
-		p[i] = pat_byte(seed, i);
+	pat_period(seed, t);
+	for (i = from; i < to; i += k) {
+		k = 256 - (i & 255);
+		k = k < to - i ? k : to - i;
+		memcpy(p + i, t + (i & 255), k);
+	}
 }
 
 static size_t pat_find_bad(const unsigned char *p, size_t from, size_t to, uint64_t seed)
 {
-	size_t i;
+	unsigned char t[256];
+	size_t i, k, j;
 
-	for (i = from; i < to; i++)
-		if (p[i] != pat_byte(seed, i))
-			return i;
+	pat_period(seed, t);
+	for (i = from; i < to; i += k) {
+		k = 256 - (i & 255);
+		k = k < to - i ? k : to - i;
+		if (memcmp(p + i, t + (i & 255), k))
+			for (j = i; j < i + k; j++)
+				if (p[j] != t[j & 255])
+					return j;
+	}
 	return SIZE_MAX;
 }
 
@@ -1248,6 +1292,153 @@ static void expect(th_checker *ck, const th_case *kc, uint64_t salt)
 	}
 }
 
+/* Cases of MEMO_MIN_COUNT elements or more reuse their shape's reference data
+ * (the hashing of every rank's data, at every rank, was most of the matrix's
+ * time): call k of a shape sends, at index i, what the shape's rows hold at
+ * (i + s_k) mod len, so every call's data differ from the last one's (a
+ * result left over from the previous call does not pass) while the expected
+ * values are the memo's, rotated the same way. Smaller cases, whose rotations
+ * would repeat, get fresh data every call. */
+#define MEMO_MIN_COUNT 64
+#define MEMO_MAX_BYTES ((size_t)64 << 20)
+
+/* Elements in a row: the index space of one rank's send data. */
+static size_t memo_len(th_coll c, size_t n, int P)
+{
+	return c == TH_REDUCE_SCATTER || c == TH_SCATTER || c == TH_ALLTOALL ? (size_t)P * n : n;
+}
+
+/* dst[i] = row[(from + i) mod len], i < n. */
+static void rotated(unsigned char *dst, const unsigned char *row, size_t len, size_t from, size_t n,
+                    size_t es)
+{
+	size_t k;
+
+	from %= len;
+	while (n) {
+		k = n < len - from ? n : len - from;
+		memcpy(dst, row + from * es, k * es);
+		dst += k * es;
+		n -= k;
+		from = 0;
+	}
+}
+
+static int grow(unsigned char **p, size_t *cap, size_t need)
+{
+	unsigned char *q;
+
+	if (need <= *cap)
+		return 0;
+	q = realloc(*p, need);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = need;
+	return 0;
+}
+
+/* Makes the memo hold kc's shape, generating it from salt when it does not;
+ * -1 when the case is not one the memo takes. Rows: this rank's
+ * (reductions), the root's (bcast, scatter), every rank's (the rest). */
+static int memo_ready(th_checker *ck, const th_case *kc, uint64_t salt)
+{
+	struct th_memo *m = &ck->memo;
+	size_t n = kc->count, es = th_dtype_size(kc->dtype), len, nrows, i, k;
+	int P = ck->size, reduces = th_coll_reduces(kc->coll);
+	int by_root = kc->coll == TH_BCAST || kc->coll == TH_SCATTER;
+	int root = by_root ? kc->root : -1, r;
+
+	if (n < MEMO_MIN_COUNT || kc->coll == TH_BARRIER)
+		return -1;
+	if (m->valid && m->coll == kc->coll && m->dtype == kc->dtype && m->count == n &&
+	    m->edge == kc->edge && m->root == root && (!reduces || m->op == kc->op))
+		return 0;
+	len = memo_len(kc->coll, n, P);
+	nrows = reduces || by_root ? 1 : (size_t)P;
+	if (len > MEMO_MAX_BYTES / es / nrows)
+		return -1;
+	m->valid = 0;
+	if (grow(&m->rows, &m->rows_cap, nrows * len * es) ||
+	    (reduces && grow(&m->red, &m->red_cap, len * es)))
+		return -1;
+	for (k = 0; k < nrows; k++) {
+		r = reduces ? ck->rank : by_root ? root : (int)k;
+		for (i = 0; i < len; i++)
+			gen_elem(kc, salt, r, i, m->rows + (k * len + i) * es);
+	}
+	if (reduces)
+		expect_reduce(kc, salt, P, 0, len, m->red);
+	*m = (struct th_memo){
+	    .valid = 1,
+	    .coll = kc->coll,
+	    .dtype = kc->dtype,
+	    .op = kc->op,
+	    .edge = kc->edge,
+	    .root = root,
+	    .count = n,
+	    .len = len,
+	    .shift = len,
+	    .rows = m->rows,
+	    .red = m->red,
+	    .rows_cap = m->rows_cap,
+	    .red_cap = m->red_cap,
+	};
+	return 0;
+}
+
+/* ck->in and ck->ex for kc from the memo, rotated by a shift other than the
+ * last call's; -1 when the memo does not take the case (the caller generates). */
+static int memo_use(th_checker *ck, const th_case *kc, const th_shape *sh, uint64_t salt)
+{
+	struct th_memo *m = &ck->memo;
+	size_t n = kc->count, es = th_dtype_size(kc->dtype), len, s, me = (size_t)ck->rank;
+	const unsigned char *own;
+	int r;
+
+	if (memo_ready(ck, kc, salt))
+		return -1;
+	len = m->len;
+	s = th_mix(salt ^ 0x5bd1e995u) % len;
+	if (s == m->shift)
+		s = (s + 1) % len;
+	m->shift = s;
+	own = th_coll_reduces(kc->coll) || kc->coll == TH_BCAST || kc->coll == TH_SCATTER
+	          ? m->rows
+	          : m->rows + me * len * es;
+	if (sh->has_input)
+		rotated(ck->in, own, len, s, kc->coll == TH_BCAST ? n : sh->sendn, es);
+	if (!sh->has_output)
+		return 0;
+	switch (kc->coll) {
+	case TH_ALLREDUCE:
+	case TH_REDUCE:
+		rotated(ck->ex, m->red, len, s, n, es);
+		break;
+	case TH_REDUCE_SCATTER:
+		rotated(ck->ex, m->red, len, me * n + s, n, es);
+		break;
+	case TH_BCAST:
+		rotated(ck->ex, m->rows, len, s, n, es);
+		break;
+	case TH_SCATTER:
+		rotated(ck->ex, m->rows, len, me * n + s, n, es);
+		break;
+	case TH_ALLGATHER:
+	case TH_GATHER:
+		for (r = 0; r < ck->size; r++)
+			rotated(ck->ex + (size_t)r * n * es, m->rows + (size_t)r * len * es, len, s,
+			        n, es);
+		break;
+	default: /* alltoall */
+		for (r = 0; r < ck->size; r++)
+			rotated(ck->ex + (size_t)r * n * es, m->rows + (size_t)r * len * es, len,
+			        me * n + s, n, es);
+		break;
+	}
+	return 0;
+}
+
 static int run_in_place(th_checker *ck, const th_case *kc, const th_shape *sh, unsigned char *A,
                         size_t off, uint64_t seed)
 {
@@ -1388,11 +1579,13 @@ int th_check_run(th_checker *ck, const th_case *kc)
 	A = sa ? ck->sa : ck->a;
 	B = sb ? ck->sb : ck->b;
 
-	if (sh.has_input)
-		for (i = 0; i < (kc->coll == TH_BCAST ? kc->count : sh.sendn); i++)
-			gen_elem(kc, salt, ck->rank, i, ck->in + i * es);
-	if (sh.has_output)
-		expect(ck, kc, salt);
+	if (memo_use(ck, kc, &sh, salt)) {
+		if (sh.has_input)
+			for (i = 0; i < (kc->coll == TH_BCAST ? kc->count : sh.sendn); i++)
+				gen_elem(kc, salt, ck->rank, i, ck->in + i * es);
+		if (sh.has_output)
+			expect(ck, kc, salt);
+	}
 	off = GUARD + (kc->misalign + kc->skew * (size_t)ck->rank) % GUARD;
 	if (kc->variant == TH_IN_PLACE)
 		return run_in_place(ck, kc, &sh, A, off, salt ^ 0xa5a5);
