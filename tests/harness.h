@@ -67,6 +67,26 @@ void th_job_name(char *buf, size_t len);
  * sibling; seccomp may forbid it), found without the library. */
 int th_siblings_can_read(void);
 
+/* Under ThreadSanitizer (the tsan stage runs the suites with thread cases) the
+ * runs with ranks as single-threaded processes have nothing for it to check
+ * and are slow there: suites leave them out with TH_PROCESSES_ONLY(). */
+#if defined(__SANITIZE_THREAD__)
+#define TH_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TH_UNDER_TSAN 1
+#endif
+#endif
+#ifndef TH_UNDER_TSAN
+#define TH_UNDER_TSAN 0
+#endif
+/* At the top of a Criterion test whose ranks are processes only. */
+#define TH_PROCESSES_ONLY()                                                                        \
+	do {                                                                                       \
+		if (TH_UNDER_TSAN)                                                                 \
+			cr_skip_test("ranks as processes only: nothing for ThreadSanitizer");      \
+	} while (0)
+
 /* Deterministic values: splitmix64 of (salt, rank, index). */
 static inline uint64_t th_mix(uint64_t x)
 {

@@ -724,26 +724,31 @@ static void run_match(int P, int threads)
 
 Test(nbc, matches_blocking_p1, .timeout = 300)
 {
+	TH_PROCESSES_ONLY();
 	run_match(1, 0);
 }
 
 Test(nbc, matches_blocking_p2, .timeout = 300)
 {
+	TH_PROCESSES_ONLY();
 	run_match(2, 0);
 }
 
 Test(nbc, matches_blocking_p3, .timeout = 300)
 {
+	TH_PROCESSES_ONLY();
 	run_match(3, 0);
 }
 
 Test(nbc, matches_blocking_p4, .timeout = 300)
 {
+	TH_PROCESSES_ONLY();
 	run_match(4, 0);
 }
 
 Test(nbc, matches_blocking_p8, .timeout = 300)
 {
+	TH_PROCESSES_ONLY();
 	run_match(8, 0);
 }
 
@@ -972,7 +977,7 @@ static void run_outstanding(int how)
 	th_result res;
 	size_t i;
 
-	for (i = 0; i < sizeof(procs) / sizeof(procs[0]); i++) {
+	for (i = 0; i < sizeof(procs) / sizeof(procs[0]) && !TH_UNDER_TSAN; i++) {
 		th_run_ranks(procs[i], outstanding_body, &how, &opts, &res);
 		cr_assert(res.ok, "processes P=%d: %s", procs[i], res.summary);
 	}

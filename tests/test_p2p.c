@@ -40,25 +40,6 @@
 #define SYS_pidfd_open 434
 #endif
 
-/* Under ThreadSanitizer (the tsan stage runs this suite for its thread cases) the runs with
- * ranks as processes are left out: they have no threads to check and are slow there. */
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#ifndef UNDER_TSAN
-#define UNDER_TSAN 0
-#endif
-/* At the top of a test whose ranks are processes only. */
-#define PROCESSES_ONLY()                                                                           \
-	do {                                                                                       \
-		if (UNDER_TSAN)                                                                    \
-			cr_skip_test("ranks as processes only: nothing for ThreadSanitizer");      \
-	} while (0)
-
 /* Codes bodies return (the harness's own are 200 and up). */
 enum {
 	E_CALL = 10,  /* a call returned the wrong code */
@@ -300,7 +281,7 @@ static void run_with(const char *what, int P, int threads, th_body_fn body, stru
 	int i;
 
 	a->eager = eager_of(P, arena);
-	if (UNDER_TSAN && !threads)
+	if (TH_UNDER_TSAN && !threads)
 		return;
 	if (threads)
 		th_run_threads(P, body, a, &o, &res);
@@ -414,7 +395,7 @@ Test(p2p, sizes_ring_processes, .timeout = 300)
 	struct targ a = {.mode = RING};
 	static const int Ps[] = {1, 2, 3, 4, 8};
 
-	PROCESSES_ONLY();
+	TH_PROCESSES_ONLY();
 	for (size_t i = 0; i < sizeof(Ps) / sizeof(Ps[0]); i++)
 		run_with("sizes, ring", Ps[i], 0, sizes_body, &a, ARENA_SIZES);
 }
@@ -424,7 +405,7 @@ Test(p2p, sizes_pairs_processes, .timeout = 300)
 	struct targ a = {.mode = PAIRS};
 	static const int Ps[] = {2, 3, 4, 8};
 
-	PROCESSES_ONLY();
+	TH_PROCESSES_ONLY();
 	for (size_t i = 0; i < sizeof(Ps) / sizeof(Ps[0]); i++)
 		run_with("sizes, pairs", Ps[i], 0, sizes_body, &a, ARENA_SIZES);
 }
@@ -1043,7 +1024,7 @@ Test(p2p, truncation_cma, .timeout = 120)
 {
 	struct targ a = {.cma = 1};
 
-	PROCESSES_ONLY();
+	TH_PROCESSES_ONLY();
 	if (!th_siblings_can_read())
 		cr_skip_test("process_vm_readv between sibling processes is not allowed here "
 		             "(Yama ptrace_scope, seccomp): no single-copy rendezvous to truncate");
@@ -1757,7 +1738,7 @@ Test(p2p, rendezvous_cma, .timeout = 200)
 {
 	struct targ a = {.cma = 1};
 
-	PROCESSES_ONLY();
+	TH_PROCESSES_ONLY();
 	if (!th_siblings_can_read())
 		cr_skip_test("process_vm_readv between sibling processes is not allowed here "
 		             "(Yama ptrace_scope, seccomp): no single-copy rendezvous");
@@ -2257,7 +2238,7 @@ Test(p2p, finished_peer_is_not_dead, .timeout = 60)
 {
 	struct targ a = {.mode = 2};
 
-	PROCESSES_ONLY();
+	TH_PROCESSES_ONLY();
 	run_with("recv from rank 2 after rank 1 left", 3, 0, finished_body, &a, 2 * MIB);
 	a.mode = SHMCOLL_ANY_SOURCE;
 	run_with("recv from any source after rank 1 left", 3, 0, finished_body, &a, 2 * MIB);
@@ -2571,7 +2552,7 @@ Test(p2p, stress_p4, .timeout = 200)
 {
 	struct targ a = {.seed = SEED, .nmsgs = 64};
 
-	PROCESSES_ONLY();
+	TH_PROCESSES_ONLY();
 	run_with("randomized matching", 4, 0, stress_body, &a, 4 * MIB);
 	a.seed = SEED + 1;
 	run_with("randomized matching, another seed", 4, 0, stress_body, &a, 4 * MIB);
@@ -2581,7 +2562,7 @@ Test(p2p, stress_p8, .timeout = 200)
 {
 	struct targ a = {.seed = SEED + 8, .nmsgs = 40};
 
-	PROCESSES_ONLY();
+	TH_PROCESSES_ONLY();
 	run_with("randomized matching", 8, 0, stress_body, &a, 8 * MIB);
 }
 
@@ -2773,7 +2754,7 @@ static void run_progress(int mode, const char *what, int timeout_ms)
 
 Test(p2p, progress_in_other_calls, .timeout = 120)
 {
-	PROCESSES_ONLY();
+	TH_PROCESSES_ONLY();
 	run_progress(PROG_IPROBE, "the sender polls shmcoll_iprobe", TIMEOUT_MS);
 	run_progress(PROG_TEST, "the sender polls shmcoll_test of another request", TIMEOUT_MS);
 }
@@ -2787,7 +2768,7 @@ Test(p2p, progress_thread, .timeout = 200)
 	struct targ a = {0};
 
 	cr_assert(setenv("SHMCOLL_PROGRESS_THREAD", "1", 1) == 0);
-	if (!UNDER_TSAN)
+	if (!TH_UNDER_TSAN)
 		run_progress(PROG_NONE, "SHMCOLL_PROGRESS_THREAD=1, the sender makes no call",
 		             TIMEOUT_MS);
 	run_with("progress thread: windows", 2, 0, window_body, &a, 4 * MIB);
@@ -2877,6 +2858,6 @@ Test(p2p, counters_wrap, .timeout = 300)
 {
 	struct targ a = {0};
 
-	PROCESSES_ONLY();
+	TH_PROCESSES_ONLY();
 	run_with("more than 4 GiB each way", 2, 0, wrap_body, &a, 4 * MIB);
 }
