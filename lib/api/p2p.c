@@ -57,6 +57,8 @@ int shmcoll_send(const void *buf, size_t count, shmcoll_dtype dtype, int dest, i
 		return rc;
 	if (c->kind == COMM_HIER)
 		return no_hier(c, fn);
+	if (shmcoll__p2p_send_fast(c->u.node, buf, bytes, dest, tag))
+		return 0;
 	shmcoll__p2p_isend(c->u.node, &op, fn, buf, bytes, dest, tag, P2P_CTX_USER);
 	return shmcoll__p2p_wait(c->u.node, &op);
 }
@@ -79,6 +81,10 @@ int shmcoll_recv(void *buf, size_t count, shmcoll_dtype dtype, int source, int t
 		return rc;
 	if (c->kind == COMM_HIER)
 		return no_hier(c, fn);
+	if (shmcoll__p2p_recv_fast(c->u.node, &op, buf, bytes, source, tag)) {
+		api__status(status, &op, shmcoll_dtype_size(dtype), 0);
+		return 0;
+	}
 	shmcoll__p2p_irecv(c->u.node, &op, fn, buf, bytes, source, tag, P2P_CTX_USER);
 	rc = shmcoll__p2p_wait(c->u.node, &op);
 	api__status(status, &op, shmcoll_dtype_size(dtype), rc);

@@ -230,8 +230,12 @@ int shmcoll__probe_p2p_fuzz(const uint8_t *data, size_t len, size_t *ring_bytes)
 		memcpy(&tail, data + 5, len - 5 < 4 ? len - 5 : 4);
 	if (len > 9)
 		memcpy(shmcoll__ring(&f.n.arena, 1, 0), data + 9, len - 9 < cap ? len - 9 : cap);
-	/* Receives of each kind, as flags says: a specific source and tag, wildcards, a
+	/* The blocking receive's short cut first (it looks only while nothing is outstanding),
+	 * then receives of each kind, as flags says: a specific source and tag, wildcards, a
 	 * capacity of nothing, one large enough for a streamed message. */
+	if (flags & 16)
+		shmcoll__p2p_recv_fast(&f.n, &r[0], small, sizeof(small), 1,
+		                       flags & 32 ? P2P_ANY : 3);
 	if (flags & 1)
 		shmcoll__p2p_irecv(&f.n, &r[0], "fuzz", small, sizeof(small), 1, 3, P2P_CTX_USER);
 	if (flags & 2)

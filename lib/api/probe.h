@@ -63,10 +63,12 @@ void shmcoll__probe_free(struct shmcoll_probe_call *call);
 
 /* The point-to-point ring parser on bytes from nowhere (the fuzz target tests/fuzz/
  * fuzz_p2p.c): a communicator of two ranks in private memory, rank 1 a fiction whose ring to
- * rank 0, head and tail words come from data; rank 0 has receives and sends outstanding
- * (which receives, per data's first byte) and progresses once. Input: a flags byte, the
- * ring's head (4 bytes, host order), the tail rank 1 shows for rank 0's ring to it (4), then
- * the ring's bytes. Returns 0, or the error the communicator broke with (-EPROTO for a frame
+ * rank 0, head and tail words come from data; rank 0 tries the blocking receive's short cut
+ * (flag 16; any tag with 32), has receives and sends outstanding (which receives, per the
+ * flags byte) and progresses once. Input: a flags byte, the
+ * ring's head word (4 bytes, host order; stored, not read: frames are found by their stamps,
+ * whose salt is fixed in this fiction), the tail rank 1 shows for rank 0's ring to it (4),
+ * then the ring's bytes. Returns 0, or the error the communicator broke with (-EPROTO for a frame
  * it refused). *ring_bytes (if not NULL) says how large the ring is. */
 int shmcoll__probe_p2p_fuzz(const uint8_t *data, size_t len, size_t *ring_bytes);
 /* A seed for it: what rank 1 writes for message set which (0, 1, 2, ...) through the real

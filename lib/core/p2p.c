@@ -1,14 +1,22 @@
 /* p2p.c - point-to-point messages of a node communicator (p2p.h).
  *
  * Rings. Every ordered pair (s, r) has a ring of `cap` bytes in the arena (shm/arena.h): s
- * writes frames into it and publishes how far with heads[r] of its control block; r reads
- * them and hands the room back with tails[s] of its own. Both counters only grow (32-bit,
- * wrapping, cap a power of two), each has one writer, and each side checks the other's:
- * a tail beyond the head, a head more than cap ahead, or a frame that does not parse is
- * -EPROTO, never a read outside the ring.
+ * writes frames into it, r reads them and hands the room back with tails[s] of its control
+ * block. Positions only grow (cap a power of two); s checks r's tail (one beyond what s
+ * wrote, or behind what it saw before, is -EPROTO) and r checks every frame's header (one
+ * that does not parse is -EPROTO): never a read or write outside the ring.
  *
- * Frames. A 32-byte header (kind, context, tag, source, payload length, message bytes, the
- * sender's message id), its payload right after it, the whole padded to 64 bytes:
+ * Stamps. A frame is published by its first 8 bytes, written last (release): its stamp,
+ * the pair's salt XOR its 64-bit position. The receiver polls the stamp where the next
+ * frame will start, so a message costs it one cache-line transfer, the frame's own (with a
+ * head counter to poll first, it cost two). Nothing older can pass for the stamp: an older
+ * frame's stamp names another position, and what else can lie there (payload bytes of an
+ * earlier lap, zeros) would have to equal a salted 64-bit value (its top bit set). s still
+ * stores heads[r] (relaxed: no one polls it) so that counters can carry on from it.
+ *
+ * Frames. The stamp, a 32-byte header (kind, context, tag, source, payload length, message
+ * bytes, the sender's message id), its payload right after it, the whole padded to 64 bytes
+ * (a message of up to 24 bytes travels in one line):
  *   EAGER  a whole message of at most eager_max bytes, in the payload
  *   RTS    a request to send a larger one: where its data is (address, or heap offset)
  *   CTS    clear to send: the receiver will take limit bytes of message id as data frames
@@ -64,6 +72,8 @@ struct p2p_frame {
 static_assert(sizeof(struct p2p_frame) == 32, "a frame header is half a 64-byte line");
 
 #define FRAME_ALIGN 64
+#define STAMP_BYTES 8                                        /* before the header */
+#define FRAME_HDR   (STAMP_BYTES + sizeof(struct p2p_frame)) /* before the payload */
 
 /* The payload of an RTS: where the receiver reads the message. */
 struct p2p_rts {
@@ -198,8 +208,7 @@ static int out_of_memory(struct shmcoll_node *n, const char *fn, size_t bytes)
 
 static uint32_t frame_bytes(size_t len)
 {
-	return (uint32_t)((sizeof(struct p2p_frame) + len + FRAME_ALIGN - 1) &
-	                  ~(size_t)(FRAME_ALIGN - 1));
+	return (uint32_t)((FRAME_HDR + len + FRAME_ALIGN - 1) & ~(size_t)(FRAME_ALIGN - 1));
 }
 
 static void ring_write(uint8_t *ring, uint32_t cap, uint32_t pos, const void *src, size_t len)
@@ -212,6 +221,28 @@ static void ring_write(uint8_t *ring, uint32_t cap, uint32_t pos, const void *sr
 		memcpy(ring, (const uint8_t *)src + first, len - first);
 }
 
+/* len <= 24 bytes from s to d with fixed-size moves (overlapping ones where len is not a
+ * multiple): a library memcpy call costs more than such a message's copy. */
+static inline void copy_small(uint8_t *d, const uint8_t *s, size_t len)
+{
+	if (len >= 8) {
+		memcpy(d, s, 8);
+		if (len > 16)
+			memcpy(d + 8, s + 8, 8);
+		memcpy(d + len - 8, s + len - 8, 8);
+	} else if (len >= 4) {
+		memcpy(d, s, 4);
+		memcpy(d + len - 4, s + len - 4, 4);
+	} else {
+		for (size_t i = 0; i < len; i++)
+			d[i] = s[i];
+	}
+}
+
+/* The payload bytes a frame carries in its first line, after the stamp and header. */
+#define LINE_PAYLOAD (FRAME_ALIGN - FRAME_HDR)
+static_assert(FRAME_ALIGN - FRAME_HDR == 24, "copy_small() moves at most 24 bytes");
+
 static void ring_read(const uint8_t *ring, uint32_t cap, uint32_t pos, void *dst, size_t len)
 {
 	uint32_t at = pos & (cap - 1);
@@ -220,6 +251,17 @@ static void ring_read(const uint8_t *ring, uint32_t cap, uint32_t pos, void *dst
 	memcpy(dst, ring + at, first);
 	if (len > first)
 		memcpy((uint8_t *)dst + first, ring, len - first);
+}
+
+/* The stamp of the frame at position pos of a ring whose pair has this salt. */
+static uint64_t stamp_of(uint64_t salt, uint64_t pos)
+{
+	return salt ^ pos;
+}
+
+static _Atomic uint64_t *stamp_at(uint8_t *ring, uint32_t cap, uint32_t pos)
+{
+	return (_Atomic uint64_t *)(void *)(ring + (pos & (cap - 1)));
 }
 
 static void ring_bell(struct shmcoll_node *n, int p)
@@ -251,21 +293,32 @@ static void put_frame(struct shmcoll_node *n, int p, const struct p2p_frame *h, 
 {
 	struct p2p_peer *pr = &n->p2p.peers[p];
 	uint8_t *ring = shmcoll__ring(&n->arena, (uint32_t)n->rank, (uint32_t)p);
+	uint32_t fb = frame_bytes(h->len);
 
-	ring_write(ring, n->p2p.cap, pr->head, h, sizeof(*h));
-	if (h->len)
-		ring_write(ring, n->p2p.cap, pr->head + (uint32_t)sizeof(*h), payload, h->len);
-	pr->head += frame_bytes(h->len);
+	uint8_t *line = ring + (pr->head & (n->p2p.cap - 1));
+
+	/* A frame starts a line, so its stamp and header never wrap, nor a payload that fits
+	 * in the line with them. */
+	memcpy(line + STAMP_BYTES, h, sizeof(*h));
+	if (h->len <= LINE_PAYLOAD)
+		copy_small(line + FRAME_HDR, payload, h->len);
+	else
+		ring_write(ring, n->p2p.cap, pr->head + (uint32_t)FRAME_HDR, payload, h->len);
+	/* Release: the header and payload are written before the stamp says so. */
+	store_release(stamp_at(ring, n->p2p.cap, pr->head), stamp_of(pr->salt, pr->pos));
+	pr->head += fb;
+	pr->pos += fb;
 }
 
-/* Makes the frames written to p visible, and wakes p if it sleeps. */
+/* After frames were stamped for p: wakes p if it sleeps. */
 static void publish(struct shmcoll_node *n, int p)
 {
-	/* seq_cst: the release of what was written, and the store half of the bell's
-	 * store-buffer pattern (against the sleeper's increment in wait_until()). */
-	store_seqcst(shmcoll__ring_head(&n->arena, (uint32_t)n->rank, (uint32_t)p),
-	             n->p2p.peers[p].head);
-	if (load_seqcst(shmcoll__p2p_sleepers(&n->arena, (uint32_t)p)))
+	store_relaxed(shmcoll__ring_head(&n->arena, (uint32_t)n->rank, (uint32_t)p),
+	              n->p2p.peers[p].head);
+	/* The store half of the bell's store-buffer pattern (against the sleeper's
+	 * increment in wait_until()): the stamps, then a look at the sleepers. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (load_relaxed(shmcoll__p2p_sleepers(&n->arena, (uint32_t)p)))
 		ring_bell(n, p);
 }
 
@@ -397,7 +450,7 @@ static int flush(struct shmcoll_node *n, const char *fn, int p)
 				return rc;
 			if (rc == 0) {
 				fit = q->cap - (pr->head - pr->tail_seen);
-				fit = fit > sizeof(h) ? (fit - (uint32_t)sizeof(h)) &
+				fit = fit > FRAME_HDR ? (fit - (uint32_t)FRAME_HDR) &
 				                            ~(uint32_t)(FRAME_ALIGN - 1)
 				                      : 0;
 				if (fit < len && fit < q->cap / 8)
@@ -645,50 +698,49 @@ static int handle(struct shmcoll_node *n, const char *fn, int p, const struct p2
 /* Hands the ring from p back up to our tail, and wakes p if it sleeps (for room). */
 static void give_back(struct shmcoll_node *n, int p)
 {
+	struct p2p_peer *pr = &n->p2p.peers[p];
+
+	pr->given = pr->tail;
 	/* seq_cst: the release of the room (we are done reading it), and the store half of the
 	 * bell's pattern for a sender waiting for room. */
-	store_seqcst(shmcoll__ring_tail(&n->arena, (uint32_t)p, (uint32_t)n->rank),
-	             n->p2p.peers[p].tail);
+	store_seqcst(shmcoll__ring_tail(&n->arena, (uint32_t)p, (uint32_t)n->rank), pr->given);
 	if (load_seqcst(shmcoll__p2p_sleepers(&n->arena, (uint32_t)p)))
 		ring_bell(n, p);
 }
 
-/* Reads every frame p has published to us. Room is handed back once at the end, and after
- * every large frame too: then the sender refills that room while we copy the next frame out,
- * so a streamed message's two copies overlap instead of taking turns. Returns 0 or an
+/* Reads every frame p has published to us. Room is handed back after every large frame (then
+ * the sender refills that room while we copy the next frame out, so a streamed message's two copies
+ * overlap instead of taking turns) and else a quarter ring at a time: a sender never waits for the
+ * room held back, since a frame takes at most a quarter ring and some, and handing back
+ * after every message cost a fenced store on the way to its receiver. Returns 0 or an
  * error. */
 static int drain(struct shmcoll_node *n, const char *fn, int p)
 {
 	struct p2p_peer *pr = &n->p2p.peers[p];
 	const uint8_t *ring = shmcoll__ring(&n->arena, (uint32_t)p, (uint32_t)n->rank);
-	uint32_t cap = n->p2p.cap, head, start = pr->tail, fb;
+	uint32_t cap = n->p2p.cap, fb;
 	struct p2p_frame h;
 	int rc = 0;
 
-	/* Acquire: pairs with the store in publish(): the frames up to head are written. */
-	head = load_acquire(shmcoll__ring_head(&n->arena, (uint32_t)p, (uint32_t)n->rank));
-	if (head == pr->tail)
-		return 0;
-	if ((uint32_t)(head - pr->tail) > cap || (head - pr->tail) % FRAME_ALIGN)
-		return corrupt(n, fn, p, "its head is outside the ring");
-	while (pr->tail != head) {
-		ring_read(ring, cap, pr->tail, &h, sizeof(h));
+	/* Acquire: pairs with the release in put_frame(): the frame is written. */
+	while (load_acquire(stamp_at((uint8_t *)(uintptr_t)ring, cap, pr->tail)) ==
+	       stamp_of(pr->salt_in, pr->pos_in)) {
+		ring_read(ring, cap, pr->tail + STAMP_BYTES, &h, sizeof(h));
 		if (h.kind == 0 || h.kind >= F_KINDS || h.zero || h.ctx >= P2P_CTX_COUNT ||
-		    h.len > cap - sizeof(h) || frame_bytes(h.len) > head - pr->tail)
+		    h.len > cap - FRAME_HDR)
 			return corrupt(n, fn, p, "a header that does not parse");
 		fb = frame_bytes(h.len);
-		rc = handle(n, fn, p, &h, ring, pr->tail + (uint32_t)sizeof(h));
+		rc = handle(n, fn, p, &h, ring, pr->tail + (uint32_t)FRAME_HDR);
 		if (rc < 0)
 			return rc;
 		if (rc > 0)
 			break;
 		pr->tail += fb;
-		if (fb >= cap / 8) {
+		pr->pos_in += fb;
+		if (fb >= cap / 8)
 			give_back(n, p);
-			start = pr->tail;
-		}
 	}
-	if (pr->tail != start)
+	if (pr->tail - pr->given >= cap / 4)
 		give_back(n, p);
 	return 0;
 }
@@ -837,6 +889,90 @@ void shmcoll__p2p_isend(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const
 	op->state = ST_QUEUED;
 	list_push(&pr->out, op);
 	mark_busy(n, dest);
+}
+
+/* ---- the blocking calls' short cuts ----
+ *
+ * A blocking send or receive of a small message pays for the general machinery (an
+ * operation made, queued, matched and completed) on the way between two ranks, where a
+ * ping-pong's half round trip is a cache line's transfer and the code on either side of
+ * it. These take the common case straight, and leave everything else to the general
+ * path (return 0), which then sees the same state: nothing was started. */
+
+/* The number of times recv_fast looks at its ring before it hands over to the general wait
+ * (which reads every ring, checks for dead peers and sleeps): a few microseconds, where
+ * this rank has a CPU of its own (else it looks once). */
+#define FAST_POLLS 64
+
+int shmcoll__p2p_send_fast(struct shmcoll_node *n, const void *buf, size_t bytes, int dest, int tag)
+{
+	struct p2p_peer *pr = &n->p2p.peers[dest];
+	struct p2p_frame h;
+
+	if (bytes > n->p2p.eager_max || dest == n->rank || pr->out.head || pr->nctl ||
+	    load_relaxed(&n->broken) || load_relaxed(&n->arena.hdr->aborted))
+		return 0;
+	if (room(n, "shmcoll_send", dest, frame_bytes(bytes)) <= 0)
+		return 0; /* a full ring, or a broken one: the general path waits or fails */
+	use(n);
+	memset(&h, 0, sizeof(h));
+	h.kind = F_EAGER;
+	h.ctx = P2P_CTX_USER;
+	h.tag = tag;
+	h.src = n->rank;
+	h.len = (uint32_t)bytes;
+	h.total = bytes;
+	h.id = ++n->p2p.next_id;
+	put_frame(n, dest, &h, buf);
+	publish(n, dest);
+	return 1;
+}
+
+int shmcoll__p2p_recv_fast(struct shmcoll_node *n, struct shmcoll_p2p_op *op, void *buf,
+                           size_t bytes, int source, int tag)
+{
+	struct p2p_peer *pr = &n->p2p.peers[source];
+	const uint8_t *ring = shmcoll__ring(&n->arena, (uint32_t)source, (uint32_t)n->rank);
+	uint32_t cap = n->p2p.cap, fb;
+	struct p2p_frame h;
+	int i, polls = n->waiter.oversubscribed ? 0 : FAST_POLLS; /* no spinning then */
+
+	/* Only when nothing else needs moving while it waits, and nothing arrived before that
+	 * the message could be overtaking. */
+	if (source == P2P_ANY || source == n->rank || n->p2p.active || n->p2p.uq || n->p2p.nbusy ||
+	    n->tasks.head || load_relaxed(&n->broken) || load_relaxed(&n->arena.hdr->aborted))
+		return 0;
+	use(n);
+	for (i = 0;; i++) {
+		/* Acquire: pairs with the release in put_frame(). */
+		if (load_acquire(stamp_at((uint8_t *)(uintptr_t)ring, cap, pr->tail)) ==
+		    stamp_of(pr->salt_in, pr->pos_in))
+			break;
+		if (i == polls)
+			return 0;
+		cpu_relax();
+	}
+	memcpy(&h, ring + (pr->tail & (cap - 1)) + STAMP_BYTES, sizeof(h));
+	/* Anything but the message it waits for, whole, goes the general way (which also
+	 * checks the header in full). */
+	if (h.kind != F_EAGER || h.zero || h.ctx != P2P_CTX_USER || h.src != source || h.tag < 0 ||
+	    (tag != P2P_ANY && h.tag != tag) || h.len > bytes || h.len > n->p2p.eager_max ||
+	    h.total != h.len)
+		return 0;
+	if (h.len <= LINE_PAYLOAD)
+		copy_small(buf, ring + (pr->tail & (cap - 1)) + FRAME_HDR, h.len);
+	else
+		ring_read(ring, cap, pr->tail + (uint32_t)FRAME_HDR, buf, h.len);
+	fb = frame_bytes(h.len);
+	pr->tail += fb;
+	pr->pos_in += fb;
+	if (pr->tail - pr->given >= cap / 4)
+		give_back(n, source);
+	op->src = source;
+	op->rtag = h.tag;
+	op->total = h.len;
+	op->got = h.len;
+	return 1;
 }
 
 /* The earliest unexpected message that op matches, taken off the queue. */
@@ -1047,6 +1183,22 @@ int shmcoll__p2p_wait(struct shmcoll_node *n, struct shmcoll_p2p_op *op)
 
 /* ---- life cycle ---- */
 
+/* The salt of the ring from s to r: the arena's creator (pid, start time) and the pair,
+ * mixed (splitmix64's finalizer), the top bit set so that no stamp is 0. */
+static uint64_t pair_salt(const struct shmcoll_node *n, int s, int r)
+{
+	const struct shmcoll_proc_id *c = &n->arena.hdr->creator;
+	uint64_t x = (uint64_t)(uint32_t)c->pid * 0x9e3779b97f4a7c15ull ^ c->start ^
+	             ((uint64_t)(uint32_t)s << 32 | (uint32_t)r) * 0xd1b54a32d192ed03ull;
+
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x | 1ull << 63;
+}
+
 int shmcoll__p2p_init(struct shmcoll_node *n, char *err, size_t errlen)
 {
 	struct shmcoll_p2p *q = &n->p2p;
@@ -1056,7 +1208,7 @@ int shmcoll__p2p_init(struct shmcoll_node *n, char *err, size_t errlen)
 	memset(q, 0, sizeof(*q));
 	q->cap = (uint32_t)n->arena.lay.ring_bytes;
 	q->chunk = q->cap / 4;
-	q->eager_max = q->cap / 4 - sizeof(struct p2p_frame);
+	q->eager_max = q->cap / 4 - FRAME_HDR;
 	if (q->eager_max > EAGER_DEFAULT)
 		q->eager_max = EAGER_DEFAULT;
 	rc = shmcoll__env_long("SHMCOLL_P2P_EAGER", 0, LLONG_MAX, &v);
@@ -1082,10 +1234,16 @@ int shmcoll__p2p_init(struct shmcoll_node *n, char *err, size_t errlen)
 	}
 	/* Counters carry on from what the ring words say (0 in a new arena). */
 	for (int p = 0; p < n->size; p++) {
-		q->peers[p].head = q->peers[p].tail_seen =
+		struct p2p_peer *pr = &q->peers[p];
+
+		pr->head = pr->tail_seen =
 		    load_relaxed(shmcoll__ring_head(&n->arena, (uint32_t)n->rank, (uint32_t)p));
-		q->peers[p].tail =
+		pr->tail =
 		    load_relaxed(shmcoll__ring_tail(&n->arena, (uint32_t)p, (uint32_t)n->rank));
+		pr->pos = pr->head;
+		pr->pos_in = pr->tail;
+		pr->salt = pair_salt(n, n->rank, p);
+		pr->salt_in = pair_salt(n, p, n->rank);
 	}
 	n->waiter.poll = poll_hook;
 	n->waiter.poll_ctx = n;

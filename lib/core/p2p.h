@@ -65,6 +65,10 @@ struct p2p_peer {
 	uint32_t head;       /* ring to the peer: bytes published */
 	uint32_t tail_seen;  /* the peer's tail of that ring, as last read */
 	uint32_t tail;       /* ring from the peer: bytes consumed */
+	uint32_t given;      /* ring from the peer: bytes handed back (tails[] word) */
+	uint64_t pos, salt;  /* ring to the peer: head as 64 bits, and its stamps' salt */
+	uint64_t pos_in;     /* ring from the peer: tail as 64 bits */
+	uint64_t salt_in;    /* and its stamps' salt */
 	int busy;            /* on the list of peers with frames waiting to go */
 	struct p2p_list out; /* sends waiting for room, in order */
 	struct p2p_ctl *ctl; /* control frames waiting for room */
@@ -121,6 +125,18 @@ int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready
 
 /* Waits for op; its result. */
 int shmcoll__p2p_wait(struct shmcoll_node *n, struct shmcoll_p2p_op *op);
+
+/* Short cuts of a blocking send and receive on a communicator the caller entered, for user
+ * messages (context P2P_CTX_USER) only: 1 when done, 0 when the call must take the general
+ * path (nothing started). send_fast writes an eager message whose ring has room and no
+ * sends queued before it; recv_fast, for a specific source other than this rank and with
+ * nothing else outstanding or arrived unmatched, polls that source's ring a little while
+ * and takes the next message if it is the one, whole (op's src, rtag, total and got set,
+ * the rest of op untouched). */
+int shmcoll__p2p_send_fast(struct shmcoll_node *n, const void *buf, size_t bytes, int dest,
+                           int tag);
+int shmcoll__p2p_recv_fast(struct shmcoll_node *n, struct shmcoll_p2p_op *op, void *buf,
+                           size_t bytes, int source, int tag);
 
 /* The earliest arrived message a receive of (source, tag, ctx) would take, looked for
  * without progressing: 1 with its source, tag and bytes set, else 0. */

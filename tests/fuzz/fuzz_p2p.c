@@ -1,5 +1,5 @@
 /* fuzz_p2p.c - libFuzzer target for the point-to-point ring parser (lib/core/p2p.c): what
- * a receiving rank reads from a ring a peer wrote - its head and tail words, frame headers,
+ * a receiving rank reads from a ring a peer wrote - its tail word, frame stamps and headers,
  * payload lengths, message ids - is never trusted. Whatever the bytes, the receiver must not
  * read or write outside the ring and its own buffers (AddressSanitizer), and either takes
  * the frames or breaks the communicator with -EPROTO; never anything else.
