@@ -57,7 +57,8 @@ size_t bench_osu_next(size_t bytes);
 /* OSU's iteration counts of test (OSU_LATENCY .. OSU_OVERLAP) at a size of bytes, and its
  * warm-up in *warm: latency 10000 (100) up to 8 KiB and 1000 (10) above, bw and bibw 100 (10)
  * and 20 (2) windows, overlap 1000 (100) and 100 (10); capped so that one size moves at most
- * 8 GiB; then times scale, at least 2 (warm-up at least 1). */
+ * 8 GiB; then times scale, at least 2 (warm-up at least 1). The first call of a process, at
+ * 8 KiB or less, warms up 200 times as long (osu.c says why). */
 long bench_osu_iters(int test, size_t bytes, double scale, long *warm);
 
 /* The bytes of a message of `bytes` bytes from rank sender: a pattern of its own for every size
