@@ -14,14 +14,15 @@
  *     integers, the fixed-width ones, MPI_AINT, MPI_COUNT),
  *     MPI_FLOAT or MPI_DOUBLE, and MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX, or
  *     MPI_BAND, MPI_BOR, MPI_BXOR on the integers;
- *   - data movement: any predefined type whose data has no holes (size ==
- *     extent), moved as bytes;
+ *   - data movement: any datatype, predefined or derived, moved as the
+ *     bytes of its type signature: straight from the buffer where it holds
+ *     them in order, else packed (PMPI_Pack) and unpacked at the other end;
  *   - MPI_IN_PLACE wherever the standard allows it.
- * Everything else - derived datatypes, user-defined ops, MPI_LAND and the
- * LOC ops, 16-bit integers, MPI_OFFSET, long double, complex, pair types in
- * reductions, inter-communicators - goes to PMPI with the caller's arguments
- * unchanged. A call of zero bytes returns at once: MPI asks nothing of it,
- * not even synchronisation.
+ * Everything else - reductions on derived datatypes, user-defined ops,
+ * MPI_LAND and the LOC ops, 16-bit integers, MPI_OFFSET, long double,
+ * complex, pair types in reductions, inter-communicators - goes to PMPI
+ * with the caller's arguments unchanged. A call of zero bytes returns at once: MPI asks nothing of
+ * it, not even synchronisation.
  *
  * Setup, per communicator, on the first collective on it that the
  * interposer takes up (all ranks get there together, since collectives are
@@ -47,12 +48,14 @@
  * callback (MPI_Comm_free, MPI_Comm_disconnect, and this library's
  * MPI_Finalize, which deletes every one still alive) releases it.
  *
- * The choice between shmcoll and PMPI is made by each rank from its own
- * arguments. That is safe as long as, in one call, every rank passes a
- * predefined datatype or every rank passes a derived one; MPI allows a root
- * to gather into a derived type while the others send a predefined one, and
- * such a call would leave the ranks on different paths (it hangs, or fails
- * at SHMCOLL_TIMEOUT_MS if set, rather than returning wrong data).
+ * The choice between shmcoll and PMPI must be the same on every rank of a
+ * call, so it rests only on what MPI makes every rank agree on: for a
+ * reduction the datatype, count and op (MPI's rule: the same on every
+ * rank); for data movement the bytes of the type signature, never the
+ * datatypes themselves (MPI lets a root gather into a derived type what the
+ * others send as predefined elements, or a rank send vectors that another
+ * receives as doubles). A rank whose datatype does not lay its bytes out in
+ * order packs them; the others need not know.
  * A rank blocked in shmcoll does not drive MPI's progress engine either: a
  * large MPI_Isend still pending when its sender enters a collective may not
  * move until the collective is over. Like MPI, the interposer waits for a
@@ -130,8 +133,8 @@ struct cstate {
 	int *node_start;  /* multi: per node, its first position (nnodes + 1 entries) */
 	int *rank_at;     /* multi: per position, the rank of comm there */
 	int *vc;          /* multi: 4 * size ints, a leaders' v-collective's counts */
-	void *scratch[2]; /* multi: a leader's partial results and reordered blocks */
-	size_t scratch_bytes[2];
+	void *scratch[4]; /* multi: a leader's partial results and reordered blocks (0, 1); */
+	size_t scratch_bytes[4]; /* packed forms of what this rank sends and receives (2, 3) */
 };
 
 /* The environment, read once. */
@@ -299,43 +302,142 @@ static int red_args(MPI_Datatype dt, MPI_Op op, shmcoll_dtype *sdt, shmcoll_op *
 	return -1;
 }
 
-/* The bytes of count elements of dt, when dt is predefined and its data has
- * no holes (size == extent == true extent, lower bounds 0), so that they are
- * that many contiguous bytes shmcoll can move; else -1. */
-static long long move_bytes(MPI_Datatype dt, int count)
+/* One side of a data movement call, count elements of a datatype: what a
+ * rank sends or receives. Its signature's bytes are what every rank agrees
+ * on (MPI's matching rule: a root may gather into a derived type what the
+ * others send as predefined elements), so they alone decide a call's path.
+ * The data moves as those bytes: straight from the buffer when it holds
+ * them in order (contig), else packed by PMPI_Pack into a scratch buffer
+ * and unpacked at the other end, in signature order either way. */
+struct side {
+	long long bytes; /* count * size */
+	MPI_Count size;  /* the signature's bytes per element */
+	MPI_Aint extent; /* how far apart elements lie */
+	int contig;      /* the bytes lie in order at the buffer */
+};
+
+/* Whether dt's data is its size in bytes at offset 0 of each element, in
+ * signature order: a named type without holes, or a dup, contiguous run or
+ * resizing (to its own size) of such a type. Any other constructor may put
+ * data in another order than memory's (an indexed type with its blocks
+ * backwards), so it is packed even where it has no holes. */
+static int contig_type(MPI_Datatype dt, int depth)
 {
-	/* A few types each thread saw last: a named type lives as long as MPI
-	 * and never changes, so its handle keeps meaning the same size, and
-	 * the four queries below (a quarter of the interposer's cost on a
-	 * small call) run once per type. Derived types are not cached: a freed
-	 * one's handle may come back naming another. */
+	int ni, na, nd, comb, ints[1], rc;
+	MPI_Aint lb, ext, tlb, text, addrs[2];
+	MPI_Datatype old[1];
+	MPI_Count size;
+
+	if (depth > 16 || PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
+	    PMPI_Type_size_x(dt, &size) != MPI_SUCCESS ||
+	    PMPI_Type_get_extent(dt, &lb, &ext) != MPI_SUCCESS ||
+	    PMPI_Type_get_true_extent(dt, &tlb, &text) != MPI_SUCCESS)
+		return 0;
+	if (size <= 0 || lb != 0 || tlb != 0 || ext != size || text != size)
+		return 0;
+	if (comb == MPI_COMBINER_NAMED)
+		return 1;
+	if ((comb != MPI_COMBINER_DUP && comb != MPI_COMBINER_CONTIGUOUS &&
+	     comb != MPI_COMBINER_RESIZED) ||
+	    ni > 1 || na > 2 || nd != 1)
+		return 0;
+	if (PMPI_Type_get_contents(dt, ni, na, nd, ints, addrs, old) != MPI_SUCCESS)
+		return 0;
+	rc = contig_type(old[0], depth + 1);
+	/* The handles of derived types get_contents gives are the caller's. */
+	if (PMPI_Type_get_envelope(old[0], &ni, &na, &nd, &comb) == MPI_SUCCESS &&
+	    comb != MPI_COMBINER_NAMED)
+		PMPI_Type_free(&old[0]);
+	return rc;
+}
+
+/* Fills s for count elements of dt: 0, or -1 (an invalid count or type: the
+ * call goes to PMPI, which reports it). */
+static int side_of(MPI_Datatype dt, int count, struct side *s)
+{
+	/* A few named types each thread saw last: a named type lives as long
+	 * as MPI and never changes, so its handle keeps meaning the same
+	 * layout, and the queries (a quarter of the interposer's cost on a
+	 * small call) run once per type. Derived types are not cached: a
+	 * freed one's handle may come back naming another. */
 	static _Thread_local struct {
 		MPI_Datatype dt;
-		int size; /* 0: empty */
+		struct side s; /* size 0: empty */
 	} seen[4];
 	static _Thread_local unsigned next;
-	int ni, na, nd, comb, size;
-	MPI_Aint lb, ext, tlb, text;
+	int ni, na, nd, comb;
+	MPI_Aint lb;
 	unsigned i;
 
 	if (count < 0 || dt == MPI_DATATYPE_NULL)
 		return -1;
 	for (i = 0; i < ARRAY_SIZE(seen); i++)
-		if (seen[i].size && seen[i].dt == dt)
-			return (long long)count * seen[i].size;
-	if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
-	    comb != MPI_COMBINER_NAMED)
+		if (seen[i].s.size && seen[i].dt == dt) {
+			*s = seen[i].s;
+			s->bytes = (long long)count * s->size;
+			return 0;
+		}
+	if (PMPI_Type_size_x(dt, &s->size) != MPI_SUCCESS || s->size < 0 ||
+	    PMPI_Type_get_extent(dt, &lb, &s->extent) != MPI_SUCCESS)
 		return -1;
-	if (PMPI_Type_size(dt, &size) != MPI_SUCCESS || size <= 0)
+	if (s->size && (long long)count > LLONG_MAX / s->size)
 		return -1;
-	if (PMPI_Type_get_extent(dt, &lb, &ext) != MPI_SUCCESS || lb != 0 || ext != size)
-		return -1;
-	if (PMPI_Type_get_true_extent(dt, &tlb, &text) != MPI_SUCCESS || tlb != 0 || text != size)
-		return -1;
-	i = next++ % ARRAY_SIZE(seen);
-	seen[i].dt = dt;
-	seen[i].size = size;
-	return (long long)count * size;
+	s->bytes = (long long)count * s->size;
+	s->contig = contig_type(dt, 0);
+	if (s->size && PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) == MPI_SUCCESS &&
+	    comb == MPI_COMBINER_NAMED) {
+		i = next++ % ARRAY_SIZE(seen);
+		seen[i].dt = dt;
+		seen[i].s = *s;
+	}
+	return 0;
+}
+
+/* Packs (or, with unpack, unpacks) count elements of dt at buf to or from
+ * their packed form at packed, in pieces of at most INT_MAX bytes (PMPI's
+ * sizes are ints). 0, or the MPI error; a packed form of another length
+ * than the signature's bytes (a representation that is not the native
+ * one) is MPI_ERR_TYPE. */
+static int pack_side(int unpack, void *buf, int count, MPI_Datatype dt, const struct side *s,
+                     void *packed, MPI_Comm comm)
+{
+	long long per = s->size ? INT_MAX / s->size : 0, at = 0, k;
+	int pos, rc;
+
+	if (!s->bytes)
+		return MPI_SUCCESS;
+	if (per < 1)
+		return MPI_ERR_TYPE; /* one element of more than INT_MAX bytes */
+	for (; at < count; at += k) {
+		k = count - at < per ? count - at : per;
+		pos = 0;
+		if (unpack)
+			rc = PMPI_Unpack((char *)packed + at * s->size, (int)(k * s->size), &pos,
+			                 (char *)buf + at * s->extent, (int)k, dt, comm);
+		else
+			rc = PMPI_Pack((char *)buf + at * s->extent, (int)k, dt,
+			               (char *)packed + at * s->size, (int)(k * s->size), &pos,
+			               comm);
+		if (rc != MPI_SUCCESS)
+			return rc;
+		if (pos != k * s->size)
+			return MPI_ERR_TYPE;
+	}
+	return MPI_SUCCESS;
+}
+
+/* The same for n blocks of count elements each, block i at buf + i * count *
+ * extent and at packed + i * count * size (a gather's or alltoall's
+ * buffer). */
+static int pack_blocks(int unpack, void *buf, int count, MPI_Datatype dt, const struct side *s,
+                       int n, void *packed, MPI_Comm comm)
+{
+	int i, rc = MPI_SUCCESS;
+
+	for (i = 0; i < n && rc == MPI_SUCCESS; i++)
+		rc = pack_side(unpack, (char *)buf + (MPI_Aint)i * count * s->extent, count, dt, s,
+		               (char *)packed + (long long)i * s->bytes, comm);
+	return rc;
 }
 
 /* Setup and teardown */
@@ -370,8 +472,8 @@ static void release(struct cstate *st)
 	free(st->node_start);
 	free(st->rank_at);
 	free(st->vc);
-	free(st->scratch[0]);
-	free(st->scratch[1]);
+	for (size_t i = 0; i < ARRAY_SIZE(st->scratch); i++)
+		free(st->scratch[i]);
 	free(st);
 }
 
@@ -670,9 +772,9 @@ static int shm_done(struct cstate *st, enum coll c, const char *fn, int rc)
 	return rc < 0 ? fail(st, c, fn, rc) : via_shm(c);
 }
 
-/* Scratch buffer i (0 or 1) of a leader (or of a root off its node's
- * leader), grown as needed and kept: a program calls the same collectives
- * over and over. Growing it loses what it held. */
+/* Scratch buffer i (0 or 1 of a leader, or of a root off its node's
+ * leader; 2 and 3 of a rank packing its data), grown as needed and kept: a program calls the same
+ * collectives over and over. Growing it loses what it held. */
 static void *scratch(struct cstate *st, int i, size_t bytes)
 {
 	void *p;
@@ -749,11 +851,13 @@ static int reduce_multi(struct cstate *st, const void *in, void *out, int count,
 }
 
 /* The root's node first (everyone there, its leader included, gets the
- * data from the root), then the leaders, then every other node. */
-static int bcast_multi(struct cstate *st, void *buf, int count, MPI_Datatype dt, int root,
-                       size_t bytes)
+ * data from the root), then the leaders (as bytes, in pieces of at most
+ * INT_MAX: each leader may hold them packed or as its own type), then
+ * every other node. */
+static int bcast_multi(struct cstate *st, void *buf, int root, size_t bytes)
 {
-	int rnode = st->node_of[root], rc;
+	int rnode = st->node_of[root], rc = MPI_SUCCESS;
+	size_t at, k;
 
 	if (st->my_node == rnode) {
 		rc = shmcoll_bcast(buf, bytes, SHMCOLL_UINT8, st->lrank_of[root], st->shm);
@@ -761,7 +865,10 @@ static int bcast_multi(struct cstate *st, void *buf, int count, MPI_Datatype dt,
 			return fail(st, C_BCAST, "shmcoll_bcast", rc);
 	}
 	if (st->lrank == 0) {
-		rc = PMPI_Bcast(buf, count, dt, rnode, st->leaders);
+		for (at = 0; at < bytes && rc == MPI_SUCCESS; at += k) {
+			k = bytes - at < INT_MAX ? bytes - at : INT_MAX;
+			rc = PMPI_Bcast((char *)buf + at, (int)k, MPI_BYTE, rnode, st->leaders);
+		}
 		if (rc != MPI_SUCCESS)
 			return fail(st, C_BCAST, "MPI_Bcast among leaders", rc);
 	}
@@ -1167,53 +1274,116 @@ EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
 	                shmcoll_reduce(in, out, (size_t)count, sdt, sop, root, st->shm));
 }
 
+/* Data movement. Every rank takes shmcoll's path from what all of them agree
+ * on (the signature's bytes, the root, and for a multi-node call whether
+ * the leaders' int counts hold them), never from its own datatypes; a side
+ * whose buffer does not hold its bytes in order is packed into scratch
+ * buffer 2 (what this rank sends) or 3 (what it receives) and unpacked from
+ * there. Where packing fails the call fails as a shmcoll call would: the
+ * node's communicator is aborted, so no peer waits for this rank. */
+
+/* Buffer i of st for a packed side of bytes, or NULL with the call failed
+ * (fail() says why). */
+static void *packed_buf(struct cstate *st, enum coll c, int i, long long bytes)
+{
+	void *p = scratch(st, i, (size_t)bytes);
+
+	if (!p)
+		fail(st, c, "a buffer for packed data", -ENOMEM);
+	return p;
+}
+
 EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
-	long long bytes = move_bytes(datatype, count);
-	struct cstate *st = bytes < 0 ? NULL : state_of(comm);
+	struct side s;
+	struct cstate *st = side_of(datatype, count, &s) < 0 ? NULL : state_of(comm);
+	void *p = buffer;
+	int rc;
 
 	if (!st || root < 0 || root >= st->size)
 		return pmpi(C_BCAST, PMPI_Bcast(buffer, count, datatype, root, comm));
-	if (!bytes)
+	if (!s.bytes)
 		return via_shm(C_BCAST);
+	if (!s.contig) {
+		if (!(p = packed_buf(st, C_BCAST, 2, s.bytes)))
+			return MPI_ERR_NO_MEM;
+		if (st->rank == root &&
+		    (rc = pack_side(0, buffer, count, datatype, &s, p, comm)) != MPI_SUCCESS)
+			return fail(st, C_BCAST, "MPI_Pack", rc);
+	}
 	if (st->multi)
-		return bcast_multi(st, buffer, count, datatype, root, (size_t)bytes);
-	return shm_done(st, C_BCAST, "shmcoll_bcast",
-	                shmcoll_bcast(buffer, (size_t)bytes, SHMCOLL_UINT8, root, st->shm));
+		rc = bcast_multi(st, p, root, (size_t)s.bytes);
+	else
+		rc = shm_done(st, C_BCAST, "shmcoll_bcast",
+		              shmcoll_bcast(p, (size_t)s.bytes, SHMCOLL_UINT8, root, st->shm));
+	if (rc == MPI_SUCCESS && !s.contig && st->rank != root &&
+	    (rc = pack_side(1, buffer, count, datatype, &s, p, comm)) != MPI_SUCCESS)
+		return fail(st, C_BCAST, "MPI_Unpack", rc);
+	return rc;
 }
 
-/* The block of an allgather or alltoall (MPI gives them the same arguments):
- * recv*'s bytes where send* describes the same bytes or is MPI_IN_PLACE,
- * else -1 (PMPI). */
-static long long same_blocks(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                             int recvcount, MPI_Datatype recvtype)
+/* The sides of an allgather or alltoall (MPI gives them the same
+ * arguments): 0 with r (a receive block) and, unless in place, w (a send
+ * block) filled, or -1 (PMPI). */
+static int block_sides(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int recvcount,
+                       MPI_Datatype recvtype, struct side *w, struct side *r)
 {
-	long long block = move_bytes(recvtype, recvcount);
-
-	if (block < 0 || sendbuf == MPI_IN_PLACE)
-		return block;
-	return move_bytes(sendtype, sendcount) == block ? block : -1;
+	if (side_of(recvtype, recvcount, r) < 0)
+		return -1;
+	if (sendbuf == MPI_IN_PLACE) {
+		*w = *r;
+		return 0;
+	}
+	return side_of(sendtype, sendcount, w) < 0 || w->bytes != r->bytes ? -1 : 0;
 }
 
 EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-	long long block = same_blocks(sendbuf, sendcount, sendtype, recvcount, recvtype);
-	int inplace = sendbuf == MPI_IN_PLACE;
-	struct cstate *st = block >= 0 ? state_of(comm) : NULL;
+	struct side w, r;
+	int inplace = sendbuf == MPI_IN_PLACE, rc;
+	struct cstate *st =
+	    block_sides(sendbuf, sendcount, sendtype, recvcount, recvtype, &w, &r) < 0
+	        ? NULL
+	        : state_of(comm);
+	const void *in;
+	char *out = recvbuf;
 
-	if (!st || (st->multi && !fits(st->size, 1, block)))
+	if (!st || (st->multi && !fits(st->size, 1, r.bytes)))
 		return pmpi(C_ALLGATHER, PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf,
 		                                        recvcount, recvtype, comm));
-	if (!block)
+	if (!r.bytes)
 		return via_shm(C_ALLGATHER);
-	/* In place, this rank's block is already in recvbuf: shmcoll's form. */
-	if (inplace)
-		sendbuf = (const char *)recvbuf + (size_t)st->rank * (size_t)block;
+	if (!r.contig && !(out = packed_buf(st, C_ALLGATHER, 3, r.bytes * st->size)))
+		return MPI_ERR_NO_MEM;
+	rc = MPI_SUCCESS;
+	if (inplace) {
+		/* This rank's block is already in recvbuf (packed here if need be):
+		 * shmcoll's in-place form. */
+		in = out + (size_t)st->rank * (size_t)r.bytes;
+		if (!r.contig)
+			rc = pack_side(0,
+			               (char *)recvbuf + (MPI_Aint)st->rank * recvcount * r.extent,
+			               recvcount, recvtype, &r, (void *)in, comm);
+	} else if (w.contig) {
+		in = sendbuf;
+	} else {
+		if (!(in = packed_buf(st, C_ALLGATHER, 2, w.bytes)))
+			return MPI_ERR_NO_MEM;
+		rc = pack_side(0, (void *)sendbuf, sendcount, sendtype, &w, (void *)in, comm);
+	}
+	if (rc != MPI_SUCCESS)
+		return fail(st, C_ALLGATHER, "MPI_Pack", rc);
 	if (st->multi)
-		return allgather_multi(st, sendbuf, recvbuf, (size_t)block);
-	return shm_done(st, C_ALLGATHER, "shmcoll_allgather",
-	                shmcoll_allgather(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, st->shm));
+		rc = allgather_multi(st, in, out, (size_t)r.bytes);
+	else
+		rc = shm_done(st, C_ALLGATHER, "shmcoll_allgather",
+		              shmcoll_allgather(in, out, (size_t)r.bytes, SHMCOLL_UINT8, st->shm));
+	if (rc == MPI_SUCCESS && !r.contig &&
+	    (rc = pack_blocks(1, recvbuf, recvcount, recvtype, &r, st->size, out, comm)) !=
+	        MPI_SUCCESS)
+		return fail(st, C_ALLGATHER, "MPI_Unpack", rc);
+	return rc;
 }
 
 EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
@@ -1252,99 +1422,172 @@ EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recv
 	return shm_done(st, C_REDUCE_SCATTER_BLOCK, "shmcoll_reduce_scatter", rc);
 }
 
-/* The block size of a rooted gather or scatter, or -1 for PMPI. own_* is
- * what every rank but an in-place root passes for its own block (gather's
- * send*, scatter's recv*), root_* what counts only at the root (gather's
- * recv*, scatter's send*); both must describe the same bytes there. Every
- * rank's block is the same size (MPI's rule), so across nodes all of them
- * agree on whether the leaders' exchange fits. */
-static long long rooted_block(const struct cstate *st, int root, MPI_Datatype own_t, int own_n,
-                              MPI_Datatype root_t, int root_n, int root_in_place)
+/* The sides of a rooted gather or scatter, 0 or -1 for PMPI. own_* is what
+ * every rank but an in-place root passes for its own block (gather's send*,
+ * scatter's recv*), root_* what counts only at the root (gather's recv*,
+ * scatter's send*); both describe the same bytes there. Every rank's block
+ * is the same size (MPI's rule), so across nodes all of them agree on
+ * whether the leaders' exchange fits. */
+static int rooted_sides(const struct cstate *st, int root, MPI_Datatype own_t, int own_n,
+                        MPI_Datatype root_t, int root_n, int root_in_place, struct side *own,
+                        struct side *all)
 {
 	long long block;
 
 	if (!st || root < 0 || root >= st->size)
 		return -1;
 	if (st->rank != root) {
-		block = move_bytes(own_t, own_n);
+		if (side_of(own_t, own_n, own) < 0)
+			return -1;
+		block = own->bytes;
 	} else {
-		block = move_bytes(root_t, root_n);
-		if (!root_in_place && move_bytes(own_t, own_n) != block)
+		if (side_of(root_t, root_n, all) < 0)
+			return -1;
+		block = all->bytes;
+		if (root_in_place)
+			*own = *all;
+		else if (side_of(own_t, own_n, own) < 0 || own->bytes != block)
 			return -1;
 	}
 	if (block > 0 && st->multi && !fits(st->size, 1, block))
 		return -1;
-	return block;
+	return 0;
 }
 
 EXPORT int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
 	struct cstate *st = state_of(comm);
-	long long block = rooted_block(st, root, sendtype, sendcount, recvtype, recvcount,
-	                               sendbuf == MPI_IN_PLACE);
-	int is_root = block >= 0 && st->rank == root;
+	int inplace = sendbuf == MPI_IN_PLACE, rc;
+	struct side w, r;
+	const void *in = sendbuf;
+	char *out = NULL;
+	int is_root;
 
-	if (block < 0)
+	if (rooted_sides(st, root, sendtype, sendcount, recvtype, recvcount, inplace, &w, &r) < 0)
 		return pmpi(C_GATHER, PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
 		                                  recvtype, root, comm));
-	if (!block)
+	if (!w.bytes)
 		return via_shm(C_GATHER);
-	if (!is_root)
-		recvbuf = NULL;
-	else if (sendbuf == MPI_IN_PLACE)
-		sendbuf = (const char *)recvbuf + (size_t)root * (size_t)block;
+	is_root = st->rank == root;
+	if (is_root) {
+		out = recvbuf;
+		if (!r.contig && !(out = packed_buf(st, C_GATHER, 3, r.bytes * st->size)))
+			return MPI_ERR_NO_MEM;
+		if (inplace)
+			in = out + (size_t)root * (size_t)r.bytes;
+		if (inplace && !r.contig &&
+		    (rc = pack_side(0, (char *)recvbuf + (MPI_Aint)root * recvcount * r.extent,
+		                    recvcount, recvtype, &r, (void *)in, comm)) != MPI_SUCCESS)
+			return fail(st, C_GATHER, "MPI_Pack", rc);
+	}
+	if (!inplace && !w.contig) {
+		if (!(in = packed_buf(st, C_GATHER, 2, w.bytes)))
+			return MPI_ERR_NO_MEM;
+		if ((rc = pack_side(0, (void *)sendbuf, sendcount, sendtype, &w, (void *)in,
+		                    comm)) != MPI_SUCCESS)
+			return fail(st, C_GATHER, "MPI_Pack", rc);
+	}
 	if (st->multi)
-		return gather_multi(st, sendbuf, recvbuf, (size_t)block, root);
-	return shm_done(
-	    st, C_GATHER, "shmcoll_gather",
-	    shmcoll_gather(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, root, st->shm));
+		rc = gather_multi(st, in, out, (size_t)w.bytes, root);
+	else
+		rc = shm_done(
+		    st, C_GATHER, "shmcoll_gather",
+		    shmcoll_gather(in, out, (size_t)w.bytes, SHMCOLL_UINT8, root, st->shm));
+	if (rc == MPI_SUCCESS && is_root && !r.contig &&
+	    (rc = pack_blocks(1, recvbuf, recvcount, recvtype, &r, st->size, out, comm)) !=
+	        MPI_SUCCESS)
+		return fail(st, C_GATHER, "MPI_Unpack", rc);
+	return rc;
 }
 
 EXPORT int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                        int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
 	struct cstate *st = state_of(comm);
-	long long block = rooted_block(st, root, recvtype, recvcount, sendtype, sendcount,
-	                               recvbuf == MPI_IN_PLACE);
-	int is_root = block >= 0 && st->rank == root;
+	int inplace = recvbuf == MPI_IN_PLACE, rc;
+	struct side r, w;
+	const char *in = NULL;
+	void *out = inplace ? NULL : recvbuf;
+	int is_root;
 
-	if (block < 0)
+	if (rooted_sides(st, root, recvtype, recvcount, sendtype, sendcount, inplace, &r, &w) < 0)
 		return pmpi(C_SCATTER, PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf,
 		                                    recvcount, recvtype, root, comm));
-	if (!block)
+	if (!r.bytes)
 		return via_shm(C_SCATTER);
-	if (!is_root)
-		sendbuf = NULL;
-	/* Across nodes the root's block may not be where its node's
-	 * scatter reads it from: scatter_multi takes in place as NULL. */
+	is_root = st->rank == root;
+	if (is_root) {
+		in = sendbuf;
+		if (!w.contig) {
+			if (!(in = packed_buf(st, C_SCATTER, 2, w.bytes * st->size)))
+				return MPI_ERR_NO_MEM;
+			if ((rc = pack_blocks(0, (void *)sendbuf, sendcount, sendtype, &w, st->size,
+			                      (void *)in, comm)) != MPI_SUCCESS)
+				return fail(st, C_SCATTER, "MPI_Pack", rc);
+		}
+	}
+	if (!inplace && !r.contig && !(out = packed_buf(st, C_SCATTER, 3, r.bytes)))
+		return MPI_ERR_NO_MEM;
+	/* Across nodes the root's block may not be where its node's scatter
+	 * reads it from: scatter_multi takes in place as NULL. On one node, in
+	 * place is the root's block of what it sends (packed or not). */
 	if (st->multi)
-		return scatter_multi(st, sendbuf, recvbuf == MPI_IN_PLACE ? NULL : recvbuf,
-		                     (size_t)block, root);
-	if (is_root && recvbuf == MPI_IN_PLACE)
-		recvbuf = (char *)sendbuf + (size_t)root * (size_t)block;
-	return shm_done(
-	    st, C_SCATTER, "shmcoll_scatter",
-	    shmcoll_scatter(sendbuf, recvbuf, (size_t)block, SHMCOLL_UINT8, root, st->shm));
+		rc = scatter_multi(st, in, out, (size_t)r.bytes, root);
+	else
+		rc = shm_done(st, C_SCATTER, "shmcoll_scatter",
+		              shmcoll_scatter(
+		                  in, inplace ? (void *)(in + (size_t)root * (size_t)r.bytes) : out,
+		                  (size_t)r.bytes, SHMCOLL_UINT8, root, st->shm));
+	if (rc == MPI_SUCCESS && !inplace && !r.contig &&
+	    (rc = pack_side(1, recvbuf, recvcount, recvtype, &r, out, comm)) != MPI_SUCCESS)
+		return fail(st, C_SCATTER, "MPI_Unpack", rc);
+	return rc;
 }
 
 EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                         int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-	long long block = same_blocks(sendbuf, sendcount, sendtype, recvcount, recvtype);
-	int inplace = sendbuf == MPI_IN_PLACE;
-	struct cstate *st = block >= 0 ? state_of(comm) : NULL;
+	struct side w, r;
+	int inplace = sendbuf == MPI_IN_PLACE, rc = MPI_SUCCESS;
+	struct cstate *st =
+	    block_sides(sendbuf, sendcount, sendtype, recvcount, recvtype, &w, &r) < 0
+	        ? NULL
+	        : state_of(comm);
+	const void *in = inplace ? recvbuf : sendbuf;
+	void *out = recvbuf;
 
-	if (!st || (st->multi && !fits(st->max_node, st->size, block)))
+	if (!st || (st->multi && !fits(st->max_node, st->size, r.bytes)))
 		return pmpi(C_ALLTOALL, PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf,
 		                                      recvcount, recvtype, comm));
-	if (!block)
+	if (!r.bytes)
 		return via_shm(C_ALLTOALL);
+	if (!r.contig && !(out = packed_buf(st, C_ALLTOALL, 3, r.bytes * st->size)))
+		return MPI_ERR_NO_MEM;
+	/* In place, what this rank sends is in recvbuf as recvtype: packed
+	 * apart when that is not in order, since the result goes elsewhere. */
+	if (inplace && !r.contig) {
+		if (!(in = packed_buf(st, C_ALLTOALL, 2, r.bytes * st->size)))
+			return MPI_ERR_NO_MEM;
+		rc = pack_blocks(0, recvbuf, recvcount, recvtype, &r, st->size, (void *)in, comm);
+	} else if (!inplace && !w.contig) {
+		if (!(in = packed_buf(st, C_ALLTOALL, 2, w.bytes * st->size)))
+			return MPI_ERR_NO_MEM;
+		rc = pack_blocks(0, (void *)sendbuf, sendcount, sendtype, &w, st->size, (void *)in,
+		                 comm);
+	}
+	if (rc != MPI_SUCCESS)
+		return fail(st, C_ALLTOALL, "MPI_Pack", rc);
 	if (st->multi)
-		return alltoall_multi(st, inplace ? recvbuf : sendbuf, recvbuf, (size_t)block);
-	return shm_done(st, C_ALLTOALL, "shmcoll_alltoall",
-	                shmcoll_alltoall(inplace ? recvbuf : sendbuf, recvbuf, (size_t)block,
-	                                 SHMCOLL_UINT8, st->shm));
+		rc = alltoall_multi(st, in, out, (size_t)r.bytes);
+	else
+		rc = shm_done(st, C_ALLTOALL, "shmcoll_alltoall",
+		              shmcoll_alltoall(in, out, (size_t)r.bytes, SHMCOLL_UINT8, st->shm));
+	if (rc == MPI_SUCCESS && !r.contig &&
+	    (rc = pack_blocks(1, recvbuf, recvcount, recvtype, &r, st->size, out, comm)) !=
+	        MPI_SUCCESS)
+		return fail(st, C_ALLTOALL, "MPI_Unpack", rc);
+	return rc;
 }
 
 EXPORT int MPI_Barrier(MPI_Comm comm)
