@@ -14,12 +14,16 @@ enum coll {
 	C_SCATTER,
 	C_ALLTOALL,
 	C_BARRIER,
+	C_REDUCE_SCATTER,
+	C_SCAN,
+	C_EXSCAN,
 	C_COUNT
 };
 
 static const char *const coll_names[C_COUNT] = {
     "MPI_Allreduce", "MPI_Reduce",  "MPI_Bcast",    "MPI_Allgather", "MPI_Reduce_scatter_block",
-    "MPI_Gather",    "MPI_Scatter", "MPI_Alltoall", "MPI_Barrier",
+    "MPI_Gather",    "MPI_Scatter", "MPI_Alltoall", "MPI_Barrier",   "MPI_Reduce_scatter",
+    "MPI_Scan",      "MPI_Exscan",
 };
 
 #endif

@@ -9,7 +9,8 @@
  *
  * What goes through shmcoll: MPI_Allreduce, MPI_Reduce, MPI_Bcast,
  * MPI_Allgather, MPI_Reduce_scatter_block, MPI_Gather, MPI_Scatter,
- * MPI_Alltoall and MPI_Barrier on an intra-communicator, with
+ * MPI_Alltoall and MPI_Barrier on an intra-communicator, and MPI_Scan,
+ * MPI_Exscan and MPI_Reduce_scatter on one within a node, with
  *   - reductions: a predefined integer type of 8, 32 or 64 bits (the C
  *     integers, the fixed-width ones, MPI_AINT, MPI_COUNT),
  *     MPI_FLOAT or MPI_DOUBLE, and MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX, or
@@ -1588,6 +1589,92 @@ EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
 	        MPI_SUCCESS)
 		return fail(st, C_ALLTOALL, "MPI_Unpack", rc);
 	return rc;
+}
+
+/* Prefix reductions and reduce_scatter with counts: a reduction of a mapped
+ * type and op, on one node (across nodes they go to PMPI: a node's ranks
+ * need not be consecutive, so no composition keeps the prefix order
+ * cheaply). Every rank decides alike: the datatype, op and communicator are
+ * the same on all of them. */
+
+EXPORT int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                    MPI_Comm comm)
+{
+	struct cstate *st = NULL;
+	shmcoll_dtype sdt;
+	shmcoll_op sop;
+
+	if (count >= 0 && red_args(datatype, op, &sdt, &sop) == 0)
+		st = state_of(comm);
+	if (!st || st->multi)
+		return pmpi(C_SCAN, PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm));
+	if (!count)
+		return via_shm(C_SCAN);
+	return shm_done(st, C_SCAN, "shmcoll_scan",
+	                shmcoll_scan(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf,
+	                             (size_t)count, sdt, sop, st->shm));
+}
+
+/* Rank 0's recvbuf is undefined in MPI; shmcoll leaves it unchanged. */
+EXPORT int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                      MPI_Op op, MPI_Comm comm)
+{
+	struct cstate *st = NULL;
+	shmcoll_dtype sdt;
+	shmcoll_op sop;
+
+	if (count >= 0 && red_args(datatype, op, &sdt, &sop) == 0)
+		st = state_of(comm);
+	if (!st || st->multi)
+		return pmpi(C_EXSCAN, PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm));
+	if (!count)
+		return via_shm(C_EXSCAN);
+	return shm_done(st, C_EXSCAN, "shmcoll_exscan",
+	                shmcoll_exscan(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf,
+	                               (size_t)count, sdt, sop, st->shm));
+}
+
+EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+	struct cstate *st = NULL;
+	shmcoll_dtype sdt;
+	shmcoll_op sop;
+	size_t *counts, before = 0, total = 0, es;
+	int i, rc;
+
+	if (recvcounts && red_args(datatype, op, &sdt, &sop) == 0)
+		st = state_of(comm);
+	for (i = 0; st && i < st->size; i++)
+		if (recvcounts[i] < 0)
+			st = NULL; /* erroneous: PMPI says so (every rank sees the same counts) */
+	if (!st || st->multi)
+		return pmpi(C_REDUCE_SCATTER,
+		            PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm));
+	counts = scratch(st, 2, (size_t)st->size * sizeof(*counts));
+	if (!counts)
+		return fail(st, C_REDUCE_SCATTER, "a buffer for the counts", -ENOMEM);
+	for (i = 0; i < st->size; i++) {
+		counts[i] = (size_t)recvcounts[i];
+		total += counts[i];
+		if (i < st->rank)
+			before += counts[i];
+	}
+	if (!total)
+		return via_shm(C_REDUCE_SCATTER);
+	if (sendbuf != MPI_IN_PLACE)
+		return shm_done(
+		    st, C_REDUCE_SCATTER, "shmcoll_reduce_scatterv",
+		    shmcoll_reduce_scatterv(sendbuf, recvbuf, counts, sdt, sop, st->shm));
+	/* MPI's in place takes the input from recvbuf and leaves the result at
+	 * its start; shmcoll's at the rank's own block, which may overlap the
+	 * start. */
+	es = shmcoll_dtype_size(sdt);
+	rc = shmcoll_reduce_scatterv(recvbuf, (char *)recvbuf + before * es, counts, sdt, sop,
+	                             st->shm);
+	if (rc == 0 && before)
+		memmove(recvbuf, (char *)recvbuf + before * es, counts[st->rank] * es);
+	return shm_done(st, C_REDUCE_SCATTER, "shmcoll_reduce_scatterv", rc);
 }
 
 EXPORT int MPI_Barrier(MPI_Comm comm)

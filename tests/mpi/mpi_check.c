@@ -91,6 +91,7 @@ struct ctx {
 	/* MPI_X calls the interposer should take ([c][0]) and pass on ([c][1]). */
 	unsigned long want[C_COUNT][2];
 	int alone; /* every rank a node of its own: the interposer takes nothing */
+	int spans; /* the communicator spans (simulated) nodes: scans go to PMPI */
 	unsigned seed;
 };
 
@@ -333,6 +334,20 @@ static int every_rank_alone(int n)
 	return atoi(e) == 1;
 }
 
+/* Whether SHMCOLL_MPI_NODE_SPLIT makes a communicator of n ranks span
+ * several nodes, where the interposer composes the nine and leaves
+ * MPI_Scan, MPI_Exscan and MPI_Reduce_scatter to PMPI. */
+static int spans_nodes(int n)
+{
+	const char *e = getenv("SHMCOLL_MPI_NODE_SPLIT");
+
+	if (!e || !*e || n < 2)
+		return 0;
+	if (!strncmp(e, "cyclic:", 7))
+		return atoi(e + 7) >= 2; /* min(k, n) nodes */
+	return n > atoi(e);
+}
+
 /* The interposer reduces the types of types[] with the ops of ops[]; the
  * fallback cases of red_cases use other types or ops. */
 static int red_via_shm(const struct red *r)
@@ -441,6 +456,82 @@ static void check_reduce_scatter_block(struct ctx *x, const struct red *r, int n
 	         r->o->name, n, label);
 	fail_rc(x, what, rc);
 	compare(x, what, x->got, x->ref, bytes);
+}
+
+/* Prefix reductions: rank r gets the op over ranks 0..r (scan) or 0..r-1
+ * (exscan, where rank 0's result is undefined and not compared). */
+static void check_scan(struct ctx *x, const struct red *r, int n, int ex, const char *label)
+{
+	size_t bytes = (size_t)n * (size_t)r->t->extent;
+	int cmp = !ex || x->rank > 0, rc, shm = red_via_shm(r) && !x->spans;
+	enum coll c = ex ? C_EXSCAN : C_SCAN;
+	const char *name = ex ? "MPI_Exscan" : "MPI_Scan";
+	char what[160];
+
+	fill_red(x, r->t, r->o->cls, x->send, (size_t)n);
+	memset(x->ref, SENTINEL, bytes + 8);
+	memset(x->got, SENTINEL, bytes + 8);
+	if (ex) {
+		PMPI_Exscan(x->send, x->ref, n, r->t->dt, r->o->op, x->comm);
+		rc = MPI_Exscan(x->send, x->got, n, r->t->dt, r->o->op, x->comm);
+	} else {
+		PMPI_Scan(x->send, x->ref, n, r->t->dt, r->o->op, x->comm);
+		rc = MPI_Scan(x->send, x->got, n, r->t->dt, r->o->op, x->comm);
+	}
+	expect(x, c, shm);
+	snprintf(what, sizeof(what), "%s %s %s n=%d%s", name, r->t->name, r->o->name, n, label);
+	fail_rc(x, what, rc);
+	if (cmp)
+		compare(x, what, x->got, x->ref, bytes + 8);
+	else
+		compare(x, what, x->got + bytes, x->ref + bytes, 8);
+
+	memcpy(x->got, x->send, bytes);
+	if (ex)
+		rc = MPI_Exscan(MPI_IN_PLACE, x->got, n, r->t->dt, r->o->op, x->comm);
+	else
+		rc = MPI_Scan(MPI_IN_PLACE, x->got, n, r->t->dt, r->o->op, x->comm);
+	expect(x, c, shm);
+	snprintf(what, sizeof(what), "%s %s %s n=%d in place%s", name, r->t->name, r->o->name, n,
+	         label);
+	fail_rc(x, what, rc);
+	if (cmp)
+		compare(x, what, x->got, x->ref, bytes + 8);
+}
+
+/* Reduce_scatter with counts that differ between ranks (some zero). */
+static void check_reduce_scatter(struct ctx *x, const struct red *r, int n, const char *label)
+{
+	int counts[64], i, rc, shm = red_via_shm(r) && !x->spans;
+	size_t total = 0, mine, ext = (size_t)r->t->extent;
+	char what[160];
+
+	if (x->size > (int)ARRAY_SIZE(counts))
+		return;
+	for (i = 0; i < x->size; i++) {
+		counts[i] = i % 3 == 1 ? n / 2 : i % 3 == 2 ? 0 : n;
+		total += (size_t)counts[i];
+	}
+	mine = (size_t)counts[x->rank] * ext;
+	fill_red(x, r->t, r->o->cls, x->send, total);
+	memset(x->ref, SENTINEL, mine + 8);
+	memset(x->got, SENTINEL, mine + 8);
+	PMPI_Reduce_scatter(x->send, x->ref, counts, r->t->dt, r->o->op, x->comm);
+	rc = MPI_Reduce_scatter(x->send, x->got, counts, r->t->dt, r->o->op, x->comm);
+	expect(x, C_REDUCE_SCATTER, shm);
+	snprintf(what, sizeof(what), "MPI_Reduce_scatter %s %s n=%d%s", r->t->name, r->o->name, n,
+	         label);
+	fail_rc(x, what, rc);
+	compare(x, what, x->got, x->ref, mine + 8);
+
+	/* In place: the input is all of recvbuf, the result its first block. */
+	memcpy(x->got, x->send, total * ext);
+	rc = MPI_Reduce_scatter(MPI_IN_PLACE, x->got, counts, r->t->dt, r->o->op, x->comm);
+	expect(x, C_REDUCE_SCATTER, shm);
+	snprintf(what, sizeof(what), "MPI_Reduce_scatter %s %s n=%d in place%s", r->t->name,
+	         r->o->name, n, label);
+	fail_rc(x, what, rc);
+	compare(x, what, x->got, x->ref, mine);
 }
 
 /* Data movement */
@@ -865,6 +956,9 @@ static void run_matrix(struct ctx *x, enum level level, const char *label)
 			x->seed++;
 			check_allreduce(x, &reds[i], n, label);
 			check_reduce_scatter_block(x, &reds[i], n, label);
+			check_reduce_scatter(x, &reds[i], n, label);
+			check_scan(x, &reds[i], n, 0, label);
+			check_scan(x, &reds[i], n, 1, label);
 			for (k = 0; k < nroots; k++)
 				check_reduce(x, &reds[i], n, rt[k], label);
 		}
@@ -905,6 +999,7 @@ static int ctx_init(struct ctx *x, MPI_Comm comm, const char *name)
 	MPI_Comm_rank(comm, &x->rank);
 	MPI_Comm_size(comm, &x->size);
 	x->alone = every_rank_alone(x->size);
+	x->spans = spans_nodes(x->size);
 	x->cap = (size_t)MAX_ELEMS * MAX_EXTENT * (size_t)x->size + 64;
 	x->send = malloc(x->cap);
 	x->ref = malloc(x->cap);
