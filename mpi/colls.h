@@ -17,13 +17,18 @@ enum coll {
 	C_REDUCE_SCATTER,
 	C_SCAN,
 	C_EXSCAN,
+	C_ALLGATHERV,
+	C_GATHERV,
+	C_SCATTERV,
+	C_ALLTOALLV,
 	C_COUNT
 };
 
 static const char *const coll_names[C_COUNT] = {
-    "MPI_Allreduce", "MPI_Reduce",  "MPI_Bcast",    "MPI_Allgather", "MPI_Reduce_scatter_block",
-    "MPI_Gather",    "MPI_Scatter", "MPI_Alltoall", "MPI_Barrier",   "MPI_Reduce_scatter",
-    "MPI_Scan",      "MPI_Exscan",
+    "MPI_Allreduce", "MPI_Reduce",  "MPI_Bcast",      "MPI_Allgather", "MPI_Reduce_scatter_block",
+    "MPI_Gather",    "MPI_Scatter", "MPI_Alltoall",   "MPI_Barrier",   "MPI_Reduce_scatter",
+    "MPI_Scan",      "MPI_Exscan",  "MPI_Allgatherv", "MPI_Gatherv",   "MPI_Scatterv",
+    "MPI_Alltoallv",
 };
 
 #endif

@@ -9,8 +9,9 @@
  *
  * What goes through shmcoll: MPI_Allreduce, MPI_Reduce, MPI_Bcast,
  * MPI_Allgather, MPI_Reduce_scatter_block, MPI_Gather, MPI_Scatter,
- * MPI_Alltoall and MPI_Barrier on an intra-communicator, and MPI_Scan,
- * MPI_Exscan and MPI_Reduce_scatter on one within a node, with
+ * MPI_Alltoall and MPI_Barrier on an intra-communicator, and
+ * MPI_Allgatherv, MPI_Gatherv, MPI_Scatterv, MPI_Alltoallv,
+ * MPI_Reduce_scatter, MPI_Scan and MPI_Exscan on one within a node, with
  *   - reductions: a predefined integer type of 8, 32 or 64 bits (the C
  *     integers, the fixed-width ones, MPI_AINT, MPI_COUNT),
  *     MPI_FLOAT or MPI_DOUBLE, and MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX, or
@@ -134,6 +135,7 @@ struct cstate {
 	int *node_start;  /* multi: per node, its first position (nnodes + 1 entries) */
 	int *rank_at;     /* multi: per position, the rank of comm there */
 	int *vc;          /* multi: 4 * size ints, a leaders' v-collective's counts */
+	size_t *vz;       /* 4 * size: a v-collective's byte counts and displacements */
 	void *scratch[4]; /* multi: a leader's partial results and reordered blocks (0, 1); */
 	size_t scratch_bytes[4]; /* packed forms of what this rank sends and receives (2, 3) */
 };
@@ -473,6 +475,7 @@ static void release(struct cstate *st)
 	free(st->node_start);
 	free(st->rank_at);
 	free(st->vc);
+	free(st->vz);
 	for (size_t i = 0; i < ARRAY_SIZE(st->scratch); i++)
 		free(st->scratch[i]);
 	free(st);
@@ -1675,6 +1678,261 @@ EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recv
 	if (rc == 0 && before)
 		memmove(recvbuf, (char *)recvbuf + before * es, counts[st->rank] * es);
 	return shm_done(st, C_REDUCE_SCATTER, "shmcoll_reduce_scatterv", rc);
+}
+
+/* The v-collectives, within a node (across nodes: PMPI, decided alike on
+ * every rank). Blocks move as bytes, as the equal-count calls' do: a side
+ * whose datatype holds its bytes in order is read or written in place, at
+ * byte displacement displs[i] * extent; any other goes through a packed
+ * buffer where the blocks lie back to back, each unpacked to its
+ * displacement. Counts are the ranks' agreed ones (MPI's matching rule);
+ * only an erroneous call (a count that is negative, or this rank's block
+ * of another size than its peers expect) goes to PMPI. */
+
+/* A v-side: per rank i, counts[i] elements of a datatype at displs[i]
+ * (in extents) of buf; n its bytes. */
+struct vside {
+	struct side t; /* of one element */
+	const int *counts, *displs;
+	size_t *bc, *bd; /* bytes: counts, and displacements in the buffer moved */
+	size_t total;    /* the packed form's bytes */
+};
+
+/* Fills v for P ranks' blocks: 0, or -1 (a negative count or displacement,
+ * or an invalid type: PMPI). bc and bd are st->vz + 2 * which * P. */
+static int vside_of(struct cstate *st, int which, MPI_Datatype dt, const int *counts,
+                    const int *displs, struct vside *v)
+{
+	int i, P = st->size;
+
+	if (!counts || !displs || side_of(dt, 1, &v->t) < 0)
+		return -1;
+	if (!st->vz && !(st->vz = malloc(4 * (size_t)P * sizeof(*st->vz))))
+		return -1;
+	v->counts = counts;
+	v->displs = displs;
+	v->bc = st->vz + 2 * (size_t)which * (size_t)P;
+	v->bd = v->bc + P;
+	v->total = 0;
+	for (i = 0; i < P; i++) {
+		if (counts[i] < 0 || displs[i] < 0)
+			return -1;
+		v->bc[i] = (size_t)counts[i] * (size_t)v->t.size;
+		v->bd[i] = v->t.contig ? (size_t)displs[i] * (size_t)v->t.extent : v->total;
+		v->total += v->bc[i];
+	}
+	return 0;
+}
+
+/* Packs (or unpacks) block only of v (-1: every block) between buf and
+ * packed. */
+static int vpack(int unpack, void *buf, MPI_Datatype dt, const struct vside *v, int P, int only,
+                 void *packed, MPI_Comm comm)
+{
+	struct side s = v->t;
+	int i, rc = MPI_SUCCESS;
+
+	for (i = 0; i < P && rc == MPI_SUCCESS; i++) {
+		if (only >= 0 && i != only)
+			continue;
+		s.bytes = (long long)v->bc[i];
+		rc = pack_side(unpack, (char *)buf + (MPI_Aint)v->displs[i] * v->t.extent,
+		               v->counts[i], dt, &s, (char *)packed + v->bd[i], comm);
+	}
+	return rc;
+}
+
+/* A v-collective's send block of count elements of dt at buf: in place
+ * (buf itself) or packed into scratch 2. NULL with the call failed. */
+static const void *send_block(struct cstate *st, enum coll c, const void *buf, int count,
+                              MPI_Datatype dt, const struct side *w, MPI_Comm comm)
+{
+	void *p;
+	int rc;
+
+	if (w->contig || !w->bytes)
+		return buf;
+	if (!(p = packed_buf(st, c, 2, w->bytes)))
+		return NULL;
+	if ((rc = pack_side(0, (void *)buf, count, dt, w, p, comm)) != MPI_SUCCESS) {
+		fail(st, c, "MPI_Pack", rc);
+		return NULL;
+	}
+	return p;
+}
+
+EXPORT int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                          const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                          MPI_Comm comm)
+{
+	struct cstate *st = state_of(comm);
+	int inplace = sendbuf == MPI_IN_PLACE, rc;
+	struct vside r;
+	struct side w;
+	const void *in;
+	char *out;
+
+	if (!st || st->multi || vside_of(st, 1, recvtype, recvcounts, displs, &r) < 0 ||
+	    (!inplace &&
+	     (side_of(sendtype, sendcount, &w) < 0 || (size_t)w.bytes != r.bc[st->rank])))
+		return pmpi(C_ALLGATHERV, PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf,
+		                                          recvcounts, displs, recvtype, comm));
+	out = recvbuf;
+	if (!r.t.contig && !(out = packed_buf(st, C_ALLGATHERV, 3, (long long)r.total + 1)))
+		return MPI_ERR_NO_MEM;
+	if (inplace) {
+		in = out + r.bd[st->rank];
+		if (!r.t.contig && (rc = vpack(0, recvbuf, recvtype, &r, st->size, st->rank, out,
+		                               comm)) != MPI_SUCCESS)
+			return fail(st, C_ALLGATHERV, "MPI_Pack", rc);
+	} else if (!(in = send_block(st, C_ALLGATHERV, sendbuf, sendcount, sendtype, &w, comm))) {
+		return MPI_ERR_OTHER;
+	}
+	rc = shm_done(
+	    st, C_ALLGATHERV, "shmcoll_allgatherv",
+	    shmcoll_allgatherv(in, r.bc[st->rank], out, r.bc, r.bd, SHMCOLL_UINT8, st->shm));
+	if (rc == MPI_SUCCESS && !r.t.contig &&
+	    (rc = vpack(1, recvbuf, recvtype, &r, st->size, -1, out, comm)) != MPI_SUCCESS)
+		return fail(st, C_ALLGATHERV, "MPI_Unpack", rc);
+	return rc;
+}
+
+EXPORT int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                       const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                       MPI_Comm comm)
+{
+	struct cstate *st = state_of(comm);
+	int inplace = sendbuf == MPI_IN_PLACE, is_root, rc;
+	struct vside r;
+	struct side w;
+	const void *in = NULL;
+	char *out = NULL;
+	size_t mine;
+
+	is_root = st && st->rank == root;
+	if (!st || st->multi || root < 0 || root >= st->size ||
+	    (is_root && vside_of(st, 1, recvtype, recvcounts, displs, &r) < 0) ||
+	    ((!is_root || !inplace) && side_of(sendtype, sendcount, &w) < 0) ||
+	    (is_root && !inplace && (size_t)w.bytes != r.bc[root]))
+		return pmpi(C_GATHERV, PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf,
+		                                    recvcounts, displs, recvtype, root, comm));
+	mine = is_root && inplace ? r.bc[root] : (size_t)w.bytes;
+	if (is_root) {
+		out = recvbuf;
+		if (!r.t.contig && !(out = packed_buf(st, C_GATHERV, 3, (long long)r.total + 1)))
+			return MPI_ERR_NO_MEM;
+		if (inplace) {
+			in = out + r.bd[root];
+			if (!r.t.contig && (rc = vpack(0, recvbuf, recvtype, &r, st->size, root,
+			                               out, comm)) != MPI_SUCCESS)
+				return fail(st, C_GATHERV, "MPI_Pack", rc);
+		}
+	}
+	if ((!is_root || !inplace) &&
+	    !(in = send_block(st, C_GATHERV, sendbuf, sendcount, sendtype, &w, comm)))
+		return MPI_ERR_OTHER;
+	rc = shm_done(st, C_GATHERV, "shmcoll_gatherv",
+	              shmcoll_gatherv(in, mine, out, is_root ? r.bc : NULL, is_root ? r.bd : NULL,
+	                              SHMCOLL_UINT8, root, st->shm));
+	if (rc == MPI_SUCCESS && is_root && !r.t.contig &&
+	    (rc = vpack(1, recvbuf, recvtype, &r, st->size, -1, out, comm)) != MPI_SUCCESS)
+		return fail(st, C_GATHERV, "MPI_Unpack", rc);
+	return rc;
+}
+
+EXPORT int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
+                        MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                        int root, MPI_Comm comm)
+{
+	struct cstate *st = state_of(comm);
+	int inplace = recvbuf == MPI_IN_PLACE, is_root, rc;
+	struct vside s;
+	struct side r;
+	char *in = NULL;
+	void *out;
+	size_t mine;
+
+	is_root = st && st->rank == root;
+	if (!st || st->multi || root < 0 || root >= st->size ||
+	    (is_root && vside_of(st, 0, sendtype, sendcounts, displs, &s) < 0) ||
+	    ((!is_root || !inplace) && side_of(recvtype, recvcount, &r) < 0) ||
+	    (is_root && !inplace && (size_t)r.bytes != s.bc[root]))
+		return pmpi(C_SCATTERV, PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype,
+		                                      recvbuf, recvcount, recvtype, root, comm));
+	mine = is_root && inplace ? s.bc[root] : (size_t)r.bytes;
+	if (is_root) {
+		in = (char *)sendbuf;
+		if (!s.t.contig) {
+			if (!(in = packed_buf(st, C_SCATTERV, 2, (long long)s.total + 1)))
+				return MPI_ERR_NO_MEM;
+			if ((rc = vpack(0, (void *)sendbuf, sendtype, &s, st->size, -1, in,
+			                comm)) != MPI_SUCCESS)
+				return fail(st, C_SCATTERV, "MPI_Pack", rc);
+		}
+	}
+	/* In place, the root's block stays where it is in what it sends. */
+	out = inplace ? in + s.bd[root] : recvbuf;
+	if (!inplace && !r.contig && !(out = packed_buf(st, C_SCATTERV, 3, r.bytes + 1)))
+		return MPI_ERR_NO_MEM;
+	rc = shm_done(st, C_SCATTERV, "shmcoll_scatterv",
+	              shmcoll_scatterv(in, is_root ? s.bc : NULL, is_root ? s.bd : NULL, out, mine,
+	                               SHMCOLL_UINT8, root, st->shm));
+	if (rc == MPI_SUCCESS && !inplace && !r.contig &&
+	    (rc = pack_side(1, recvbuf, recvcount, recvtype, &r, out, comm)) != MPI_SUCCESS)
+		return fail(st, C_SCATTERV, "MPI_Unpack", rc);
+	return rc;
+}
+
+EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                         MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                         const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+	struct cstate *st = state_of(comm);
+	int inplace = sendbuf == MPI_IN_PLACE, rc = MPI_SUCCESS;
+	struct vside s, r;
+	char *in = (char *)sendbuf, *out = recvbuf;
+
+	if (!st || st->multi || vside_of(st, 1, recvtype, recvcounts, rdispls, &r) < 0 ||
+	    (!inplace && vside_of(st, 0, sendtype, sendcounts, sdispls, &s) < 0))
+		return pmpi(C_ALLTOALLV,
+		            PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+		                           recvcounts, rdispls, recvtype, comm));
+	/* In place, what this rank sends is recvbuf as the receive describes
+	 * it; shmcoll has no in-place form, so it is packed apart first. */
+	if (inplace) {
+		s = r;
+		s.bc = st->vz;
+		s.bd = st->vz + st->size;
+		s.total = 0;
+		for (int i = 0; i < st->size; i++) {
+			s.bc[i] = r.bc[i];
+			s.bd[i] = s.total;
+			s.total += s.bc[i];
+		}
+		s.t.contig = 0; /* packed, back to back */
+		if (!(in = packed_buf(st, C_ALLTOALLV, 2, (long long)s.total + 1)))
+			return MPI_ERR_NO_MEM;
+		if (r.t.contig) {
+			for (int i = 0; i < st->size; i++)
+				memcpy(in + s.bd[i], (char *)recvbuf + r.bd[i], r.bc[i]);
+		} else {
+			rc = vpack(0, recvbuf, recvtype, &s, st->size, -1, in, comm);
+		}
+	} else if (!s.t.contig) {
+		if (!(in = packed_buf(st, C_ALLTOALLV, 2, (long long)s.total + 1)))
+			return MPI_ERR_NO_MEM;
+		rc = vpack(0, (void *)sendbuf, sendtype, &s, st->size, -1, in, comm);
+	}
+	if (rc != MPI_SUCCESS)
+		return fail(st, C_ALLTOALLV, "MPI_Pack", rc);
+	if (!r.t.contig && !(out = packed_buf(st, C_ALLTOALLV, 3, (long long)r.total + 1)))
+		return MPI_ERR_NO_MEM;
+	rc = shm_done(st, C_ALLTOALLV, "shmcoll_alltoallv",
+	              shmcoll_alltoallv(in, s.bc, s.bd, out, r.bc, r.bd, SHMCOLL_UINT8, st->shm));
+	if (rc == MPI_SUCCESS && !r.t.contig &&
+	    (rc = vpack(1, recvbuf, recvtype, &r, st->size, -1, out, comm)) != MPI_SUCCESS)
+		return fail(st, C_ALLTOALLV, "MPI_Unpack", rc);
+	return rc;
 }
 
 EXPORT int MPI_Barrier(MPI_Comm comm)

@@ -674,6 +674,153 @@ static void check_alltoall(struct ctx *x, const struct type *t, int n, const cha
 	compare(x, what, x->got, x->ref, all + 8);
 }
 
+/* The v-collectives. Counts vary by rank (n, n/2, 0), and the blocks lie
+ * in reverse rank order with an element's gap after each, so displacements
+ * are honoured, not assumed. Returns the elements the layout spans. */
+#define V_MAX_RANKS 64
+
+static size_t v_layout(int size, int n, int salt, int *counts, int *displs)
+{
+	size_t at = 0;
+	int i;
+
+	for (i = 0; i < size; i++)
+		counts[i] = (i + salt) % 3 == 1 ? n / 2 : (i + salt) % 3 == 2 ? 0 : n;
+	for (i = size - 1; i >= 0; i--) {
+		displs[i] = (int)at;
+		at += (size_t)counts[i] + 1;
+	}
+	return at;
+}
+
+static void check_vcolls(struct ctx *x, const struct type *t, int n, int root, const char *label)
+{
+	int rc[V_MAX_RANKS], rd[V_MAX_RANKS], sc[V_MAX_RANKS], sd[V_MAX_RANKS], i, rcode;
+	int me = x->rank == root, shm = !x->spans;
+	size_t ext = (size_t)t->extent, span, sspan, mine;
+	char what[200];
+
+	if (x->size > V_MAX_RANKS)
+		return;
+	/* allgatherv */
+	span = v_layout(x->size, n, 0, rc, rd);
+	mine = (size_t)rc[x->rank] * ext;
+	fill_move(x, t, x->send, (size_t)rc[x->rank], 21);
+	memset(x->ref, SENTINEL, span * ext + 8);
+	memset(x->got, SENTINEL, span * ext + 8);
+	PMPI_Allgatherv(x->send, rc[x->rank], t->dt, x->ref, rc, rd, t->dt, x->comm);
+	rcode = MPI_Allgatherv(x->send, rc[x->rank], t->dt, x->got, rc, rd, t->dt, x->comm);
+	expect(x, C_ALLGATHERV, shm);
+	snprintf(what, sizeof(what), "MPI_Allgatherv %s n=%d%s", t->name, n, label);
+	fail_rc(x, what, rcode);
+	compare(x, what, x->got, x->ref, span * ext + 8);
+	memset(x->got, SENTINEL, span * ext + 8);
+	memcpy(x->got + (size_t)rd[x->rank] * ext, x->send, mine);
+	rcode = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, rc, rd, t->dt, x->comm);
+	expect(x, C_ALLGATHERV, shm);
+	snprintf(what, sizeof(what), "MPI_Allgatherv %s n=%d in place%s", t->name, n, label);
+	fail_rc(x, what, rcode);
+	compare(x, what, x->got, x->ref, span * ext + 8);
+
+	/* gatherv, to root */
+	span = v_layout(x->size, n, 1, rc, rd);
+	mine = (size_t)rc[x->rank] * ext;
+	fill_move(x, t, x->send, (size_t)rc[x->rank], 22);
+	memset(x->ref, SENTINEL, span * ext + 8);
+	memset(x->got, SENTINEL, span * ext + 8);
+	PMPI_Gatherv(x->send, rc[x->rank], t->dt, me ? x->ref : NULL, rc, rd, t->dt, root, x->comm);
+	rcode = MPI_Gatherv(x->send, rc[x->rank], t->dt, me ? x->got : NULL, rc, rd, t->dt, root,
+	                    x->comm);
+	expect(x, C_GATHERV, shm);
+	snprintf(what, sizeof(what), "MPI_Gatherv %s n=%d root=%d%s", t->name, n, root, label);
+	fail_rc(x, what, rcode);
+	compare(x, what, x->got, x->ref, span * ext + 8);
+	memset(x->got, SENTINEL, span * ext + 8);
+	if (me) {
+		memcpy(x->got + (size_t)rd[root] * ext, x->send, mine);
+		rcode = MPI_Gatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, rc, rd, t->dt, root,
+		                    x->comm);
+	} else {
+		rcode = MPI_Gatherv(x->send, rc[x->rank], t->dt, NULL, NULL, NULL,
+		                    MPI_DATATYPE_NULL, root, x->comm);
+	}
+	expect(x, C_GATHERV, shm);
+	snprintf(what, sizeof(what), "MPI_Gatherv %s n=%d root=%d in place%s", t->name, n, root,
+	         label);
+	fail_rc(x, what, rcode);
+	compare(x, what, x->got, x->ref, span * ext + 8);
+
+	/* scatterv, from root */
+	sspan = v_layout(x->size, n, 2, sc, sd);
+	mine = (size_t)sc[x->rank] * ext;
+	fill_move(x, t, x->send, sspan, 23);
+	memcpy(x->aux, x->send, sspan * ext);
+	memset(x->ref, SENTINEL, mine + 8);
+	memset(x->got, SENTINEL, mine + 8);
+	PMPI_Scatterv(me ? x->send : NULL, sc, sd, t->dt, x->ref, sc[x->rank], t->dt, root,
+	              x->comm);
+	rcode = MPI_Scatterv(me ? x->send : NULL, sc, sd, t->dt, x->got, sc[x->rank], t->dt, root,
+	                     x->comm);
+	expect(x, C_SCATTERV, shm);
+	snprintf(what, sizeof(what), "MPI_Scatterv %s n=%d root=%d%s", t->name, n, root, label);
+	fail_rc(x, what, rcode);
+	compare(x, what, x->got, x->ref, mine + 8);
+	memset(x->got, SENTINEL, mine + 8);
+	if (me)
+		rcode = MPI_Scatterv(x->send, sc, sd, t->dt, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL,
+		                     root, x->comm);
+	else
+		rcode = MPI_Scatterv(NULL, NULL, NULL, MPI_DATATYPE_NULL, x->got, sc[x->rank],
+		                     t->dt, root, x->comm);
+	expect(x, C_SCATTERV, shm);
+	snprintf(what, sizeof(what), "MPI_Scatterv %s n=%d root=%d in place%s", t->name, n, root,
+	         label);
+	fail_rc(x, what, rcode);
+	if (me)
+		compare(x, what, x->send, x->aux, sspan * ext);
+	else
+		compare(x, what, x->got, x->ref, mine + 8);
+
+	/* alltoallv: rank s sends rank r f(s, r) elements, f symmetric so that
+	 * the in-place form (what it sends laid out as what it receives) is
+	 * valid too */
+	if (root != 0)
+		return; /* once per size, not per root */
+	for (i = 0; i < x->size; i++) {
+		int k = (x->rank + i) % 3;
+
+		sc[i] = rc[i] = k == 1 ? n / 2 : k == 2 ? 0 : n;
+	}
+	for (sspan = 0, i = 0; i < x->size; i++) {
+		sd[i] = (int)sspan;
+		sspan += (size_t)sc[i] + 1;
+	}
+	for (span = 0, i = x->size - 1; i >= 0; i--) {
+		rd[i] = (int)span;
+		span += (size_t)rc[i] + 1;
+	}
+	fill_move(x, t, x->send, sspan, 24);
+	memset(x->ref, SENTINEL, span * ext + 8);
+	memset(x->got, SENTINEL, span * ext + 8);
+	PMPI_Alltoallv(x->send, sc, sd, t->dt, x->ref, rc, rd, t->dt, x->comm);
+	rcode = MPI_Alltoallv(x->send, sc, sd, t->dt, x->got, rc, rd, t->dt, x->comm);
+	expect(x, C_ALLTOALLV, shm);
+	snprintf(what, sizeof(what), "MPI_Alltoallv %s n=%d%s", t->name, n, label);
+	fail_rc(x, what, rcode);
+	compare(x, what, x->got, x->ref, span * ext + 8);
+	/* in place: the send data laid out as the receive */
+	fill_move(x, t, x->got, span, 25);
+	memset(x->got + span * ext, SENTINEL, 8);
+	memcpy(x->ref, x->got, span * ext + 8);
+	PMPI_Alltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, x->ref, rc, rd, t->dt, x->comm);
+	rcode = MPI_Alltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, x->got, rc, rd, t->dt,
+	                      x->comm);
+	expect(x, C_ALLTOALLV, shm);
+	snprintf(what, sizeof(what), "MPI_Alltoallv %s n=%d in place%s", t->name, n, label);
+	fail_rc(x, what, rcode);
+	compare(x, what, x->got, x->ref, span * ext + 8);
+}
+
 /* One call, different datatypes on different ranks: MPI matches type
  * signatures, not datatypes, so a rank may describe its data as n
  * vector(2,1,2,int) (8 data bytes in 12, packed) where another describes
@@ -982,6 +1129,7 @@ static void run_matrix(struct ctx *x, enum level level, const char *label)
 				check_bcast(x, t, n, rt[k], label);
 				check_gather(x, t, n, rt[k], label);
 				check_scatter(x, t, n, rt[k], label);
+				check_vcolls(x, t, n, rt[k], label);
 			}
 		}
 		x->seed++;

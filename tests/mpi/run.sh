@@ -44,7 +44,8 @@ done
 timeout_s=${MPI_CHECK_TIMEOUT:-900}
 cpus=$(nproc)
 colls=(MPI_Allreduce MPI_Reduce MPI_Bcast MPI_Allgather MPI_Reduce_scatter_block
-	MPI_Gather MPI_Scatter MPI_Alltoall MPI_Barrier MPI_Reduce_scatter MPI_Scan MPI_Exscan)
+	MPI_Gather MPI_Scatter MPI_Alltoall MPI_Barrier MPI_Reduce_scatter MPI_Scan MPI_Exscan
+	MPI_Allgatherv MPI_Gatherv MPI_Scatterv MPI_Alltoallv)
 log=$(mktemp /tmp/shmcoll-mpi-test.XXXXXX)
 trap 'rm -f "$log"' EXIT
 
