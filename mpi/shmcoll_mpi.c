@@ -15,13 +15,14 @@
  *   - reductions: a predefined integer type of 8, 32 or 64 bits (the C
  *     integers, the fixed-width ones, MPI_AINT, MPI_COUNT),
  *     MPI_FLOAT or MPI_DOUBLE, and MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX, or
- *     MPI_BAND, MPI_BOR, MPI_BXOR on the integers;
+ *     MPI_BAND, MPI_BOR, MPI_BXOR, MPI_LAND, MPI_LOR, MPI_LXOR on the
+ *     integers (the logical ones but on MPI_AINT and MPI_COUNT);
  *   - data movement: any datatype, predefined or derived, moved as the
  *     bytes of its type signature: straight from the buffer where it holds
  *     them in order, else packed (PMPI_Pack) and unpacked at the other end;
  *   - MPI_IN_PLACE wherever the standard allows it.
  * Everything else - reductions on derived datatypes, user-defined ops,
- * MPI_LAND and the LOC ops, 16-bit integers, MPI_OFFSET, long double,
+ * the LOC ops, 16-bit integers, MPI_OFFSET, long double,
  * complex, pair types in reductions, inter-communicators - goes to PMPI
  * with the caller's arguments unchanged. A call of zero bytes returns at once: MPI asks nothing of
  * it, not even synchronisation.
@@ -256,14 +257,20 @@ static const struct {
     {MPI_COUNT, K_SINT},
 };
 
+/* The logical ops run on inputs made 0 or 1 first (logical_in): then
+ * LAND is their MIN, LOR their MAX and LXOR their BXOR, and each result is
+ * 0 or 1 in the type's width, as MPI's (C's &&, || and !=). */
+enum { OP_ARITH, OP_BITS, OP_LOGIC };
 static const struct {
 	MPI_Op op;
 	shmcoll_op sop;
-	int bitwise;
+	int cls;
 } red_ops[] = {
-    {MPI_SUM, SHMCOLL_SUM, 0},   {MPI_MAX, SHMCOLL_MAX, 0},   {MPI_MIN, SHMCOLL_MIN, 0},
-    {MPI_PROD, SHMCOLL_PROD, 0}, {MPI_BAND, SHMCOLL_BAND, 1}, {MPI_BOR, SHMCOLL_BOR, 1},
-    {MPI_BXOR, SHMCOLL_BXOR, 1},
+    {MPI_SUM, SHMCOLL_SUM, OP_ARITH},  {MPI_MAX, SHMCOLL_MAX, OP_ARITH},
+    {MPI_MIN, SHMCOLL_MIN, OP_ARITH},  {MPI_PROD, SHMCOLL_PROD, OP_ARITH},
+    {MPI_BAND, SHMCOLL_BAND, OP_BITS}, {MPI_BOR, SHMCOLL_BOR, OP_BITS},
+    {MPI_BXOR, SHMCOLL_BXOR, OP_BITS}, {MPI_LAND, SHMCOLL_MIN, OP_LOGIC},
+    {MPI_LOR, SHMCOLL_MAX, OP_LOGIC},  {MPI_LXOR, SHMCOLL_BXOR, OP_LOGIC},
 };
 
 /* shmcoll's dtype for a reduction type of each kind and size. */
@@ -278,7 +285,8 @@ static const struct {
 };
 
 /* 0 and shmcoll's dtype and op for a reduction shmcoll can run, else -1. A
- * bitwise op on a float is an MPI error: PMPI reports it. */
+ * bitwise or logical op on a float is an MPI error: PMPI reports it, as a
+ * logical op on MPI_AINT or MPI_COUNT (not C integers) may be. */
 static int red_args(MPI_Datatype dt, MPI_Op op, shmcoll_dtype *sdt, shmcoll_op *sop)
 {
 	enum kind kind = K_NONE;
@@ -293,7 +301,8 @@ static int red_args(MPI_Datatype dt, MPI_Op op, shmcoll_dtype *sdt, shmcoll_op *
 	for (o = 0; o < ARRAY_SIZE(red_ops); o++)
 		if (red_ops[o].op == op)
 			break;
-	if (o == ARRAY_SIZE(red_ops) || (red_ops[o].bitwise && kind == K_FLOAT))
+	if (o == ARRAY_SIZE(red_ops) || (red_ops[o].cls != OP_ARITH && kind == K_FLOAT) ||
+	    (red_ops[o].cls == OP_LOGIC && (dt == MPI_AINT || dt == MPI_COUNT)))
 		return -1;
 	for (i = 0; i < ARRAY_SIZE(red_map); i++) {
 		if (red_map[i].kind == kind && red_map[i].size == size) {
@@ -441,6 +450,12 @@ static int pack_blocks(int unpack, void *buf, int count, MPI_Datatype dt, const 
 		rc = pack_side(unpack, (char *)buf + (MPI_Aint)i * count * s->extent, count, dt, s,
 		               (char *)packed + (long long)i * s->bytes, comm);
 	return rc;
+}
+
+/* Whether op is one of the logical ops (red_ops). */
+static int is_logical(MPI_Op op)
+{
+	return op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR;
 }
 
 /* Setup and teardown */
@@ -792,6 +807,48 @@ static void *scratch(struct cstate *st, int i, size_t bytes)
 	if (p)
 		st->scratch_bytes[i] = bytes;
 	return p;
+}
+
+/* The input of a logical op, each of its n elements (of shmcoll type sdt,
+ * an integer of 1, 4 or 8 bytes) made 0 or 1, in scratch buffer 3; NULL
+ * with the call failed. The call then runs out of place from there,
+ * whatever MPI_IN_PLACE said: the result lands where the in-place form
+ * wants it. An MPI applies the op only where two values meet: a result of
+ * one contribution is that input unchanged (5 stays 5). So a communicator
+ * of one rank takes its input as it is (in is returned), and a scan's rank
+ * 0 keeps its own (MPI_Scan); MPI_Exscan, where rank 1 gets rank 0's input
+ * unchanged, goes to PMPI with a logical op. */
+static const void *logical_in(struct cstate *st, enum coll c, const void *in, size_t n,
+                              shmcoll_dtype sdt)
+{
+	size_t es = shmcoll_dtype_size(sdt), i;
+	uint8_t *out;
+	const uint8_t *p = in;
+
+	if (st->size == 1)
+		return in;
+	if (!(out = scratch(st, 3, n * es + 1))) {
+		fail(st, c, "a buffer for the logical op's input", -ENOMEM);
+		return NULL;
+	}
+	for (i = 0; i < n; i++) {
+		if (es == 1) {
+			out[i] = p[i] != 0;
+		} else if (es == 4) {
+			uint32_t v;
+
+			memcpy(&v, p + i * 4, 4);
+			v = v != 0;
+			memcpy(out + i * 4, &v, 4);
+		} else {
+			uint64_t v;
+
+			memcpy(&v, p + i * 8, 8);
+			v = v != 0;
+			memcpy(out + i * 8, &v, 8);
+		}
+	}
+	return out;
 }
 
 /* Composed collectives (multi: the communicator spans nodes) */
@@ -1243,6 +1300,8 @@ EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Data
 		            PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm));
 	if (!count)
 		return via_shm(C_ALLREDUCE);
+	if (is_logical(op) && !(in = logical_in(st, C_ALLREDUCE, in, (size_t)count, sdt)))
+		return MPI_ERR_NO_MEM;
 	if (st->multi)
 		return allreduce_multi(st, in, recvbuf, count, datatype, op, sdt, sop);
 	return shm_done(st, C_ALLREDUCE, "shmcoll_allreduce",
@@ -1271,6 +1330,8 @@ EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
 		if (sendbuf == MPI_IN_PLACE)
 			in = recvbuf;
 	}
+	if (is_logical(op) && !(in = logical_in(st, C_REDUCE, in, (size_t)count, sdt)))
+		return MPI_ERR_NO_MEM;
 	if (st->multi)
 		return reduce_multi(st, in, out, count, datatype, op, sdt, sop, root,
 		                    shmcoll_dtype_size(sdt) * (size_t)count);
@@ -1408,6 +1469,10 @@ EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recv
 		    PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm));
 	if (!recvcount)
 		return via_shm(C_REDUCE_SCATTER_BLOCK);
+	if (is_logical(op) && !(sendbuf = logical_in(st, C_REDUCE_SCATTER_BLOCK,
+	                                             sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
+	                                             (size_t)recvcount * (size_t)st->size, sdt)))
+		return MPI_ERR_NO_MEM;
 	if (st->multi)
 		return reduce_scatter_multi(st, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
 		                            recvbuf, recvcount, datatype, op, sdt, sop);
@@ -1613,9 +1678,26 @@ EXPORT int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
 		return pmpi(C_SCAN, PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm));
 	if (!count)
 		return via_shm(C_SCAN);
+	if (sendbuf == MPI_IN_PLACE)
+		sendbuf = recvbuf;
+	if (is_logical(op) && st->size > 1) {
+		const void *raw = sendbuf;
+		size_t bytes = (size_t)count * shmcoll_dtype_size(sdt);
+		void *out = recvbuf;
+		int rc;
+
+		if (!(sendbuf = logical_in(st, C_SCAN, raw, (size_t)count, sdt)))
+			return MPI_ERR_NO_MEM;
+		/* Rank 0's result is its input as it is (see logical_in). */
+		if (st->rank == 0 && !(out = packed_buf(st, C_SCAN, 2, (long long)bytes)))
+			return MPI_ERR_NO_MEM;
+		rc = shmcoll_scan(sendbuf, out, (size_t)count, sdt, sop, st->shm);
+		if (rc == 0 && st->rank == 0 && raw != recvbuf)
+			memcpy(recvbuf, raw, bytes);
+		return shm_done(st, C_SCAN, "shmcoll_scan", rc);
+	}
 	return shm_done(st, C_SCAN, "shmcoll_scan",
-	                shmcoll_scan(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf,
-	                             (size_t)count, sdt, sop, st->shm));
+	                shmcoll_scan(sendbuf, recvbuf, (size_t)count, sdt, sop, st->shm));
 }
 
 /* Rank 0's recvbuf is undefined in MPI; shmcoll leaves it unchanged. */
@@ -1626,15 +1708,16 @@ EXPORT int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
 	shmcoll_dtype sdt;
 	shmcoll_op sop;
 
-	if (count >= 0 && red_args(datatype, op, &sdt, &sop) == 0)
+	if (count >= 0 && !is_logical(op) && red_args(datatype, op, &sdt, &sop) == 0)
 		st = state_of(comm);
 	if (!st || st->multi)
 		return pmpi(C_EXSCAN, PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm));
 	if (!count)
 		return via_shm(C_EXSCAN);
+	if (sendbuf == MPI_IN_PLACE)
+		sendbuf = recvbuf;
 	return shm_done(st, C_EXSCAN, "shmcoll_exscan",
-	                shmcoll_exscan(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf,
-	                               (size_t)count, sdt, sop, st->shm));
+	                shmcoll_exscan(sendbuf, recvbuf, (size_t)count, sdt, sop, st->shm));
 }
 
 EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
@@ -1665,6 +1748,10 @@ EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recv
 	}
 	if (!total)
 		return via_shm(C_REDUCE_SCATTER);
+	if (is_logical(op) &&
+	    !(sendbuf = logical_in(st, C_REDUCE_SCATTER,
+	                           sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, total, sdt)))
+		return MPI_ERR_NO_MEM;
 	if (sendbuf != MPI_IN_PLACE)
 		return shm_done(
 		    st, C_REDUCE_SCATTER, "shmcoll_reduce_scatterv",
