@@ -136,7 +136,7 @@ struct cstate {
 	int *node_start;  /* multi: per node, its first position (nnodes + 1 entries) */
 	int *rank_at;     /* multi: per position, the rank of comm there */
 	int *vc;          /* multi: 4 * size ints, a leaders' v-collective's counts */
-	size_t *vz;       /* 4 * size: a v-collective's byte counts and displacements */
+	size_t *vz;       /* 4 * size: a v-collective's byte counts and displacements (vside_of) */
 	void *scratch[4]; /* multi: a leader's partial results and reordered blocks (0, 1); */
 	size_t scratch_bytes[4]; /* packed forms of what this rank sends and receives (2, 3) */
 };
@@ -639,7 +639,9 @@ static struct cstate *setup(MPI_Comm comm, int kv)
 	st->node_start = malloc(((size_t)st->size + 1) * sizeof(int));
 	st->rank_at = malloc((size_t)st->size * sizeof(int));
 	st->vc = malloc(4 * (size_t)st->size * sizeof(int));
-	if (!st->node_of || !st->lrank_of || !st->node_start || !st->rank_at || !st->vc) {
+	st->vz = malloc(4 * (size_t)st->size * sizeof(*st->vz));
+	if (!st->node_of || !st->lrank_of || !st->node_start || !st->rank_at || !st->vc ||
+	    !st->vz) {
 		release(st);
 		return NULL;
 	}
@@ -1783,18 +1785,20 @@ struct vside {
 	const int *counts, *displs;
 	size_t *bc, *bd; /* bytes: counts, and displacements in the buffer moved */
 	size_t total;    /* the packed form's bytes */
+	MPI_Aint base;   /* in order: where, from the caller's buffer, bd counts from */
 };
 
-/* Fills v for P ranks' blocks: 0, or -1 (a negative count or displacement,
- * or an invalid type: PMPI). bc and bd are st->vz + 2 * which * P. */
+/* Fills v for P ranks' blocks: 0, or -1 (a negative count or an invalid
+ * type: an erroneous call, PMPI reports it). bc and bd are st->vz + 2 *
+ * which * P. Displacements may be negative (they only name addresses,
+ * and the root's or a rank's own need not look like the others'): a side
+ * moved in order counts its byte displacements from the lowest. */
 static int vside_of(struct cstate *st, int which, MPI_Datatype dt, const int *counts,
                     const int *displs, struct vside *v)
 {
-	int i, P = st->size;
+	int i, P = st->size, low = 0;
 
 	if (!counts || !displs || side_of(dt, 1, &v->t) < 0)
-		return -1;
-	if (!st->vz && !(st->vz = malloc(4 * (size_t)P * sizeof(*st->vz))))
 		return -1;
 	v->counts = counts;
 	v->displs = displs;
@@ -1802,10 +1806,16 @@ static int vside_of(struct cstate *st, int which, MPI_Datatype dt, const int *co
 	v->bd = v->bc + P;
 	v->total = 0;
 	for (i = 0; i < P; i++) {
-		if (counts[i] < 0 || displs[i] < 0)
+		if (counts[i] < 0)
 			return -1;
+		if (displs[i] < low)
+			low = displs[i];
+	}
+	v->base = v->t.contig ? (MPI_Aint)low * v->t.extent : 0;
+	for (i = 0; i < P; i++) {
 		v->bc[i] = (size_t)counts[i] * (size_t)v->t.size;
-		v->bd[i] = v->t.contig ? (size_t)displs[i] * (size_t)v->t.extent : v->total;
+		v->bd[i] =
+		    v->t.contig ? (size_t)((MPI_Aint)(displs[i] - low) * v->t.extent) : v->total;
 		v->total += v->bc[i];
 	}
 	return 0;
@@ -1864,7 +1874,7 @@ EXPORT int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendt
 	     (side_of(sendtype, sendcount, &w) < 0 || (size_t)w.bytes != r.bc[st->rank])))
 		return pmpi(C_ALLGATHERV, PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf,
 		                                          recvcounts, displs, recvtype, comm));
-	out = recvbuf;
+	out = (char *)recvbuf + r.base;
 	if (!r.t.contig && !(out = packed_buf(st, C_ALLGATHERV, 3, (long long)r.total + 1)))
 		return MPI_ERR_NO_MEM;
 	if (inplace) {
@@ -1905,7 +1915,7 @@ EXPORT int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 		                                    recvcounts, displs, recvtype, root, comm));
 	mine = is_root && inplace ? r.bc[root] : (size_t)w.bytes;
 	if (is_root) {
-		out = recvbuf;
+		out = (char *)recvbuf + r.base;
 		if (!r.t.contig && !(out = packed_buf(st, C_GATHERV, 3, (long long)r.total + 1)))
 			return MPI_ERR_NO_MEM;
 		if (inplace) {
@@ -1948,7 +1958,7 @@ EXPORT int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int d
 		                                      recvbuf, recvcount, recvtype, root, comm));
 	mine = is_root && inplace ? s.bc[root] : (size_t)r.bytes;
 	if (is_root) {
-		in = (char *)sendbuf;
+		in = (char *)sendbuf + s.base;
 		if (!s.t.contig) {
 			if (!(in = packed_buf(st, C_SCATTERV, 2, (long long)s.total + 1)))
 				return MPI_ERR_NO_MEM;
@@ -1999,20 +2009,19 @@ EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int 
 		s.t.contig = 0; /* packed, back to back */
 		if (!(in = packed_buf(st, C_ALLTOALLV, 2, (long long)s.total + 1)))
 			return MPI_ERR_NO_MEM;
-		if (r.t.contig) {
-			for (int i = 0; i < st->size; i++)
-				memcpy(in + s.bd[i], (char *)recvbuf + r.bd[i], r.bc[i]);
-		} else {
-			rc = vpack(0, recvbuf, recvtype, &s, st->size, -1, in, comm);
-		}
-	} else if (!s.t.contig) {
+		rc = vpack(0, recvbuf, recvtype, &s, st->size, -1, in, comm);
+	} else if (s.t.contig) {
+		in += s.base;
+	} else {
 		if (!(in = packed_buf(st, C_ALLTOALLV, 2, (long long)s.total + 1)))
 			return MPI_ERR_NO_MEM;
 		rc = vpack(0, (void *)sendbuf, sendtype, &s, st->size, -1, in, comm);
 	}
 	if (rc != MPI_SUCCESS)
 		return fail(st, C_ALLTOALLV, "MPI_Pack", rc);
-	if (!r.t.contig && !(out = packed_buf(st, C_ALLTOALLV, 3, (long long)r.total + 1)))
+	if (r.t.contig)
+		out += r.base;
+	else if (!(out = packed_buf(st, C_ALLTOALLV, 3, (long long)r.total + 1)))
 		return MPI_ERR_NO_MEM;
 	rc = shm_done(st, C_ALLTOALLV, "shmcoll_alltoallv",
 	              shmcoll_alltoallv(in, s.bc, s.bd, out, r.bc, r.bd, SHMCOLL_UINT8, st->shm));

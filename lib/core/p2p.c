@@ -708,6 +708,17 @@ static void give_back(struct shmcoll_node *n, int p)
 		ring_bell(n, p);
 }
 
+/* A frame of fb bytes from p read: past it, and the room handed back as drain() says. */
+static void consume(struct shmcoll_node *n, int p, uint32_t fb)
+{
+	struct p2p_peer *pr = &n->p2p.peers[p];
+
+	pr->tail += fb;
+	pr->pos_in += fb;
+	if (fb >= n->p2p.cap / 8 || pr->tail - pr->given >= n->p2p.cap / 4)
+		give_back(n, p);
+}
+
 /* Reads every frame p has published to us. Room is handed back after every large frame (then
  * the sender refills that room while we copy the next frame out, so a streamed message's two copies
  * overlap instead of taking turns) and else a quarter ring at a time: a sender never waits for the
@@ -735,13 +746,8 @@ static int drain(struct shmcoll_node *n, const char *fn, int p)
 			return rc;
 		if (rc > 0)
 			break;
-		pr->tail += fb;
-		pr->pos_in += fb;
-		if (fb >= cap / 8)
-			give_back(n, p);
+		consume(n, p, fb);
 	}
-	if (pr->tail - pr->given >= cap / 4)
-		give_back(n, p);
 	return 0;
 }
 
@@ -933,7 +939,7 @@ int shmcoll__p2p_recv_fast(struct shmcoll_node *n, struct shmcoll_p2p_op *op, vo
 {
 	struct p2p_peer *pr = &n->p2p.peers[source];
 	const uint8_t *ring = shmcoll__ring(&n->arena, (uint32_t)source, (uint32_t)n->rank);
-	uint32_t cap = n->p2p.cap, fb;
+	uint32_t cap = n->p2p.cap;
 	struct p2p_frame h;
 	int i, polls = n->waiter.oversubscribed ? 0 : FAST_POLLS; /* no spinning then */
 
@@ -963,11 +969,7 @@ int shmcoll__p2p_recv_fast(struct shmcoll_node *n, struct shmcoll_p2p_op *op, vo
 		copy_small(buf, ring + (pr->tail & (cap - 1)) + FRAME_HDR, h.len);
 	else
 		ring_read(ring, cap, pr->tail + (uint32_t)FRAME_HDR, buf, h.len);
-	fb = frame_bytes(h.len);
-	pr->tail += fb;
-	pr->pos_in += fb;
-	if (pr->tail - pr->given >= cap / 4)
-		give_back(n, source);
+	consume(n, source, frame_bytes(h.len));
 	op->src = source;
 	op->rtag = h.tag;
 	op->total = h.len;
