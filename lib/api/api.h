@@ -80,6 +80,7 @@ enum req_kind {
 	REQ_P2P,  /* a point-to-point operation of a node communicator: u.op */
 	REQ_NODE, /* a collective of a node communicator: u.task */
 	REQ_HIER, /* a collective of a communicator over several nodes: u.hier */
+	REQ_HP2P, /* a point-to-point operation of a communicator over several nodes: u.hop */
 };
 
 struct shmcoll_request {
@@ -93,6 +94,7 @@ struct shmcoll_request {
 		struct shmcoll_p2p_op op;
 		struct shmcoll_task task;
 		struct hier_task *hier;
+		struct hier_p2p_op hop;
 	} u;
 };
 

@@ -30,13 +30,52 @@ static int check_side(shmcoll_comm *c, const char *fn, const void *buf, size_t c
 	return 0;
 }
 
-/* Point-to-point across nodes is not built yet: the communicator says so. */
-static int no_hier(shmcoll_comm *c, const char *fn)
+/* A receive's -EMSGSIZE, with the message that says what was cut. */
+static int cut(shmcoll_comm *c, const char *fn, const struct shmcoll_p2p_op *op, size_t bytes)
 {
-	return api__fail(c, -ENOTSUP,
-	                 "%s: point-to-point on a communicator over several nodes is not "
-	                 "supported yet",
-	                 fn);
+	return api__fail(c, -EMSGSIZE,
+	                 "%s: a message of %llu bytes from rank %d (tag %d) was cut to %zu", fn,
+	                 (unsigned long long)op->total, op->src, op->rtag, bytes);
+}
+
+/* The blocking calls on a communicator over several nodes (lib/hier/p2p.c). */
+static int hier_send(shmcoll_comm *c, const char *fn, const void *buf, size_t bytes, int dest,
+                     int tag)
+{
+	struct hier_p2p_op op;
+
+	shmcoll__hier_isend(c->u.hier, &op, fn, buf, bytes, dest, tag);
+	return shmcoll__hier_p2p_wait(c->u.hier, &op);
+}
+
+static int hier_recv(shmcoll_comm *c, const char *fn, void *buf, size_t bytes, int source, int tag,
+                     size_t es, shmcoll_status *status)
+{
+	struct hier_p2p_op op;
+	int rc;
+
+	shmcoll__hier_irecv(c->u.hier, &op, fn, buf, bytes, source, tag);
+	rc = shmcoll__hier_p2p_wait(c->u.hier, &op);
+	api__status(status, &op.node, es, rc);
+	return rc == -EMSGSIZE ? cut(c, fn, &op.node, bytes) : rc;
+}
+
+static int hier_sendrecv(shmcoll_comm *c, const char *fn, const void *sbuf, size_t sbytes, int dest,
+                         int stag, void *rbuf, size_t rbytes, int source, int rtag, size_t es,
+                         shmcoll_status *status)
+{
+	struct hier_p2p_op s, r;
+	int rc, rrc;
+
+	shmcoll__hier_irecv(c->u.hier, &r, fn, rbuf, rbytes, source, rtag);
+	shmcoll__hier_isend(c->u.hier, &s, fn, sbuf, sbytes, dest, stag);
+	rc = shmcoll__hier_p2p_wait(c->u.hier, &s);
+	/* A send fails only with the communicator broken: the receive then fails too. */
+	rrc = shmcoll__hier_p2p_wait(c->u.hier, &r);
+	api__status(status, &r.node, es, rrc);
+	if (rrc == -EMSGSIZE && !rc)
+		cut(c, fn, &r.node, rbytes);
+	return rc ? rc : rrc;
 }
 
 int shmcoll_send(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
@@ -56,7 +95,7 @@ int shmcoll_send(const void *buf, size_t count, shmcoll_dtype dtype, int dest, i
 	if (rc)
 		return rc;
 	if (c->kind == COMM_HIER)
-		return no_hier(c, fn);
+		return hier_send(c, fn, buf, bytes, dest, tag);
 	if (shmcoll__p2p_send_fast(c->u.node, buf, bytes, dest, tag))
 		return 0;
 	shmcoll__p2p_isend(c->u.node, &op, fn, buf, bytes, dest, tag, P2P_CTX_USER);
@@ -80,7 +119,7 @@ int shmcoll_recv(void *buf, size_t count, shmcoll_dtype dtype, int source, int t
 	if (rc)
 		return rc;
 	if (c->kind == COMM_HIER)
-		return no_hier(c, fn);
+		return hier_recv(c, fn, buf, bytes, source, tag, shmcoll_dtype_size(dtype), status);
 	if (shmcoll__p2p_recv_fast(c->u.node, &op, buf, bytes, source, tag)) {
 		api__status(status, &op, shmcoll_dtype_size(dtype), 0);
 		return 0;
@@ -88,10 +127,7 @@ int shmcoll_recv(void *buf, size_t count, shmcoll_dtype dtype, int source, int t
 	shmcoll__p2p_irecv(c->u.node, &op, fn, buf, bytes, source, tag, P2P_CTX_USER);
 	rc = shmcoll__p2p_wait(c->u.node, &op);
 	api__status(status, &op, shmcoll_dtype_size(dtype), rc);
-	if (rc == -EMSGSIZE)
-		api__fail(c, rc, "%s: a message of %llu bytes from rank %d (tag %d) was cut to %zu",
-		          fn, (unsigned long long)op.total, op.src, op.rtag, bytes);
-	return rc;
+	return rc == -EMSGSIZE ? cut(c, fn, &op, bytes) : rc;
 }
 
 int shmcoll_sendrecv(const void *sendbuf, size_t sendcount, shmcoll_dtype sendtype, int dest,
@@ -116,7 +152,8 @@ int shmcoll_sendrecv(const void *sendbuf, size_t sendcount, shmcoll_dtype sendty
 	if (rc)
 		return rc;
 	if (c->kind == COMM_HIER)
-		return no_hier(c, fn);
+		return hier_sendrecv(c, fn, sendbuf, sbytes, dest, sendtag, recvbuf, rbytes, source,
+		                     recvtag, shmcoll_dtype_size(recvtype), status);
 	/* The receive first: a message to ourselves then finds it posted. */
 	shmcoll__p2p_irecv(c->u.node, &r, fn, recvbuf, rbytes, source, recvtag, P2P_CTX_USER);
 	shmcoll__p2p_isend(c->u.node, &s, fn, sendbuf, sbytes, dest, sendtag, P2P_CTX_USER);
@@ -126,9 +163,7 @@ int shmcoll_sendrecv(const void *sendbuf, size_t sendcount, shmcoll_dtype sendty
 	rrc = shmcoll__p2p_wait(c->u.node, &r);
 	api__status(status, &r, shmcoll_dtype_size(recvtype), rrc);
 	if (rrc == -EMSGSIZE && !rc)
-		api__fail(c, rrc,
-		          "%s: a message of %llu bytes from rank %d (tag %d) was cut to %zu", fn,
-		          (unsigned long long)r.total, r.src, r.rtag, rbytes);
+		cut(c, fn, &r, rbytes);
 	return rc ? rc : rrc;
 }
 
@@ -153,12 +188,13 @@ int shmcoll_isend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, 
 		rc = api__enter(c, fn);
 	if (rc)
 		return rc;
-	if (c->kind == COMM_HIER)
-		return no_hier(c, fn);
-	r = api__req_new(c, fn, REQ_P2P);
+	r = api__req_new(c, fn, c->kind == COMM_HIER ? REQ_HP2P : REQ_P2P);
 	if (!r)
 		return -ENOMEM;
-	shmcoll__p2p_isend(c->u.node, &r->u.op, fn, buf, bytes, dest, tag, P2P_CTX_USER);
+	if (c->kind == COMM_HIER)
+		shmcoll__hier_isend(c->u.hier, &r->u.hop, fn, buf, bytes, dest, tag);
+	else
+		shmcoll__p2p_isend(c->u.node, &r->u.op, fn, buf, bytes, dest, tag, P2P_CTX_USER);
 	*req = r;
 	api__kick(c);
 	return 0;
@@ -185,14 +221,15 @@ int shmcoll_irecv(void *buf, size_t count, shmcoll_dtype dtype, int source, int 
 		rc = api__enter(c, fn);
 	if (rc)
 		return rc;
-	if (c->kind == COMM_HIER)
-		return no_hier(c, fn);
-	r = api__req_new(c, fn, REQ_P2P);
+	r = api__req_new(c, fn, c->kind == COMM_HIER ? REQ_HP2P : REQ_P2P);
 	if (!r)
 		return -ENOMEM;
 	r->recv = 1;
 	r->es = shmcoll_dtype_size(dtype);
-	shmcoll__p2p_irecv(c->u.node, &r->u.op, fn, buf, bytes, source, tag, P2P_CTX_USER);
+	if (c->kind == COMM_HIER)
+		shmcoll__hier_irecv(c->u.hier, &r->u.hop, fn, buf, bytes, source, tag);
+	else
+		shmcoll__p2p_irecv(c->u.node, &r->u.op, fn, buf, bytes, source, tag, P2P_CTX_USER);
 	*req = r;
 	api__kick(c);
 	return 0;
@@ -200,6 +237,7 @@ int shmcoll_irecv(void *buf, size_t count, shmcoll_dtype dtype, int source, int 
 
 struct probe {
 	struct shmcoll_node *n;
+	struct shmcoll_hier *h; /* a communicator over several nodes, else NULL */
 	int source, tag, src, rtag;
 	uint64_t bytes;
 };
@@ -208,6 +246,9 @@ static int probe_found(void *arg)
 {
 	struct probe *p = arg;
 
+	if (p->h)
+		return shmcoll__hier_p2p_peek(p->h, p->source, p->tag, &p->src, &p->rtag,
+		                              &p->bytes);
 	return shmcoll__p2p_peek(p->n, p->source, p->tag, P2P_CTX_USER, &p->src, &p->rtag,
 	                         &p->bytes);
 }
@@ -234,10 +275,13 @@ static int probe_start(shmcoll_comm *c, const char *fn, int source, int tag, shm
 		rc = api__enter(c, fn);
 	if (rc)
 		return rc;
-	if (c->kind == COMM_HIER)
-		return no_hier(c, fn);
 	memset(p, 0, sizeof(*p));
-	p->n = c->u.node;
+	if (c->kind == COMM_HIER) {
+		p->h = c->u.hier;
+		p->n = shmcoll__hier_local(p->h);
+	} else {
+		p->n = c->u.node;
+	}
 	p->source = source;
 	p->tag = tag;
 	return 0;
@@ -275,8 +319,13 @@ int shmcoll_probe(int source, int tag, shmcoll_dtype dtype, shmcoll_comm *c, shm
 		return -EINVAL;
 	API_HOLD(c);
 	rc = probe_start(c, fn, source, tag, dtype, &p);
-	if (!rc)
+	if (!rc && p.h) {
+		rc = shmcoll__node_wait_until(p.n, fn, probe_found, &p, P2P_ANY);
+		if (rc < 0)
+			rc = shmcoll__hier_node_rc(p.h, rc);
+	} else if (!rc) {
 		rc = shmcoll__node_wait_until(p.n, fn, probe_found, &p, source);
+	}
 	if (!rc)
 		probe_status(status, &p, shmcoll_dtype_size(dtype));
 	return rc;

@@ -130,6 +130,9 @@ static int req_poll(shmcoll_request *r)
 	case REQ_HIER:
 		shmcoll__hier_test(c->u.hier, r->u.hier, &done);
 		break;
+	case REQ_HP2P:
+		shmcoll__hier_p2p_test(c->u.hier, &r->u.hop, &done);
+		break;
 	}
 	return done;
 }
@@ -144,6 +147,8 @@ static int req_done(const shmcoll_request *r)
 		return r->u.task.done;
 	case REQ_HIER:
 		return 0; /* only shmcoll__hier_test tells */
+	case REQ_HP2P:
+		return r->u.hop.finished;
 	default:
 		return 1;
 	}
@@ -169,9 +174,12 @@ static int req_finish(shmcoll_request *r, shmcoll_status *status)
 	case REQ_HIER:
 		rc = shmcoll__hier_wait(c->u.hier, r->u.hier);
 		break;
+	case REQ_HP2P:
+		rc = shmcoll__hier_p2p_wait(c->u.hier, &r->u.hop);
+		break;
 	}
 	if (r->recv)
-		api__status(status, &r->u.op, r->es, rc);
+		api__status(status, r->kind == REQ_HP2P ? &r->u.hop.node : &r->u.op, r->es, rc);
 	req_release(r);
 	return rc;
 }

@@ -310,6 +310,15 @@ static void put_frame(struct shmcoll_node *n, int p, const struct p2p_frame *h, 
 	pr->pos += fb;
 }
 
+void shmcoll__p2p_nudge(struct shmcoll_node *n)
+{
+	/* The store half of the bell's pattern, as publish(): what ready() reads was written
+	 * before this looks at the sleepers. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (load_relaxed(shmcoll__p2p_sleepers(&n->arena, (uint32_t)n->rank)))
+		ring_bell(n, n->rank);
+}
+
 /* After frames were stamped for p: wakes p if it sleeps. */
 static void publish(struct shmcoll_node *n, int p)
 {

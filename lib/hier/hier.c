@@ -48,6 +48,7 @@ int hier__broken(struct shmcoll_hier *h, int rc)
 		shmcoll__net_wait(h->net, err, sizeof(err));
 	}
 	shmcoll__node_break(h->local, why);
+	shmcoll__wire_break(h->wire);
 	if (!h->cause[0])
 		snprintf(h->cause, sizeof(h->cause), "%s", h->err);
 	return rc;
@@ -109,6 +110,11 @@ static int local_rc(struct shmcoll_hier *h, int rc)
 	else
 		hier__fail(h, rc, "node %d: %s", h->node, h->local->err);
 	return hier__broken(h, rc);
+}
+
+int shmcoll__hier_node_rc(struct shmcoll_hier *h, int rc)
+{
+	return local_rc(h, rc);
 }
 
 int hier__await_node(struct shmcoll_hier *h, struct hier_task *t)
@@ -266,6 +272,7 @@ void shmcoll__hier_break(struct shmcoll_hier *h, int why)
 	if (h->net)
 		shmcoll__net_shutdown(h->net);
 	shmcoll__node_break(h->local, why);
+	shmcoll__wire_break(h->wire);
 }
 
 void shmcoll__hier_abort(struct shmcoll_hier *h)
@@ -287,6 +294,12 @@ int shmcoll__hier_destroy(struct shmcoll_hier *h)
 		return hier__fail(h, -EBUSY,
 		                  "shmcoll_comm_destroy: %u operation(s) still outstanding",
 		                  h->tasks.outstanding);
+	if (shmcoll__wire_active(h))
+		return hier__fail(h, -EBUSY,
+		                  "shmcoll_comm_destroy: %u point-to-point operation(s) with other "
+		                  "nodes still outstanding",
+		                  shmcoll__wire_active(h));
+	shmcoll__wire_close(h->wire);
 	shmcoll__net_close(h->net);
 	shmcoll__node_destroy(h->local);
 	free_scratch(h);
@@ -526,6 +539,18 @@ int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, struct shmcoll_hier
 	/* A leader with a CPU of its own spins on its sockets before it sleeps. */
 	if (h->net && !h->local->waiter.oversubscribed)
 		shmcoll__net_set_spin(h->net, NET_SPIN_NS);
+	/* Every rank listens on its node's address for other nodes' ranks' messages. */
+	{
+		char host[SHMCOLL_ADDR_MAX];
+		uint16_t port;
+
+		shmcoll__addr_split(addrs[h->node], host, sizeof(host), &port);
+		rc = shmcoll__wire_setup(h, host, cfg->token, nerr, sizeof(nerr));
+		if (rc < 0) {
+			snprintf(err, errlen, "rank %d: %s", h->rank, nerr);
+			goto err_local;
+		}
+	}
 	free(addrs);
 	*out = h;
 	return 0;

@@ -9,6 +9,8 @@
 #include <stdint.h>
 
 #include "shmcoll.h"
+#include "lib/core/p2p.h"
+#include "lib/hier/wire.h"
 
 struct shmcoll_hier;
 struct shmcoll_node;
@@ -111,5 +113,33 @@ struct hier_task *shmcoll__hier_vcall_new(struct shmcoll_hier *h, uint32_t kind,
                                           const size_t *recvcounts, const size_t *rdispls,
                                           size_t count, shmcoll_dtype dt, shmcoll_op op, int root);
 int shmcoll__hier_vrun(struct shmcoll_hier *h, struct hier_task *t);
+
+/* A wait on the node communicator ended with rc: negative, the node's message is taken as
+ * this communicator's and everything breaks (the other nodes learn). Returns rc. */
+int shmcoll__hier_node_rc(struct shmcoll_hier *h, int rc);
+
+/* Point-to-point (p2p.c): an operation to or from a rank of this node goes through the
+ * node's engine, one to or from another node over the wire (wire.h), a receive from any
+ * source through both. Ranks are global; arguments checked, communicator entered. */
+enum { HP_LOCAL, HP_WIRE, HP_ANY };
+struct hier_p2p_op {
+	int where;
+	int finished, rc;
+	struct shmcoll_p2p_op node; /* the local half; once finished, the results (src global) */
+	struct wire_op wire;
+};
+void shmcoll__hier_isend(struct shmcoll_hier *h, struct hier_p2p_op *op, const char *fn,
+                         const void *buf, size_t bytes, int dest, int tag);
+void shmcoll__hier_irecv(struct shmcoll_hier *h, struct hier_p2p_op *op, const char *fn, void *buf,
+                         size_t bytes, int source, int tag);
+/* Moves op along without blocking: *done, and once done its result. A failure that broke
+ * the communicator is recorded as this rank's message and breaks it everywhere. */
+int shmcoll__hier_p2p_test(struct shmcoll_hier *h, struct hier_p2p_op *op, int *done);
+/* Waits for op (bounded as every wait): its result, as test's. */
+int shmcoll__hier_p2p_wait(struct shmcoll_hier *h, struct hier_p2p_op *op);
+/* The earliest arrived message a receive of (source, tag) would take: 1 with its global
+ * source, tag and bytes, else 0. */
+int shmcoll__hier_p2p_peek(struct shmcoll_hier *h, int source, int tag, int *src, int *rtag,
+                           uint64_t *bytes);
 
 #endif

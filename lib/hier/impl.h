@@ -32,6 +32,7 @@ struct shmcoll_hier {
 	int nnodes, node, nproc, lrank;
 	struct shmcoll_node *local; /* this node's ranks */
 	struct shmcoll_net *net;    /* the leader's connections, else NULL */
+	struct shmcoll_wire *wire;  /* point-to-point with other nodes' ranks (wire.c) */
 	_Atomic int broken;         /* non-zero once broken: later calls fail */
 	void *scr[SCR_COUNT];
 	size_t cap[SCR_COUNT];

@@ -120,7 +120,7 @@ int shmcoll__hello_encode(uint8_t *out, const struct shmcoll_hello *h)
 
 	if (!shmcoll__token_valid(h->token) || al >= sizeof(h->addr) || h->nnodes < 1 ||
 	    h->nnodes > SHMCOLL_NODES_MAX || h->node >= h->nnodes || h->nproc < 1 ||
-	    h->nproc > SHMCOLL_MAX_RANKS || (h->role != ROLE_LAUNCHER && h->role != ROLE_LEADER))
+	    h->nproc > SHMCOLL_MAX_RANKS || (h->role < ROLE_LAUNCHER || h->role > ROLE_PEER))
 		return -EINVAL;
 	memset(out, 0, SHMCOLL_HELLO_BYTES);
 	put32(out, SHMCOLL_HELLO_MAGIC);
@@ -153,7 +153,7 @@ int shmcoll__hello_decode(const uint8_t *in, struct shmcoll_hello *h, char *why,
 	h->nproc = get32(in + 16);
 	h->rank = get32(in + 20);
 	tl = get32(in + 24);
-	if (h->role != ROLE_LAUNCHER && h->role != ROLE_LEADER)
+	if (h->role < ROLE_LAUNCHER || h->role > ROLE_PEER)
 		return refuse(why, whylen, "unknown role %u", h->role);
 	if (h->nnodes < 1 || h->nnodes > SHMCOLL_NODES_MAX || h->node >= h->nnodes)
 		return refuse(why, whylen, "node %u of %u out of range", h->node, h->nnodes);

@@ -23,6 +23,7 @@
 enum shmcoll_role {
 	ROLE_LAUNCHER = 1, /* a node's launcher, to node 0's rendezvous */
 	ROLE_LEADER = 2,   /* a node's leader rank, to a lower node's leader */
+	ROLE_PEER = 3,     /* any rank, to a rank on another node: its point-to-point messages */
 };
 
 /* The hello: the first bytes on every connection, in both directions (the
@@ -45,7 +46,9 @@ enum shmcoll_ftype {
 	FRAME_TABLE = 2,  /* rendezvous -> launcher: every node's leader address */
 	FRAME_STATUS = 3, /* launcher -> rendezvous: its job ended with status `call` */
 	FRAME_FINAL = 4,  /* rendezvous -> launcher: the job's exit status `call`, or stop now */
-	FRAME_TYPE_MAX = FRAME_FINAL,
+	FRAME_P2P = 5,    /* a point-to-point message: `call` is its context << 32 | its tag */
+	FRAME_BYE = 6,    /* a rank's last frame on a connection: it destroyed its communicator */
+	FRAME_TYPE_MAX = FRAME_BYE,
 };
 
 /* The header in front of every frame's payload. */
