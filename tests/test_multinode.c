@@ -612,6 +612,101 @@ LAUNCHED_FAULT(launched_nonleader_killed_3x2, "kill", 3, 2, 3, "uring")
 LAUNCHED_FAULT(launched_node0_leader_killed_2x2, "kill", 2, 2, 0, "poll")
 LAUNCHED_FAULT(launched_leader_stopped_2x2, "stop", 2, 2, 2, "uring")
 
+/* ---- point-to-point across nodes ---- */
+
+/* nodep2p's phases (every size between every pair, tags, ordering, wildcards, probes,
+ * truncation, windows of requests, beside collectives) on a job of s's shape, each node
+ * started by its own shmcoll-run: every launcher exits 0, and every rank reports that all
+ * its checks passed. */
+static void run_p2p(const struct shape *s)
+{
+	const char *argv[] = {env_path("SHMCOLL_NODEP2P"), NULL};
+	/* A message that never comes fails the job in 20 s, not at RUN_CAP_S. */
+	struct mn_job j = {.nnodes = s->nnodes,
+	                   .nproc = s->nproc,
+	                   .net = s->net,
+	                   .timeout_ms = 20000,
+	                   .argv = argv};
+	static struct mn_launch l;
+	char line[64], missing[MN_MAX_RANKS * 4];
+	int n, g, size = s->nnodes * s->nproc;
+
+	mn_launch(&j, &l);
+	for (n = 0; n < s->nnodes; n++) {
+		missing[0] = '\0';
+		for (g = n * s->nproc; g < (n + 1) * s->nproc; g++) {
+			snprintf(line, sizeof(line), "ok p2p rank %d of %d\n", g, size);
+			if (!strstr(l.out[n], line))
+				snprintf(missing + strlen(missing),
+				         sizeof(missing) - strlen(missing), " %d", g);
+		}
+		cr_expect(exit_code(l.status[n]) == 0 && !missing[0],
+		          "node %d's launcher exited %d; ranks without their ok line:%s\n%s", n,
+		          exit_code(l.status[n]), missing[0] ? missing : " none", l.out[n]);
+	}
+	cr_expect(strstr(l.out[0], s->net[0] == 'u' ? "transport io_uring" : "transport poll"),
+	          "the leader did not use the %s transport:\n%s", s->net, l.out[0]);
+}
+
+#define P2P(N, P, NET)                                                                             \
+	Test(multinode, p2p_##N##x##P##_##NET, .timeout = 300)                                     \
+	{                                                                                          \
+		const struct shape s = {N, P, #NET};                                               \
+		run_p2p(&s);                                                                       \
+	}
+P2P(2, 1, uring) /* leaders only */
+P2P(2, 2, poll)
+P2P(3, 2, uring)
+P2P(2, 3, poll)
+
+/* A rank on another node than rank 0's sends rank 0 a message, then dies (kill: SIGKILL)
+ * or aborts the communicator (abort) while rank 0 waits in shmcoll_recv for another from it
+ * (nodep2p kill|abort): rank 0's receive fails with -EOWNERDEAD or -ECANCELED within half
+ * the timeout - a timeout, its own or another rank's, would mean the fault went unseen -
+ * and the next calls with -ECANCELED; every other rank leaves the barrier it waits in with
+ * an error (after an abort, not -ETIMEDOUT); none hangs, no arena is left. */
+static void run_p2p_fault(const struct fault *f)
+{
+	char victim[16];
+	const char *argv[] = {env_path("SHMCOLL_NODEP2P"), f->mode, victim, NULL};
+	/* The backstop, far beyond the fault's detection: nodep2p fails a receive that ends
+	 * after half of it. */
+	struct mn_job j = {.nnodes = f->nnodes,
+	                   .nproc = f->nproc,
+	                   .net = f->net,
+	                   .timeout_ms = 5000,
+	                   .argv = argv};
+	static struct mn_run r;
+	int g, code;
+
+	snprintf(victim, sizeof(victim), "%d", f->victim);
+	mn_spawn(&j, &r);
+	for (g = 0; g < r.size; g++) {
+		code = exit_code(r.status[g]);
+		cr_log_info("rank %d exited %d: %s", g, code, r.out[g]);
+		if (g != f->victim)
+			cr_expect_eq(code, 0, "rank %d exited %d:\n%s", g, code, r.out[g]);
+		else if (!strcmp(f->mode, "kill"))
+			cr_expect(WIFSIGNALED(r.status[g]) && WTERMSIG(r.status[g]) == SIGKILL,
+			          "the victim did not die as planned (exit %d):\n%s", code,
+			          r.out[g]);
+		else
+			cr_expect_eq(code, 0, "the aborting rank exited %d:\n%s", code, r.out[g]);
+	}
+}
+
+#define P2P_FAULT(NAME, MODE, N, P, VICTIM, NET)                                                   \
+	Test(multinode, NAME, .timeout = 300)                                                      \
+	{                                                                                          \
+		const struct fault f = {MODE, N, P, VICTIM, NET};                                  \
+		run_p2p_fault(&f);                                                                 \
+	}
+
+P2P_FAULT(p2p_recv_sender_killed_2x2, "kill", 2, 2, 3, "uring") /* a non-leader */
+P2P_FAULT(p2p_recv_leader_killed_3x1, "kill", 3, 1, 1, "poll")  /* a leader; a bystander */
+P2P_FAULT(p2p_recv_sender_aborts_2x2, "abort", 2, 2, 3, "poll")
+P2P_FAULT(p2p_recv_leader_aborts_3x2, "abort", 3, 2, 4, "uring")
+
 /* ---- separate network stacks ---- */
 
 /* Runs cmd through the shell; its output goes to out (len bytes). Returns its
