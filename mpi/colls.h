@@ -1,6 +1,7 @@
 /* colls.h - the collectives libshmcoll-mpi.so intercepts, in the order and
- * with the names of its SHMCOLL_MPI_STATS=1 lines; shared with the test that
- * reads those lines (tests/mpi/mpi_check.c). */
+ * with the names of its SHMCOLL_MPI_STATS=1 lines, and the size limit of its
+ * LOC reductions; shared with the test that reads those lines and holds the
+ * interposer to them (tests/mpi/mpi_check.c). */
 #ifndef SHMCOLL_MPI_COLLS_H
 #define SHMCOLL_MPI_COLLS_H
 
@@ -30,5 +31,26 @@ static const char *const coll_names[C_COUNT] = {
     "MPI_Scan",      "MPI_Exscan",  "MPI_Allgatherv", "MPI_Gatherv",   "MPI_Scatterv",
     "MPI_Alltoallv",
 };
+
+/* A MINLOC or MAXLOC reduction runs through shmcoll, on a communicator
+ * within a node, while the pairs one rank gathers (the communicator's size
+ * times the most pairs a rank gets, times the pair type's extent) are at
+ * most LOC_MAX_BYTES(holes) bytes, holes saying whether the pair type has
+ * padding (its size is less than its extent); larger ones go to PMPI. The
+ * limits are where the MPI catches up, measured on two ranks
+ * (docs/ARCHITECTURE.md): pairs without holes the MPIs reduce about as
+ * fast as any type, and by 8 KiB gathered their own path is as quick as
+ * gathering P blocks and folding them; pairs with holes go through their
+ * datatype engines, which Open MPI's catches up with by 128 KiB to 1 MiB,
+ * and MPICH 4.0's not by 8 MiB (some ten times slower at every size), so
+ * there the bound is on the scratch memory. Shared with the test, which
+ * expects the same; mpi.h comes first (MPICH is its macro). */
+#define LOC_MAX_DENSE ((size_t)4 << 10)
+#ifdef MPICH
+#define LOC_MAX_HOLES ((size_t)16 << 20)
+#else
+#define LOC_MAX_HOLES ((size_t)256 << 10)
+#endif
+#define LOC_MAX_BYTES(holes) ((holes) ? LOC_MAX_HOLES : LOC_MAX_DENSE)
 
 #endif
