@@ -26,6 +26,9 @@
  *     bytes of its type signature: straight from the buffer where it holds
  *     them in order, else packed (PMPI_Pack) and unpacked at the other end;
  *   - MPI_IN_PLACE wherever the standard allows it.
+ * The nine's non-blocking forms (MPI_Iallreduce ... MPI_Ibarrier) go through
+ * shmcoll on a communicator within a node, as generalized requests the
+ * MPI's own waits and tests accept (see "Non-blocking collectives" below).
  * Everything else - reductions on derived datatypes, user-defined ops,
  * 16-bit integers, MPI_OFFSET, long double, complex, the LOC ops across
  * nodes or beyond that size, inter-communicators - goes to PMPI
@@ -96,6 +99,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -827,19 +831,14 @@ static void *scratch(struct cstate *st, int i, size_t bytes)
  * of one rank takes its input as it is (in is returned), and a scan's rank
  * 0 keeps its own (MPI_Scan); MPI_Exscan, where rank 1 gets rank 0's input
  * unchanged, goes to PMPI with a logical op. */
-static const void *logical_in(struct cstate *st, enum coll c, const void *in, size_t n,
-                              shmcoll_dtype sdt)
+/* n elements of shmcoll type sdt (an integer of 1, 4 or 8 bytes) at src, each made 0 or 1,
+ * into dst. */
+static void to_logical(void *dst, const void *src, size_t n, shmcoll_dtype sdt)
 {
 	size_t es = shmcoll_dtype_size(sdt), i;
-	uint8_t *out;
-	const uint8_t *p = in;
+	const uint8_t *p = src;
+	uint8_t *out = dst;
 
-	if (st->size == 1)
-		return in;
-	if (!(out = scratch(st, 3, n * es + 1))) {
-		fail(st, c, "a buffer for the logical op's input", -ENOMEM);
-		return NULL;
-	}
 	for (i = 0; i < n; i++) {
 		if (es == 1) {
 			out[i] = p[i] != 0;
@@ -857,6 +856,20 @@ static const void *logical_in(struct cstate *st, enum coll c, const void *in, si
 			memcpy(out + i * 8, &v, 8);
 		}
 	}
+}
+
+static const void *logical_in(struct cstate *st, enum coll c, const void *in, size_t n,
+                              shmcoll_dtype sdt)
+{
+	uint8_t *out;
+
+	if (st->size == 1)
+		return in;
+	if (!(out = scratch(st, 3, n * shmcoll_dtype_size(sdt) + 1))) {
+		fail(st, c, "a buffer for the logical op's input", -ENOMEM);
+		return NULL;
+	}
+	to_logical(out, in, n, sdt);
 	return out;
 }
 
@@ -2431,6 +2444,726 @@ static void release_all(void)
 	}
 	atomic_store_explicit(&keyval, MPI_KEYVAL_INVALID, memory_order_relaxed);
 	PMPI_Comm_free_keyval(&kv);
+}
+
+/* Non-blocking collectives. MPI_Iallreduce ... MPI_Ibarrier on a communicator within a node
+ * start shmcoll's non-blocking call and hand the caller a generalized request
+ * (MPI_Grequest_start), which the MPI's own MPI_Wait, MPI_Test, MPI_Waitall ... accept. An
+ * MPI completes a generalized request only when someone calls MPI_Grequest_complete: the
+ * interposer does, from its wrappers of the wait and test calls, which move the shmcoll
+ * call along first (tests without blocking; waits until it is done, driving MPI's own
+ * progress engine meanwhile with MPI_Iprobe, so a native send the peer waits for still
+ * moves). Everything a call needs after its start (packed buffers, a logical op's input,
+ * where to unpack) belongs to its request; the request is freed by the MPI's free callback.
+ * The path is decided as for the blocking calls, from what every rank agrees on; across
+ * nodes, and for the LOC ops, the calls go to PMPI. A program that never starts one pays
+ * one atomic load per wait or test. */
+
+/* A call in flight. */
+struct nbreq {
+	struct nbreq *prev, *next; /* on the list of those not yet complete */
+	MPI_Request req;           /* the generalized request the caller holds */
+	shmcoll_request *sreq;     /* shmcoll's call; NULL once it is over */
+	struct cstate *st;
+	enum coll c;
+	const char *fn;
+	int rc; /* the MPI result, for the query callback */
+	/* After shmcoll's call: unpack nblocks blocks of ucount utype elements from packed
+	 * to ubuf (utype dup'ed here when derived), and move move_bytes from move_src down
+	 * to move_dst (reduce_scatter_block in place). */
+	void *ubuf;
+	int ucount, nblocks, udup;
+	MPI_Datatype utype;
+	struct side us;
+	void *packed;
+	char *move_dst;
+	const char *move_src;
+	size_t move_bytes;
+	void *tmp; /* what this rank sends, packed or made 0/1 */
+};
+
+static pthread_mutex_t nb_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nbreq *nb_head;
+static atomic_int nb_live; /* calls not complete: zero keeps the wait wrappers cheap */
+
+static int nb_query(void *extra, MPI_Status *status)
+{
+	struct nbreq *q = extra;
+
+	/* A collective's status is empty. */
+	PMPI_Status_set_elements(status, MPI_BYTE, 0);
+	PMPI_Status_set_cancelled(status, 0);
+	status->MPI_SOURCE = MPI_ANY_SOURCE;
+	status->MPI_TAG = MPI_ANY_TAG;
+	return q->rc;
+}
+
+static int nb_free(void *extra)
+{
+	free(extra);
+	return MPI_SUCCESS;
+}
+
+static int nb_cancel(void *extra, int complete)
+{
+	(void)extra;
+	(void)complete;
+	return MPI_SUCCESS; /* a collective cannot be cancelled: it completes */
+}
+
+/* A call failed after its start: said on stderr, the node's communicator aborted (the
+ * peers' calls fail now) and left to PMPI from then on, as a blocking call's failure does;
+ * the error reaches the caller through the request. */
+static int nb_failed(struct nbreq *q, const char *what, int rc)
+{
+	struct cstate *st = q->st;
+
+	if (rc < 0 && *shmcoll_last_error(st->shm))
+		fprintf(stderr, "shmcoll-mpi: %s on rank %d: %s\n", coll_names[q->c], st->rank,
+		        shmcoll_last_error(st->shm));
+	else
+		fprintf(stderr, "shmcoll-mpi: %s on rank %d: %s failed (%d)\n", coll_names[q->c],
+		        st->rank, what, rc);
+	shmcoll_comm_abort(st->shm);
+	st->usable = 0;
+	return MPI_ERR_OTHER;
+}
+
+/* The end of q: its buffers freed, its result mrc (an MPI code) for the query callback,
+ * and the request complete. */
+static void nb_complete(struct nbreq *q, int mrc)
+{
+	q->sreq = NULL;
+	if (q->udup)
+		PMPI_Type_free(&q->utype);
+	q->udup = 0;
+	free(q->packed);
+	free(q->tmp);
+	q->packed = q->tmp = NULL;
+	q->rc = mrc;
+	PMPI_Grequest_complete(q->req);
+}
+
+/* shmcoll's call is over with rc: the unpacking, then the completion. */
+static void nb_finish(struct nbreq *q, int rc)
+{
+	int mrc = MPI_SUCCESS;
+
+	if (rc < 0) {
+		mrc = nb_failed(q, q->fn, rc);
+	} else {
+		if (q->ubuf)
+			mrc = pack_blocks(1, q->ubuf, q->ucount, q->utype, &q->us, q->nblocks,
+			                  q->packed, q->st->comm);
+		if (mrc != MPI_SUCCESS)
+			mrc = nb_failed(q, "MPI_Unpack", mrc);
+		else if (q->move_bytes)
+			memcpy(q->move_dst, q->move_src, q->move_bytes);
+	}
+	nb_complete(q, mrc);
+}
+
+/* The call behind request r if it is one of ours not complete yet, taken off the list
+ * (the caller completes it), else NULL. */
+static struct nbreq *nb_take(MPI_Request r)
+{
+	struct nbreq *q;
+
+	if (r == MPI_REQUEST_NULL || !atomic_load_explicit(&nb_live, memory_order_acquire))
+		return NULL;
+	pthread_mutex_lock(&nb_lock);
+	for (q = nb_head; q && q->req != r; q = q->next)
+		;
+	if (q) {
+		if (q->prev)
+			q->prev->next = q->next;
+		else
+			nb_head = q->next;
+		if (q->next)
+			q->next->prev = q->prev;
+		atomic_fetch_sub(&nb_live, 1);
+	}
+	pthread_mutex_unlock(&nb_lock);
+	return q;
+}
+
+static void nb_put_back(struct nbreq *q)
+{
+	pthread_mutex_lock(&nb_lock);
+	q->prev = NULL;
+	q->next = nb_head;
+	if (nb_head)
+		nb_head->prev = q;
+	nb_head = q;
+	atomic_fetch_add(&nb_live, 1);
+	pthread_mutex_unlock(&nb_lock);
+}
+
+/* Moves MPI's own progress engine (a probe that takes nothing): a native operation a
+ * peer waits for moves while this rank waits for shmcoll. */
+static void mpi_progress(void)
+{
+	int flag;
+
+	PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+}
+
+/* Moves the call behind r along, if it is ours: block, until it is complete (then the
+ * MPI's wait returns at once). Without block, tests it once. */
+static void nb_drive(MPI_Request r, int block)
+{
+	const struct timespec nap = {0, 50000};
+	struct nbreq *q = nb_take(r);
+	unsigned spins = 0;
+	int done, rc;
+
+	if (!q)
+		return;
+	for (;;) {
+		rc = shmcoll_test(&q->sreq, &done, NULL);
+		if (done || rc < 0)
+			break;
+		if (!block) {
+			nb_put_back(q);
+			return;
+		}
+		mpi_progress();
+		if (++spins < 2000)
+			sched_yield();
+		else
+			nanosleep(&nap, NULL);
+	}
+	nb_finish(q, rc);
+}
+
+/* A new call of c on st (its generalized request started): NULL with the failure
+ * reported (the node's communicator aborted, so no peer waits for this rank). */
+static struct nbreq *nb_new(struct cstate *st, enum coll c, const char *fn)
+{
+	struct nbreq *q = calloc(1, sizeof(*q));
+	int rc;
+
+	if (!q) {
+		fail(st, c, "memory for a request", -ENOMEM);
+		return NULL;
+	}
+	q->st = st;
+	q->c = c;
+	q->fn = fn;
+	rc = PMPI_Grequest_start(nb_query, nb_free, nb_cancel, q, &q->req);
+	if (rc != MPI_SUCCESS) {
+		free(q);
+		fail(st, c, "MPI_Grequest_start", rc);
+		return NULL;
+	}
+	return q;
+}
+
+/* After shmcoll's start returned rc (q->sreq set, or NULL for a call with nothing to
+ * move): the request goes to the caller. */
+static int nb_started(struct nbreq *q, int rc, MPI_Request *request)
+{
+	*request = q->req;
+	if (rc < 0 || !q->sreq) {
+		/* Complete at once: MPI_Wait returns the error, if any. */
+		nb_finish(q, rc);
+		if (rc < 0)
+			PMPI_Comm_call_errhandler(q->st->comm, MPI_ERR_OTHER);
+		return rc < 0 ? MPI_ERR_OTHER : via_shm(q->c);
+	}
+	nb_put_back(q);
+	return via_shm(q->c);
+}
+
+/* The unpacking q owes at completion: nblocks blocks of count dt elements into buf. */
+static int nb_unpack_to(struct nbreq *q, void *buf, int count, MPI_Datatype dt,
+                        const struct side *s, int nblocks)
+{
+	int ni, na, nd, comb;
+
+	q->ubuf = buf;
+	q->ucount = count;
+	q->nblocks = nblocks;
+	q->us = *s;
+	q->utype = dt;
+	/* The caller may free a derived type once the call started. */
+	if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS)
+		return MPI_ERR_TYPE;
+	if (comb != MPI_COMBINER_NAMED) {
+		if (PMPI_Type_dup(dt, &q->utype) != MPI_SUCCESS)
+			return MPI_ERR_TYPE;
+		q->udup = 1;
+	}
+	return MPI_SUCCESS;
+}
+
+/* Buffer bytes of q's own (for packed data), or NULL. */
+static void *nb_buf(void **slot, long long bytes)
+{
+	*slot = malloc(bytes > 0 ? (size_t)bytes : 1);
+	return *slot;
+}
+
+/* A call that could not be set up after its request started: completed with the error,
+ * nothing written to the caller's buffers, and the node's communicator aborted (the peers
+ * that started theirs fail now). */
+static int nb_setup_failed(struct nbreq *q, const char *what, int rc, MPI_Request *request)
+{
+	*request = q->req;
+	nb_complete(q, nb_failed(q, what, rc));
+	PMPI_Comm_call_errhandler(q->st->comm, MPI_ERR_OTHER);
+	return MPI_ERR_OTHER;
+}
+
+EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                          MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+	const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+	struct cstate *st = NULL;
+	struct nbreq *q;
+	shmcoll_dtype sdt;
+	shmcoll_op sop;
+	int rc = 0;
+
+	if (!is_loc(op) && count >= 0 && red_args(datatype, op, &sdt, &sop) == 0)
+		st = state_of(comm);
+	if (!st || st->multi)
+		return pmpi(C_IALLREDUCE,
+		            PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request));
+	if (!(q = nb_new(st, C_IALLREDUCE, "shmcoll_iallreduce")))
+		return MPI_ERR_NO_MEM;
+	if (count && is_logical(op) && st->size > 1) {
+		if (!nb_buf(&q->tmp, (long long)count * (long long)shmcoll_dtype_size(sdt)))
+			return nb_setup_failed(q, "memory for the logical op's input", -ENOMEM,
+			                       request);
+		to_logical(q->tmp, in, (size_t)count, sdt);
+		in = q->tmp;
+	}
+	if (count)
+		rc = shmcoll_iallreduce(in, recvbuf, (size_t)count, sdt, sop, st->shm, &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+EXPORT int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                       MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
+{
+	struct cstate *st = NULL;
+	const void *in = sendbuf;
+	void *out = NULL;
+	struct nbreq *q;
+	shmcoll_dtype sdt;
+	shmcoll_op sop;
+	int rc = 0;
+
+	if (!is_loc(op) && count >= 0 && red_args(datatype, op, &sdt, &sop) == 0)
+		st = state_of(comm);
+	if (!st || st->multi || root < 0 || root >= st->size ||
+	    (sendbuf == MPI_IN_PLACE && st->rank != root))
+		return pmpi(C_IREDUCE, PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root,
+		                                    comm, request));
+	if (!(q = nb_new(st, C_IREDUCE, "shmcoll_ireduce")))
+		return MPI_ERR_NO_MEM;
+	if (st->rank == root) {
+		out = recvbuf;
+		if (sendbuf == MPI_IN_PLACE)
+			in = recvbuf;
+	}
+	if (count && is_logical(op) && st->size > 1) {
+		if (!nb_buf(&q->tmp, (long long)count * (long long)shmcoll_dtype_size(sdt)))
+			return nb_setup_failed(q, "memory for the logical op's input", -ENOMEM,
+			                       request);
+		to_logical(q->tmp, in, (size_t)count, sdt);
+		in = q->tmp;
+	}
+	if (count)
+		rc = shmcoll_ireduce(in, out, (size_t)count, sdt, sop, root, st->shm, &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+EXPORT int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                      MPI_Request *request)
+{
+	struct side s;
+	struct cstate *st = side_of(datatype, count, &s) < 0 ? NULL : state_of(comm);
+	struct nbreq *q;
+	void *p = buffer;
+	int rc = 0;
+
+	if (!st || st->multi || root < 0 || root >= st->size)
+		return pmpi(C_IBCAST, PMPI_Ibcast(buffer, count, datatype, root, comm, request));
+	if (!(q = nb_new(st, C_IBCAST, "shmcoll_ibcast")))
+		return MPI_ERR_NO_MEM;
+	if (s.bytes && !s.contig) {
+		if (!(p = nb_buf(&q->packed, s.bytes)))
+			return nb_setup_failed(q, "memory for packed data", -ENOMEM, request);
+		if (st->rank == root)
+			rc = pack_side(0, buffer, count, datatype, &s, p, comm);
+		else
+			rc = nb_unpack_to(q, buffer, count, datatype, &s, 1);
+		if (rc != MPI_SUCCESS)
+			return nb_setup_failed(q, "MPI_Pack", rc, request);
+	}
+	if (s.bytes)
+		rc = shmcoll_ibcast(p, (size_t)s.bytes, SHMCOLL_UINT8, root, st->shm, &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+EXPORT int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+	struct side w, r;
+	int inplace = sendbuf == MPI_IN_PLACE, rc = MPI_SUCCESS;
+	struct cstate *st =
+	    block_sides(sendbuf, sendcount, sendtype, recvcount, recvtype, &w, &r) < 0
+	        ? NULL
+	        : state_of(comm);
+	const void *in = sendbuf;
+	char *out = recvbuf;
+	struct nbreq *q;
+
+	if (!st || st->multi)
+		return pmpi(C_IALLGATHER, PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf,
+		                                          recvcount, recvtype, comm, request));
+	if (!(q = nb_new(st, C_IALLGATHER, "shmcoll_iallgather")))
+		return MPI_ERR_NO_MEM;
+	if (!r.bytes)
+		return nb_started(q, 0, request);
+	if (!r.contig) {
+		if (!(out = nb_buf(&q->packed, r.bytes * st->size)))
+			return nb_setup_failed(q, "memory for packed data", -ENOMEM, request);
+		rc = nb_unpack_to(q, recvbuf, recvcount, recvtype, &r, st->size);
+	}
+	if (rc == MPI_SUCCESS && inplace) {
+		in = out + (size_t)st->rank * (size_t)r.bytes;
+		if (!r.contig)
+			rc = pack_side(0,
+			               (char *)recvbuf + (MPI_Aint)st->rank * recvcount * r.extent,
+			               recvcount, recvtype, &r, (void *)in, comm);
+	} else if (rc == MPI_SUCCESS && !w.contig) {
+		if (!(in = nb_buf(&q->tmp, w.bytes)))
+			return nb_setup_failed(q, "memory for packed data", -ENOMEM, request);
+		rc = pack_side(0, (void *)sendbuf, sendcount, sendtype, &w, (void *)in, comm);
+	}
+	if (rc != MPI_SUCCESS)
+		return nb_setup_failed(q, "MPI_Pack", rc, request);
+	rc = shmcoll_iallgather(in, out, (size_t)r.bytes, SHMCOLL_UINT8, st->shm, &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+EXPORT int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                                     MPI_Request *request)
+{
+	struct cstate *st = NULL;
+	shmcoll_dtype sdt;
+	shmcoll_op sop;
+	const void *in = sendbuf;
+	char *out = recvbuf;
+	struct nbreq *q;
+	size_t bytes;
+	int rc = 0;
+
+	if (!is_loc(op) && recvcount >= 0 && red_args(datatype, op, &sdt, &sop) == 0)
+		st = state_of(comm);
+	if (!st || st->multi)
+		return pmpi(C_IREDUCE_SCATTER_BLOCK,
+		            PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op,
+		                                       comm, request));
+	if (!(q = nb_new(st, C_IREDUCE_SCATTER_BLOCK, "shmcoll_ireduce_scatter")))
+		return MPI_ERR_NO_MEM;
+	if (!recvcount)
+		return nb_started(q, 0, request);
+	bytes = shmcoll_dtype_size(sdt) * (size_t)recvcount;
+	if (sendbuf == MPI_IN_PLACE) {
+		/* The input is recvbuf; shmcoll leaves the result at the rank's own block, and
+		 * MPI wants it at the start: moved down at completion. */
+		in = recvbuf;
+		out = (char *)recvbuf + (size_t)st->rank * bytes;
+		if (st->rank > 0) {
+			q->move_dst = recvbuf;
+			q->move_src = out;
+			q->move_bytes = bytes;
+		}
+	}
+	if (is_logical(op) && st->size > 1) {
+		if (!nb_buf(&q->tmp, (long long)bytes * st->size))
+			return nb_setup_failed(q, "memory for the logical op's input", -ENOMEM,
+			                       request);
+		to_logical(q->tmp, in, (size_t)recvcount * (size_t)st->size, sdt);
+		in = q->tmp;
+	}
+	rc = shmcoll_ireduce_scatter(in, out, (size_t)recvcount, sdt, sop, st->shm, &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+EXPORT int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                       MPI_Request *request)
+{
+	struct cstate *st = state_of(comm);
+	int inplace = sendbuf == MPI_IN_PLACE, rc = MPI_SUCCESS;
+	struct side w, r;
+	const void *in = sendbuf;
+	char *out = NULL;
+	struct nbreq *q;
+
+	if ((st && st->multi) ||
+	    rooted_sides(st, root, sendtype, sendcount, recvtype, recvcount, inplace, &w, &r) < 0)
+		return pmpi(C_IGATHER, PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf,
+		                                    recvcount, recvtype, root, comm, request));
+	if (!(q = nb_new(st, C_IGATHER, "shmcoll_igather")))
+		return MPI_ERR_NO_MEM;
+	if (!w.bytes)
+		return nb_started(q, 0, request);
+	if (st->rank == root) {
+		out = recvbuf;
+		if (!r.contig) {
+			if (!(out = nb_buf(&q->packed, r.bytes * st->size)))
+				return nb_setup_failed(q, "memory for packed data", -ENOMEM,
+				                       request);
+			rc = nb_unpack_to(q, recvbuf, recvcount, recvtype, &r, st->size);
+		}
+		if (inplace)
+			in = out + (size_t)root * (size_t)r.bytes;
+		if (rc == MPI_SUCCESS && inplace && !r.contig)
+			rc = pack_side(0, (char *)recvbuf + (MPI_Aint)root * recvcount * r.extent,
+			               recvcount, recvtype, &r, (void *)in, comm);
+	}
+	if (rc == MPI_SUCCESS && !inplace && !w.contig) {
+		if (!(in = nb_buf(&q->tmp, w.bytes)))
+			return nb_setup_failed(q, "memory for packed data", -ENOMEM, request);
+		rc = pack_side(0, (void *)sendbuf, sendcount, sendtype, &w, (void *)in, comm);
+	}
+	if (rc != MPI_SUCCESS)
+		return nb_setup_failed(q, "MPI_Pack", rc, request);
+	rc = shmcoll_igather(in, out, (size_t)w.bytes, SHMCOLL_UINT8, root, st->shm, &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+EXPORT int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                        int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                        MPI_Request *request)
+{
+	struct cstate *st = state_of(comm);
+	int inplace = recvbuf == MPI_IN_PLACE, rc = MPI_SUCCESS;
+	struct side r, w;
+	const char *in = NULL;
+	void *out = inplace ? NULL : recvbuf;
+	struct nbreq *q;
+
+	if ((st && st->multi) ||
+	    rooted_sides(st, root, recvtype, recvcount, sendtype, sendcount, inplace, &r, &w) < 0)
+		return pmpi(C_ISCATTER, PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf,
+		                                      recvcount, recvtype, root, comm, request));
+	if (!(q = nb_new(st, C_ISCATTER, "shmcoll_iscatter")))
+		return MPI_ERR_NO_MEM;
+	if (!r.bytes)
+		return nb_started(q, 0, request);
+	if (st->rank == root) {
+		in = sendbuf;
+		if (!w.contig) {
+			if (!(in = nb_buf(&q->tmp, w.bytes * st->size)))
+				return nb_setup_failed(q, "memory for packed data", -ENOMEM,
+				                       request);
+			rc = pack_blocks(0, (void *)sendbuf, sendcount, sendtype, &w, st->size,
+			                 (void *)in, comm);
+		}
+	}
+	if (rc == MPI_SUCCESS && !inplace && !r.contig) {
+		if (!(out = nb_buf(&q->packed, r.bytes)))
+			return nb_setup_failed(q, "memory for packed data", -ENOMEM, request);
+		rc = nb_unpack_to(q, recvbuf, recvcount, recvtype, &r, 1);
+	}
+	if (rc != MPI_SUCCESS)
+		return nb_setup_failed(q, "MPI_Pack", rc, request);
+	if (inplace)
+		out = (void *)(in + (size_t)root * (size_t)r.bytes);
+	rc = shmcoll_iscatter(in, out, (size_t)r.bytes, SHMCOLL_UINT8, root, st->shm, &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+EXPORT int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                         int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+	struct side w, r;
+	int inplace = sendbuf == MPI_IN_PLACE, rc = MPI_SUCCESS;
+	struct cstate *st =
+	    block_sides(sendbuf, sendcount, sendtype, recvcount, recvtype, &w, &r) < 0
+	        ? NULL
+	        : state_of(comm);
+	const void *in = inplace ? recvbuf : sendbuf;
+	void *out = recvbuf;
+	struct nbreq *q;
+
+	if (!st || st->multi)
+		return pmpi(C_IALLTOALL, PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf,
+		                                        recvcount, recvtype, comm, request));
+	if (!(q = nb_new(st, C_IALLTOALL, "shmcoll_ialltoall")))
+		return MPI_ERR_NO_MEM;
+	if (!r.bytes)
+		return nb_started(q, 0, request);
+	if (!r.contig) {
+		if (!(out = nb_buf(&q->packed, r.bytes * st->size)))
+			return nb_setup_failed(q, "memory for packed data", -ENOMEM, request);
+		rc = nb_unpack_to(q, recvbuf, recvcount, recvtype, &r, st->size);
+	}
+	/* In place, what this rank sends is in recvbuf as recvtype: packed apart when that
+	 * is not in order, since the result goes elsewhere. */
+	if (rc == MPI_SUCCESS && inplace && !r.contig) {
+		if (!(in = nb_buf(&q->tmp, r.bytes * st->size)))
+			return nb_setup_failed(q, "memory for packed data", -ENOMEM, request);
+		rc = pack_blocks(0, recvbuf, recvcount, recvtype, &r, st->size, (void *)in, comm);
+	} else if (rc == MPI_SUCCESS && !inplace && !w.contig) {
+		if (!(in = nb_buf(&q->tmp, w.bytes * st->size)))
+			return nb_setup_failed(q, "memory for packed data", -ENOMEM, request);
+		rc = pack_blocks(0, (void *)sendbuf, sendcount, sendtype, &w, st->size, (void *)in,
+		                 comm);
+	}
+	if (rc != MPI_SUCCESS)
+		return nb_setup_failed(q, "MPI_Pack", rc, request);
+	rc = shmcoll_ialltoall(in, out, (size_t)r.bytes, SHMCOLL_UINT8, st->shm, &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+EXPORT int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
+{
+	struct cstate *st = state_of(comm);
+	struct nbreq *q;
+
+	if (!st || st->multi)
+		return pmpi(C_IBARRIER, PMPI_Ibarrier(comm, request));
+	if (!(q = nb_new(st, C_IBARRIER, "shmcoll_ibarrier")))
+		return MPI_ERR_NO_MEM;
+	return nb_started(q, shmcoll_ibarrier(st->shm, &q->sreq), request);
+}
+
+/* The waits and tests: ours first moved along (and completed when done), then the MPI's
+ * own call, which now sees them complete. */
+
+EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
+{
+	if (request)
+		nb_drive(*request, 1);
+	return PMPI_Wait(request, status);
+}
+
+EXPORT int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+{
+	if (request)
+		nb_drive(*request, 0);
+	return PMPI_Test(request, flag, status);
+}
+
+EXPORT int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
+{
+	int i;
+
+	for (i = 0; requests && i < count && atomic_load(&nb_live); i++)
+		nb_drive(requests[i], 1);
+	return PMPI_Waitall(count, requests, statuses);
+}
+
+EXPORT int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[])
+{
+	int i;
+
+	for (i = 0; requests && i < count && atomic_load(&nb_live); i++)
+		nb_drive(requests[i], 0);
+	return PMPI_Testall(count, requests, flag, statuses);
+}
+
+EXPORT int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_Status *status)
+{
+	int i;
+
+	for (i = 0; requests && i < count && atomic_load(&nb_live); i++)
+		nb_drive(requests[i], 0);
+	return PMPI_Testany(count, requests, index, flag, status);
+}
+
+EXPORT int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[],
+                        MPI_Status statuses[])
+{
+	int i;
+
+	for (i = 0; requests && i < incount && atomic_load(&nb_live); i++)
+		nb_drive(requests[i], 0);
+	return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+}
+
+/* Whether any of the n requests is one of ours not complete yet. */
+static int nb_any(int n, const MPI_Request *reqs)
+{
+	struct nbreq *q;
+	int i, found = 0;
+
+	if (!reqs || !atomic_load_explicit(&nb_live, memory_order_acquire))
+		return 0;
+	pthread_mutex_lock(&nb_lock);
+	for (q = nb_head; q && !found; q = q->next)
+		for (i = 0; i < n && !found; i++)
+			found = q->req == reqs[i];
+	pthread_mutex_unlock(&nb_lock);
+	return found;
+}
+
+/* Waitany and Waitsome over requests some of which are ours: test everything in turn
+ * (ours moved, then the MPI's test) until one is done; back off as shmcoll's waits do. */
+EXPORT int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
+{
+	const struct timespec nap = {0, 50000};
+	unsigned spins = 0;
+	int i, flag = 0, rc;
+
+	if (!nb_any(count, requests))
+		return PMPI_Waitany(count, requests, index, status);
+	for (;;) {
+		for (i = 0; i < count; i++)
+			nb_drive(requests[i], 0);
+		rc = PMPI_Testany(count, requests, index, &flag, status);
+		if (rc != MPI_SUCCESS || flag)
+			return rc;
+		if (++spins < 2000)
+			sched_yield();
+		else
+			nanosleep(&nap, NULL);
+	}
+}
+
+EXPORT int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[],
+                        MPI_Status statuses[])
+{
+	const struct timespec nap = {0, 50000};
+	unsigned spins = 0;
+	int i, rc;
+
+	if (!nb_any(incount, requests))
+		return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+	for (;;) {
+		for (i = 0; i < incount; i++)
+			nb_drive(requests[i], 0);
+		rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
+		if (rc != MPI_SUCCESS || *outcount != 0)
+			return rc;
+		if (++spins < 2000)
+			sched_yield();
+		else
+			nanosleep(&nap, NULL);
+	}
+}
+
+EXPORT int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status)
+{
+	nb_drive(request, 0);
+	return PMPI_Request_get_status(request, flag, status);
+}
+
+/* A freed request's call must still complete: ours is completed first. */
+EXPORT int MPI_Request_free(MPI_Request *request)
+{
+	if (request)
+		nb_drive(*request, 1);
+	return PMPI_Request_free(request);
 }
 
 EXPORT int MPI_Finalize(void)

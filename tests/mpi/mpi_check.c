@@ -1310,6 +1310,259 @@ static size_t red_cases(struct red *out, size_t cap, enum level level)
 	return n;
 }
 
+/* Non-blocking collectives */
+
+/* Completes r in the way style says: MPI_Wait, a loop of MPI_Test, MPI_Waitall,
+ * MPI_Waitany, a loop of MPI_Testall, MPI_Waitsome (the interposer must complete its
+ * requests through every one of them). Returns the call's result. */
+static int complete(MPI_Request *r, int style)
+{
+	int flag = 0, idx, out, rc;
+	MPI_Status st[1]; /* not MPI_STATUSES_IGNORE: gcc 12 takes MPICH's for an array */
+
+	switch (style % 6) {
+	case 0:
+		return MPI_Wait(r, MPI_STATUS_IGNORE);
+	case 1:
+		do
+			rc = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+		while (rc == MPI_SUCCESS && !flag);
+		return rc;
+	case 2:
+		return MPI_Waitall(1, r, st);
+	case 3:
+		return MPI_Waitany(1, r, &idx, MPI_STATUS_IGNORE);
+	case 4:
+		do
+			rc = MPI_Testall(1, r, &flag, st);
+		while (rc == MPI_SUCCESS && !flag);
+		return rc;
+	default:
+		return MPI_Waitsome(1, r, &out, &idx, st);
+	}
+}
+
+static const char *const styles[] = {"wait", "test", "waitall", "waitany", "testall", "waitsome"};
+
+/* A reduction case through MPI_Iallreduce, MPI_Ireduce (root rt) and
+ * MPI_Ireduce_scatter_block, each against the blocking PMPI call; the interposer takes them
+ * where it takes the blocking ones but across nodes and for the LOC ops. */
+static void check_nbc_red(struct ctx *x, const struct red *r, int n, int rt, const char *label)
+{
+	size_t bytes = (size_t)n * (size_t)r->t->extent;
+	int shm = red_via_shm(x, r, (size_t)n) && !x->spans && r->o->cls != OC_LOC;
+	int style = (int)(x->seed % 6), rc;
+	MPI_Request q;
+	char what[200];
+
+	fill_red(x, r->t, r->o->cls, x->send, (size_t)n * (size_t)x->size);
+	memset(x->ref, SENTINEL, bytes * (size_t)x->size + 8);
+	memset(x->got, SENTINEL, bytes * (size_t)x->size + 8);
+	PMPI_Allreduce(x->send, x->ref, n, r->t->dt, r->o->op, x->comm);
+	rc = MPI_Iallreduce(x->send, x->got, n, r->t->dt, r->o->op, x->comm, &q);
+	if (rc == MPI_SUCCESS)
+		rc = complete(&q, style);
+	expect(x, C_IALLREDUCE, shm);
+	snprintf(what, sizeof(what), "MPI_Iallreduce %s %s n=%d (%s)%s", r->t->name, r->o->name, n,
+	         styles[style], label);
+	fail_rc(x, what, rc);
+	compare_red(x, what, r->t, x->got, x->ref, (size_t)n, 8);
+
+	/* In place. */
+	memset(x->got, SENTINEL, bytes + 8);
+	memcpy(x->got, x->send, bytes);
+	rc = MPI_Iallreduce(MPI_IN_PLACE, x->got, n, r->t->dt, r->o->op, x->comm, &q);
+	if (rc == MPI_SUCCESS)
+		rc = complete(&q, style + 1);
+	expect(x, C_IALLREDUCE, shm);
+	snprintf(what, sizeof(what), "MPI_Iallreduce %s %s n=%d in place (%s)%s", r->t->name,
+	         r->o->name, n, styles[(style + 1) % 6], label);
+	fail_rc(x, what, rc);
+	compare_red(x, what, r->t, x->got, x->ref, (size_t)n, 8);
+
+	memset(x->ref, SENTINEL, bytes + 8);
+	memset(x->got, SENTINEL, bytes + 8);
+	PMPI_Reduce(x->send, x->ref, n, r->t->dt, r->o->op, rt, x->comm);
+	rc = MPI_Ireduce(x->send, x->got, n, r->t->dt, r->o->op, rt, x->comm, &q);
+	if (rc == MPI_SUCCESS)
+		rc = complete(&q, style + 2);
+	expect(x, C_IREDUCE, shm);
+	snprintf(what, sizeof(what), "MPI_Ireduce %s %s n=%d root=%d (%s)%s", r->t->name,
+	         r->o->name, n, rt, styles[(style + 2) % 6], label);
+	fail_rc(x, what, rc);
+	if (x->rank == rt)
+		compare_red(x, what, r->t, x->got, x->ref, (size_t)n, 8);
+
+	memset(x->ref, SENTINEL, bytes + 8);
+	memset(x->got, SENTINEL, bytes + 8);
+	PMPI_Reduce_scatter_block(x->send, x->ref, n, r->t->dt, r->o->op, x->comm);
+	rc = MPI_Ireduce_scatter_block(x->send, x->got, n, r->t->dt, r->o->op, x->comm, &q);
+	if (rc == MPI_SUCCESS)
+		rc = complete(&q, style + 3);
+	expect(x, C_IREDUCE_SCATTER_BLOCK, shm);
+	snprintf(what, sizeof(what), "MPI_Ireduce_scatter_block %s %s n=%d (%s)%s", r->t->name,
+	         r->o->name, n, styles[(style + 3) % 6], label);
+	fail_rc(x, what, rc);
+	compare_red(x, what, r->t, x->got, x->ref, (size_t)n, 8);
+
+	/* In place: the input is recvbuf, the result lands at its start. */
+	memset(x->got, SENTINEL, bytes * (size_t)x->size + 8);
+	memcpy(x->got, x->send, bytes * (size_t)x->size);
+	rc = MPI_Ireduce_scatter_block(MPI_IN_PLACE, x->got, n, r->t->dt, r->o->op, x->comm, &q);
+	if (rc == MPI_SUCCESS)
+		rc = complete(&q, style + 4);
+	expect(x, C_IREDUCE_SCATTER_BLOCK, shm);
+	snprintf(what, sizeof(what), "MPI_Ireduce_scatter_block %s %s n=%d in place (%s)%s",
+	         r->t->name, r->o->name, n, styles[(style + 4) % 6], label);
+	fail_rc(x, what, rc);
+	compare_red(x, what, r->t, x->got, x->ref, (size_t)n, 0);
+}
+
+/* A move type through MPI_Ibcast, MPI_Iallgather, MPI_Igather, MPI_Iscatter and
+ * MPI_Ialltoall (root rt), each against the blocking PMPI call: types that do not hold
+ * their data in order are packed at the start and unpacked at completion. */
+static void check_nbc_move(struct ctx *x, const struct type *t, int n, int rt, const char *label)
+{
+	size_t bytes = (size_t)n * (size_t)t->extent, all = bytes * (size_t)x->size;
+	int shm = move_via_shm(t) && !x->spans, style = (int)(x->seed % 6), me = x->rank == rt, rc;
+	MPI_Request q;
+	char what[200];
+
+	if (me)
+		fill_move(x, t, x->ref, (size_t)n, 1);
+	else
+		memset(x->ref, SENTINEL, bytes);
+	memset(x->ref + bytes, SENTINEL, 8);
+	memcpy(x->got, x->ref, bytes + 8);
+	PMPI_Bcast(x->ref, n, t->dt, rt, x->comm);
+	rc = MPI_Ibcast(x->got, n, t->dt, rt, x->comm, &q);
+	if (rc == MPI_SUCCESS)
+		rc = complete(&q, style);
+	expect(x, C_IBCAST, shm);
+	snprintf(what, sizeof(what), "MPI_Ibcast %s n=%d root=%d (%s)%s", t->name, n, rt,
+	         styles[style], label);
+	fail_rc(x, what, rc);
+	compare(x, what, x->got, x->ref, bytes + 8);
+
+	fill_move(x, t, x->send, (size_t)n * (size_t)x->size, 2);
+	memset(x->ref, SENTINEL, all + 8);
+	memset(x->got, SENTINEL, all + 8);
+	PMPI_Allgather(x->send, n, t->dt, x->ref, n, t->dt, x->comm);
+	rc = MPI_Iallgather(x->send, n, t->dt, x->got, n, t->dt, x->comm, &q);
+	if (rc == MPI_SUCCESS)
+		rc = complete(&q, style + 1);
+	expect(x, C_IALLGATHER, shm);
+	snprintf(what, sizeof(what), "MPI_Iallgather %s n=%d (%s)%s", t->name, n,
+	         styles[(style + 1) % 6], label);
+	fail_rc(x, what, rc);
+	compare(x, what, x->got, x->ref, all + 8);
+
+	memset(x->got, SENTINEL, all + 8);
+	memcpy(x->got + (size_t)x->rank * bytes, x->send, bytes);
+	rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, n, t->dt, x->comm, &q);
+	if (rc == MPI_SUCCESS)
+		rc = complete(&q, style + 2);
+	expect(x, C_IALLGATHER, shm);
+	snprintf(what, sizeof(what), "MPI_Iallgather %s n=%d in place (%s)%s", t->name, n,
+	         styles[(style + 2) % 6], label);
+	fail_rc(x, what, rc);
+	compare(x, what, x->got, x->ref, all + 8);
+
+	memset(x->ref, SENTINEL, all + 8);
+	memset(x->got, SENTINEL, all + 8);
+	PMPI_Gather(x->send, n, t->dt, x->ref, n, t->dt, rt, x->comm);
+	rc = MPI_Igather(x->send, n, t->dt, x->got, n, t->dt, rt, x->comm, &q);
+	if (rc == MPI_SUCCESS)
+		rc = complete(&q, style + 3);
+	expect(x, C_IGATHER, shm);
+	snprintf(what, sizeof(what), "MPI_Igather %s n=%d root=%d (%s)%s", t->name, n, rt,
+	         styles[(style + 3) % 6], label);
+	fail_rc(x, what, rc);
+	if (me)
+		compare(x, what, x->got, x->ref, all + 8);
+
+	memset(x->ref, SENTINEL, bytes + 8);
+	memset(x->got, SENTINEL, bytes + 8);
+	PMPI_Scatter(x->send, n, t->dt, x->ref, n, t->dt, rt, x->comm);
+	rc = MPI_Iscatter(x->send, n, t->dt, x->got, n, t->dt, rt, x->comm, &q);
+	if (rc == MPI_SUCCESS)
+		rc = complete(&q, style + 4);
+	expect(x, C_ISCATTER, shm);
+	snprintf(what, sizeof(what), "MPI_Iscatter %s n=%d root=%d (%s)%s", t->name, n, rt,
+	         styles[(style + 4) % 6], label);
+	fail_rc(x, what, rc);
+	compare(x, what, x->got, x->ref, bytes + 8);
+
+	memset(x->ref, SENTINEL, all + 8);
+	memset(x->got, SENTINEL, all + 8);
+	PMPI_Alltoall(x->send, n, t->dt, x->ref, n, t->dt, x->comm);
+	rc = MPI_Ialltoall(x->send, n, t->dt, x->got, n, t->dt, x->comm, &q);
+	if (rc == MPI_SUCCESS)
+		rc = complete(&q, style + 5);
+	expect(x, C_IALLTOALL, shm);
+	snprintf(what, sizeof(what), "MPI_Ialltoall %s n=%d (%s)%s", t->name, n,
+	         styles[(style + 5) % 6], label);
+	fail_rc(x, what, rc);
+	compare(x, what, x->got, x->ref, all + 8);
+}
+
+/* Several calls outstanding at once, beside the MPI's own point-to-point requests, in
+ * one MPI_Waitall and then in an MPI_Waitany loop: an Iallreduce of ints, an Ibcast of
+ * doubles, an Ibarrier, and a native send and receive around a ring. */
+static void check_nbc_many(struct ctx *x, int n, const char *label)
+{
+	size_t bytes = (size_t)n * sizeof(int);
+	int next = (x->rank + 1) % x->size, prev = (x->rank + x->size - 1) % x->size;
+	int shm = !x->spans, rc, round, left, idx, ring_in = -1, ring_out = x->rank * 7 + n;
+	uint8_t *bref = x->ref + bytes + 64, *bgot = x->got + bytes + 64;
+	MPI_Request q[5];
+	MPI_Status sts[5];
+	char what[200];
+
+	for (round = 0; round < 2; round++) {
+		for (idx = 0; idx < n; idx++)
+			((int *)(void *)x->send)[idx] = (x->rank + 1) * 31 + idx * (round + 3);
+		memset(x->ref, SENTINEL, bytes);
+		memset(x->got, SENTINEL, bytes);
+		PMPI_Allreduce(x->send, x->ref, n, MPI_INT, MPI_SUM, x->comm);
+		if (x->rank == 0)
+			fill_move(x, &move_types[0], bref, (size_t)n, 3);
+		else
+			memset(bref, SENTINEL, (size_t)n);
+		memcpy(bgot, bref, (size_t)n);
+		PMPI_Bcast(bref, n, MPI_BYTE, 0, x->comm);
+		ring_in = -1;
+		rc = MPI_Irecv(&ring_in, 1, MPI_INT, prev, 77, x->comm, &q[0]);
+		if (rc == MPI_SUCCESS)
+			rc = MPI_Iallreduce(x->send, x->got, n, MPI_INT, MPI_SUM, x->comm, &q[1]);
+		if (rc == MPI_SUCCESS)
+			rc = MPI_Ibcast(bgot, n, MPI_BYTE, 0, x->comm, &q[2]);
+		if (rc == MPI_SUCCESS)
+			rc = MPI_Ibarrier(x->comm, &q[3]);
+		if (rc == MPI_SUCCESS)
+			rc = MPI_Isend(&ring_out, 1, MPI_INT, next, 77, x->comm, &q[4]);
+		expect(x, C_IALLREDUCE, shm);
+		expect(x, C_IBCAST, shm);
+		expect(x, C_IBARRIER, shm);
+		if (rc == MPI_SUCCESS && round == 0)
+			rc = MPI_Waitall(5, q, sts);
+		for (left = 5; rc == MPI_SUCCESS && round == 1 && left > 0; left--)
+			rc = MPI_Waitany(5, q, &idx, MPI_STATUS_IGNORE);
+		snprintf(what, sizeof(what),
+		         "MPI_Iallreduce, Ibcast, Ibarrier, Isend, Irecv n=%d (%s)%s", n,
+		         round ? "waitany" : "waitall", label);
+		fail_rc(x, what, rc);
+		compare(x, what, x->got, x->ref, bytes);
+		compare(x, what, bgot, bref, (size_t)n);
+		x->checks++;
+		if (ring_in != prev * 7 + n && x->fails++ < MAX_REPORTS)
+			fprintf(
+			    stderr,
+			    "mpi_check: rank %d (%d in %s): %s: the ring's message is %d, not %d\n",
+			    x->world_rank, x->rank, x->comm_name, what, ring_in, prev * 7 + n);
+	}
+}
+
 /* Every intercepted collective over the matrix of the level. */
 static void run_matrix(struct ctx *x, enum level level, const char *label)
 {
@@ -1342,6 +1595,7 @@ static void run_matrix(struct ctx *x, enum level level, const char *label)
 			check_scan(x, &reds[i], n, 1, label);
 			for (k = 0; k < nroots; k++)
 				check_reduce(x, &reds[i], n, rt[k], label);
+			check_nbc_red(x, &reds[i], n, rt[x->seed % (unsigned)nroots], label);
 		}
 		for (i = 0; i < ARRAY_SIZE(move_types); i++) {
 			const struct type *t = &move_types[i];
@@ -1365,9 +1619,11 @@ static void run_matrix(struct ctx *x, enum level level, const char *label)
 				check_scatter(x, t, n, rt[k], label);
 				check_vcolls(x, t, n, rt[k], label);
 			}
+			check_nbc_move(x, t, n, rt[x->seed % (unsigned)nroots], label);
 		}
 		x->seed++;
 		check_mixed(x, n, label);
+		check_nbc_many(x, n, label);
 	}
 	if (level != TINY)
 		check_loc_limit(x, label);
