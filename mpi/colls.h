@@ -83,4 +83,36 @@ static const char *const coll_names[C_COUNT] = {
 #endif
 #define LOC_MAX_BYTES(holes) ((holes) ? LOC_MAX_HOLES : LOC_MAX_DENSE)
 
+/* The C layouts of the LOC ops' pair types (MPI_FLOAT_INT ... MPI_2INT, and the Fortran
+ * pairs as C's float and double), as the interposer folds them and the test reads them. */
+struct float_int {
+	float v;
+	int k;
+};
+struct double_int {
+	double v;
+	int k;
+};
+struct long_int {
+	long v;
+	int k;
+};
+struct int_int {
+	int v, k;
+};
+struct short_int {
+	short v;
+	int k;
+};
+struct long_double_int {
+	long double v;
+	int k;
+};
+struct float_float {
+	float v, k;
+};
+struct double_double {
+	double v, k;
+};
+
 #endif

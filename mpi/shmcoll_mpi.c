@@ -895,36 +895,7 @@ static const void *logical_in(struct cstate *st, enum coll c, const void *in, si
  * show whether the compiler's INTEGER and REAL are C's int and float. Only
  * the fields are read and written, never the padding: a buffer of count
  * pairs need not reach the padding after its last index (C's arrays of the
- * structs do, an MPI buffer need not). */
-struct float_int {
-	float v;
-	int k;
-};
-struct double_int {
-	double v;
-	int k;
-};
-struct long_int {
-	long v;
-	int k;
-};
-struct int_int {
-	int v, k;
-};
-struct short_int {
-	short v;
-	int k;
-};
-struct long_double_int {
-	long double v;
-	int k;
-};
-struct float_float {
-	float v, k;
-};
-struct double_double {
-	double v, k;
-};
+ * structs do, an MPI buffer need not). The structs are in mpi/colls.h. */
 
 /* fold_T(out, in, stride, nb, n, max): the n pairs at out become the fold,
  * pair by pair, of nb blocks of n pairs, the first block at in and each

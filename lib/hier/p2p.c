@@ -125,6 +125,15 @@ static int hp_done(struct shmcoll_hier *h, struct hier_p2p_op *op)
 	return 1;
 }
 
+/* A failure whose message is recorded: everything broken (the node, the leaders'
+ * connections, the wire) and every operation outstanding on either engine failed. */
+static void break_all(struct shmcoll_hier *h, int rc)
+{
+	hier__broken(h, rc);
+	shmcoll__wire_fail_all(h, rc);
+	shmcoll__p2p_fail_all(h->local, rc);
+}
+
 /* After an op completed with rc: a failure that broke the communicator is recorded as this
  * rank's message and breaks everything (as the collectives do). Returns rc. */
 static int settle(struct shmcoll_hier *h, struct hier_p2p_op *op)
@@ -139,9 +148,7 @@ static int settle(struct shmcoll_hier *h, struct hier_p2p_op *op)
 		hier__fail(h, rc, "%s: %s", op->node.fn, cause);
 	else
 		hier__fail(h, rc, "%s: node %d: %s", op->node.fn, h->node, h->local->err);
-	hier__broken(h, rc);
-	shmcoll__wire_fail_all(h, rc);
-	shmcoll__p2p_fail_all(h->local, rc);
+	break_all(h, rc);
 	return rc;
 }
 
@@ -183,9 +190,7 @@ int shmcoll__hier_p2p_wait(struct shmcoll_hier *h, struct hier_p2p_op *op)
 		/* The node wait ended without it: the communicator broke here. */
 		shmcoll__p2p_cancel(h->local, &op->node);
 		hier__fail(h, rc, "%s: node %d: %s", op->node.fn, h->node, h->local->err);
-		hier__broken(h, rc);
-		shmcoll__wire_fail_all(h, rc);
-		shmcoll__p2p_fail_all(h->local, rc);
+		break_all(h, rc);
 		if (op->where != HP_LOCAL)
 			shmcoll__wire_withdraw(h, &op->wire);
 		op->rc = rc;

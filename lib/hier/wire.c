@@ -761,6 +761,30 @@ static void start_failed(struct shmcoll_wire *w, struct wire_op *op, int rc, con
 		complete(w, op, rc);
 }
 
+/* A start, with the wire locked: the thread running, and for a send the connection opened;
+ * op counted outstanding. 1 to go on, 0 when op is complete already (it could not start, or
+ * the wire failed before). */
+static int op_begin(struct shmcoll_wire *w, struct wire_op *op)
+{
+	int rc = start_thread(w);
+
+	if (rc == 0 && !w->failed && op->kind == P2P_SEND && w->out[op->peer].fd < 0)
+		rc = out_open(w, op->peer);
+	if (rc < 0) {
+		start_failed(w, op, rc,
+		             op->kind == P2P_SEND
+		                 ? "could not open a connection to another node"
+		                 : "could not start the thread of messages between nodes");
+		return 0;
+	}
+	w->active++;
+	if (w->failed) {
+		complete(w, op, w->failed);
+		return 0;
+	}
+	return 1;
+}
+
 void shmcoll__wire_isend(struct shmcoll_hier *h, struct wire_op *op, const char *fn,
                          const void *buf, size_t bytes, int dest, int tag, int ctx)
 {
@@ -774,17 +798,7 @@ void shmcoll__wire_isend(struct shmcoll_hier *h, struct wire_op *op, const char 
 
 	op_init(op, fn, P2P_SEND, buf, bytes, dest, tag, ctx);
 	lock(w);
-	rc = start_thread(w);
-	if (rc == 0 && !w->failed && o->fd < 0)
-		rc = out_open(w, dest);
-	if (rc < 0) {
-		start_failed(w, op, rc, "could not open a connection to another node");
-		unlock(w);
-		return;
-	}
-	w->active++;
-	if (w->failed) {
-		complete(w, op, w->failed);
+	if (!op_begin(w, op)) {
 		unlock(w);
 		return;
 	}
@@ -862,34 +876,16 @@ void shmcoll__wire_irecv(struct shmcoll_hier *h, struct wire_op *op, const char 
                          size_t bytes, int source, int tag, int ctx, struct shmcoll_p2p_op *local)
 {
 	struct shmcoll_wire *w = h->wire;
-	int rc;
 
 	op_init(op, fn, P2P_RECV, buf, bytes, source, tag, ctx);
 	op->any = local;
 	lock(w);
-	rc = start_thread(w);
-	if (rc < 0) {
-		start_failed(w, op, rc, "could not start the thread of messages between nodes");
-		unlock(w);
-		return;
-	}
-	w->active++;
-	if (w->failed) {
-		complete(w, op, w->failed);
+	if (!op_begin(w, op)) {
 		unlock(w);
 		return;
 	}
 	/* Behind every receive posted before it, which take what they match first. */
 	posted_append(w, op);
-	resolve_locked(w);
-	unlock(w);
-}
-
-void shmcoll__wire_resolve(struct shmcoll_hier *h)
-{
-	struct shmcoll_wire *w = h->wire;
-
-	lock(w);
 	resolve_locked(w);
 	unlock(w);
 }

@@ -66,13 +66,11 @@ void shmcoll__wire_isend(struct shmcoll_hier *h, struct wire_op *op, const char 
 void shmcoll__wire_irecv(struct shmcoll_hier *h, struct wire_op *op, const char *fn, void *buf,
                          size_t bytes, int source, int tag, int ctx, struct shmcoll_p2p_op *local);
 
-/* The caller's half of matching (the thread leaves it every message a receive from P2P_ANY
- * posted earlier could take): each such receive takes the earliest matching message that
- * arrived unless its local half matched first, and the receives after it take what it left.
- * Called with the communicator held, by the waits and tests. */
-void shmcoll__wire_resolve(struct shmcoll_hier *h);
-
-/* Whether op is complete (acquire); resolves first when op is a receive from P2P_ANY. */
+/* Whether op is complete (acquire). First does the caller's half of matching (the thread
+ * leaves it every message a receive from P2P_ANY posted earlier could take): each such
+ * receive takes the earliest matching message that arrived unless its local half matched
+ * first, and the receives after it take what it left; and moves op's own bytes while the
+ * caller spins. Called with the communicator held, by the waits and tests. */
 int shmcoll__wire_done(struct shmcoll_hier *h, struct wire_op *op);
 
 /* Withdraws a receive from P2P_ANY whose local half matched: it leaves the posted list

@@ -141,36 +141,6 @@ struct pair {
 	int koff, kbytes;       /* the index: where, and its bytes */
 };
 
-struct float_int {
-	float v;
-	int k;
-};
-struct double_int {
-	double v;
-	int k;
-};
-struct long_int {
-	long v;
-	int k;
-};
-struct int_int {
-	int v, k;
-};
-struct short_int {
-	short v;
-	int k;
-};
-struct long_double_int {
-	long double v;
-	int k;
-};
-struct float_float {
-	float v, k;
-};
-struct double_double {
-	double v, k;
-};
-
 /* x86's long double is 10 bytes of data in 16: the MPIs may leave the rest
  * as they find it. */
 #define LDBL_BYTES (LDBL_MANT_DIG == 64 ? 10 : (int)sizeof(long double))
