@@ -146,12 +146,14 @@ int api__bad_type(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype, size_t c
 static inline int api__check_type(shmcoll_comm *c, const char *fn, shmcoll_dtype dtype,
                                   size_t count, size_t mult, size_t *bytes)
 {
-	size_t es = shmcoll__dtype_size(dtype);
+	size_t es = shmcoll__dtype_size(dtype), b;
 
+	/* Overflow by the multiplications' carry, not by dividing SIZE_MAX: a 64-bit division
+	 * costs ~10 ns, a seventh of a small call. */
 	*bytes = 0;
-	if (!es || count > SIZE_MAX / es / mult)
+	if (!es || __builtin_mul_overflow(count, es, &b) || __builtin_mul_overflow(b, mult, &b))
 		return api__bad_type(c, fn, dtype, count, mult);
-	*bytes = count * es * mult;
+	*bytes = b;
 	return 0;
 }
 

@@ -119,14 +119,15 @@ int shmcoll_recv(void *buf, size_t count, shmcoll_dtype dtype, int source, int t
 	if (rc)
 		return rc;
 	if (c->kind == COMM_HIER)
-		return hier_recv(c, fn, buf, bytes, source, tag, shmcoll_dtype_size(dtype), status);
+		return hier_recv(c, fn, buf, bytes, source, tag, shmcoll__dtype_size(dtype),
+		                 status);
 	if (shmcoll__p2p_recv_fast(c->u.node, &op, buf, bytes, source, tag)) {
-		api__status(status, &op, shmcoll_dtype_size(dtype), 0);
+		api__status(status, &op, shmcoll__dtype_size(dtype), 0);
 		return 0;
 	}
 	shmcoll__p2p_irecv(c->u.node, &op, fn, buf, bytes, source, tag, P2P_CTX_USER);
 	rc = shmcoll__p2p_wait(c->u.node, &op);
-	api__status(status, &op, shmcoll_dtype_size(dtype), rc);
+	api__status(status, &op, shmcoll__dtype_size(dtype), rc);
 	return rc == -EMSGSIZE ? cut(c, fn, &op, bytes) : rc;
 }
 
@@ -153,7 +154,7 @@ int shmcoll_sendrecv(const void *sendbuf, size_t sendcount, shmcoll_dtype sendty
 		return rc;
 	if (c->kind == COMM_HIER)
 		return hier_sendrecv(c, fn, sendbuf, sbytes, dest, sendtag, recvbuf, rbytes, source,
-		                     recvtag, shmcoll_dtype_size(recvtype), status);
+		                     recvtag, shmcoll__dtype_size(recvtype), status);
 	/* The receive first: a message to ourselves then finds it posted. */
 	shmcoll__p2p_irecv(c->u.node, &r, fn, recvbuf, rbytes, source, recvtag, P2P_CTX_USER);
 	shmcoll__p2p_isend(c->u.node, &s, fn, sendbuf, sbytes, dest, sendtag, P2P_CTX_USER);
@@ -161,7 +162,7 @@ int shmcoll_sendrecv(const void *sendbuf, size_t sendcount, shmcoll_dtype sendty
 	if (rc < 0 && rc != -EMSGSIZE)
 		shmcoll__p2p_cancel(c->u.node, &r); /* a send that failed alone (out of memory) */
 	rrc = shmcoll__p2p_wait(c->u.node, &r);
-	api__status(status, &r, shmcoll_dtype_size(recvtype), rrc);
+	api__status(status, &r, shmcoll__dtype_size(recvtype), rrc);
 	if (rrc == -EMSGSIZE && !rc)
 		cut(c, fn, &r, rbytes);
 	return rc ? rc : rrc;
@@ -225,7 +226,7 @@ int shmcoll_irecv(void *buf, size_t count, shmcoll_dtype dtype, int source, int 
 	if (!r)
 		return -ENOMEM;
 	r->recv = 1;
-	r->es = shmcoll_dtype_size(dtype);
+	r->es = shmcoll__dtype_size(dtype);
 	if (c->kind == COMM_HIER)
 		shmcoll__hier_irecv(c->u.hier, &r->u.hop, fn, buf, bytes, source, tag);
 	else
@@ -261,7 +262,7 @@ static void probe_status(shmcoll_status *st, const struct probe *p, size_t es)
 	st->tag = p->rtag;
 	st->bytes = (size_t)p->bytes;
 	st->total = (size_t)p->bytes;
-	st->count = (size_t)p->bytes / es;
+	st->count = shmcoll__elems((size_t)p->bytes, es);
 	st->error = 0;
 }
 
@@ -305,7 +306,7 @@ int shmcoll_iprobe(int source, int tag, shmcoll_dtype dtype, shmcoll_comm *c, in
 	shmcoll__node_progress(p.n);
 	*flag = probe_found(&p);
 	if (*flag)
-		probe_status(status, &p, shmcoll_dtype_size(dtype));
+		probe_status(status, &p, shmcoll__dtype_size(dtype));
 	return 0;
 }
 
@@ -327,6 +328,6 @@ int shmcoll_probe(int source, int tag, shmcoll_dtype dtype, shmcoll_comm *c, shm
 		rc = shmcoll__node_wait_until(p.n, fn, probe_found, &p, source);
 	}
 	if (!rc)
-		probe_status(status, &p, shmcoll_dtype_size(dtype));
+		probe_status(status, &p, shmcoll__dtype_size(dtype));
 	return rc;
 }

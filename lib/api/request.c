@@ -76,7 +76,7 @@ void api__status(shmcoll_status *st, const struct shmcoll_p2p_op *op, size_t es,
 	st->source = op->src;
 	st->tag = op->rtag;
 	st->bytes = op->got;
-	st->count = op->got / es;
+	st->count = shmcoll__elems(op->got, es);
 	st->total = op->total;
 	st->error = rc;
 }

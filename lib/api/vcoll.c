@@ -39,34 +39,14 @@ static int by_lo(const void *a, const void *b)
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* The blocks (counts[p] elements at displs[p]) of one buffer: each fits size_t bytes
- * (-EINVAL), and, if disjoint is set, no two non-empty ones overlap (-EINVAL). *end is the
- * end of the last element of any block (0 when all are empty). */
-static int check_blocks(shmcoll_comm *c, const char *fn, const char *what, const size_t *counts,
-                        const size_t *displs, size_t es, int disjoint, size_t *end)
+/* Blocks out of rank order (check_blocks): no two non-empty ones overlap (-EINVAL). */
+static int check_disjoint(shmcoll_comm *c, const char *fn, const char *what, const size_t *counts,
+                          const size_t *displs)
 {
 	struct span *s;
-	size_t lim = SIZE_MAX / es, n = 0, i;
+	size_t n = 0, i;
 	int p, rc = 0;
 
-	*end = 0;
-	if (!counts || !displs)
-		return api__fail(c, -EINVAL, "%s: the %s %s array is NULL", fn, what,
-		                 !counts ? "counts" : "displacements");
-	for (p = 0; p < c->size; p++) {
-		if (!counts[p])
-			continue;
-		if (displs[p] > lim || counts[p] > lim - displs[p])
-			return api__fail(
-			    c, -EINVAL,
-			    "%s: %s block %d (%zu elements at %zu) overflows size_t bytes", fn,
-			    what, p, counts[p], displs[p]);
-		if (displs[p] + counts[p] > *end)
-			*end = displs[p] + counts[p];
-	}
-	*end *= es;
-	if (!disjoint || c->size < 2)
-		return 0;
 	if (c->size <= 32) {
 		/* Few blocks: every pair, without memory. */
 		for (p = 0; p < c->size; p++)
@@ -96,16 +76,55 @@ static int check_blocks(shmcoll_comm *c, const char *fn, const char *what, const
 	return rc;
 }
 
+/* Inlined where called: on a small call the checks are most of the entry's cost. */
+#define CHECK_INLINE __attribute__((always_inline)) inline
+
+/* The blocks (counts[p] elements at displs[p]) of one buffer: each fits size_t bytes
+ * (-EINVAL), and, if disjoint is set, no two non-empty ones overlap (-EINVAL). *end is the
+ * end of the last element of any block (0 when all are empty). One pass settles the usual
+ * layout, blocks in rank order; only others go to check_disjoint. */
+static CHECK_INLINE int check_blocks(shmcoll_comm *c, const char *fn, const char *what,
+                                     const size_t *counts, const size_t *displs, size_t es,
+                                     int disjoint, size_t *end)
+{
+	size_t last, bytes, prev = 0;
+	int p, ordered = 1;
+
+	*end = 0;
+	if (!counts || !displs)
+		return api__fail(c, -EINVAL, "%s: the %s %s array is NULL", fn, what,
+		                 !counts ? "counts" : "displacements");
+	for (p = 0; p < c->size; p++) {
+		if (!counts[p])
+			continue;
+		if (__builtin_add_overflow(displs[p], counts[p], &last) ||
+		    __builtin_mul_overflow(last, es, &bytes))
+			return api__fail(
+			    c, -EINVAL,
+			    "%s: %s block %d (%zu elements at %zu) overflows size_t bytes", fn,
+			    what, p, counts[p], displs[p]);
+		ordered &= displs[p] >= prev;
+		prev = last;
+		if (bytes > *end)
+			*end = bytes;
+	}
+	if (!disjoint || ordered)
+		return 0;
+	return check_disjoint(c, fn, what, counts, displs);
+}
+
 /* buf [b, b+nb) against the blocks of the other buffer (every block, at displs in elements
- * of es bytes): overlapping any is -EINVAL, except the one in-place block at inplace. */
-static int check_apart(shmcoll_comm *c, const char *fn, const void *b, size_t nb,
-                       const uint8_t *base, const size_t *counts, const size_t *displs, size_t es,
-                       const void *inplace)
+ * of es bytes, ending by end bytes from base): overlapping any is -EINVAL, except the one
+ * in-place block at inplace. */
+static CHECK_INLINE int check_apart(shmcoll_comm *c, const char *fn, const void *b, size_t nb,
+                                    const uint8_t *base, size_t end, const size_t *counts,
+                                    const size_t *displs, size_t es, const void *inplace)
 {
 	uintptr_t x = (uintptr_t)b, y;
 	int p;
 
-	if (!nb || !base || b == inplace)
+	/* Disjoint from the blocks' whole span (separate buffers): no block to look at. */
+	if (!nb || !base || b == inplace || x >= (uintptr_t)base + end || x + nb <= (uintptr_t)base)
 		return 0;
 	for (p = 0; p < c->size; p++) {
 		if (!counts[p])
@@ -138,7 +157,7 @@ static int own_mismatch(shmcoll_comm *c, const char *fn, const char *mine, size_
 static int check(shmcoll_comm *c, const struct vargs *a, int *none)
 {
 	const char *fn = a->fn;
-	size_t es = shmcoll_dtype_size(a->dt), bytes, end, send_end, total = 0;
+	size_t es = shmcoll__dtype_size(a->dt), bytes, end, send_end, total = 0;
 	int me = c->rank, p, rc, root = a->root == me;
 
 	*none = 0;
@@ -159,7 +178,7 @@ static int check(shmcoll_comm *c, const struct vargs *a, int *none)
 		if (!rc)
 			rc = api__check_buf(c, fn, "recvbuf", a->recv, end);
 		if (!rc)
-			rc = check_apart(c, fn, a->send, bytes, a->recv, a->rc, a->rd, es,
+			rc = check_apart(c, fn, a->send, bytes, a->recv, end, a->rc, a->rd, es,
 			                 (const uint8_t *)a->recv + a->rd[me] * es);
 		if (rc)
 			return rc;
@@ -178,7 +197,7 @@ static int check(shmcoll_comm *c, const struct vargs *a, int *none)
 		if (!rc)
 			rc = api__check_buf(c, fn, "sendbuf", a->send, end);
 		if (!rc)
-			rc = check_apart(c, fn, a->recv, bytes, a->send, a->sc, a->sd, es,
+			rc = check_apart(c, fn, a->recv, bytes, a->send, end, a->sc, a->sd, es,
 			                 (const uint8_t *)a->send + a->sd[me] * es);
 		if (rc)
 			return rc;
@@ -195,7 +214,8 @@ static int check(shmcoll_comm *c, const struct vargs *a, int *none)
 		if (!rc)
 			rc = api__check_buf(c, fn, "recvbuf", a->recv, end);
 		if (!rc)
-			rc = check_apart(c, fn, a->send, send_end, a->recv, a->rc, a->rd, es, NULL);
+			rc = check_apart(c, fn, a->send, send_end, a->recv, end, a->rc, a->rd, es,
+			                 NULL);
 		if (rc)
 			return rc;
 		if (a->sc[me] != a->rc[me])
@@ -209,11 +229,11 @@ static int check(shmcoll_comm *c, const struct vargs *a, int *none)
 		if (!a->rc)
 			return api__fail(c, -EINVAL, "%s: recvcounts is NULL", fn);
 		for (p = 0; p < c->size; p++) {
-			if (a->rc[p] > SIZE_MAX / es - total)
+			if (__builtin_add_overflow(total, a->rc[p], &total) ||
+			    __builtin_mul_overflow(total, es, &bytes))
 				return api__fail(c, -EINVAL,
 				                 "%s: the sum of recvcounts overflows size_t bytes",
 				                 fn);
-			total += a->rc[p];
 		}
 		rc = api__check_buf(c, fn, "sendbuf", a->send, total * es);
 		if (!rc)
@@ -343,7 +363,8 @@ int shmcoll_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
 	return vcall(comm,
 	             VARGS(.kind = KIND_ALLGATHERV, .fn = "shmcoll_allgatherv", .send = sendbuf,
 	                   .recv = recvbuf, .scount = sendcount, .rc = recvcounts, .rd = displs,
-	                   .dt = dtype, .root = -1),
+	                   .dt = dtype, .root = -1, .sc = NULL, .sd = NULL, .count = 0,
+	                   .op = SHMCOLL_SUM),
 	             NULL);
 }
 
@@ -358,7 +379,8 @@ int shmcoll_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
 	return vcall(comm,
 	             VARGS(.kind = KIND_ALLGATHERV, .fn = "shmcoll_iallgatherv", .send = sendbuf,
 	                   .recv = recvbuf, .scount = sendcount, .rc = recvcounts, .rd = displs,
-	                   .dt = dtype, .root = -1),
+	                   .dt = dtype, .root = -1, .sc = NULL, .sd = NULL, .count = 0,
+	                   .op = SHMCOLL_SUM),
 	             req);
 }
 
@@ -368,7 +390,8 @@ int shmcoll_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const 
 	return vcall(comm,
 	             VARGS(.kind = KIND_GATHERV, .fn = "shmcoll_gatherv", .send = sendbuf,
 	                   .recv = recvbuf, .scount = sendcount, .rc = recvcounts, .rd = displs,
-	                   .dt = dtype, .root = root),
+	                   .dt = dtype, .root = root, .sc = NULL, .sd = NULL, .count = 0,
+	                   .op = SHMCOLL_SUM),
 	             NULL);
 }
 
@@ -383,7 +406,8 @@ int shmcoll_igatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const
 	return vcall(comm,
 	             VARGS(.kind = KIND_GATHERV, .fn = "shmcoll_igatherv", .send = sendbuf,
 	                   .recv = recvbuf, .scount = sendcount, .rc = recvcounts, .rd = displs,
-	                   .dt = dtype, .root = root),
+	                   .dt = dtype, .root = root, .sc = NULL, .sd = NULL, .count = 0,
+	                   .op = SHMCOLL_SUM),
 	             req);
 }
 
@@ -394,7 +418,8 @@ int shmcoll_scatterv(const void *sendbuf, const size_t *sendcounts, const size_t
 	return vcall(comm,
 	             VARGS(.kind = KIND_SCATTERV, .fn = "shmcoll_scatterv", .send = sendbuf,
 	                   .recv = recvbuf, .scount = recvcount, .sc = sendcounts, .sd = displs,
-	                   .dt = dtype, .root = root),
+	                   .dt = dtype, .root = root, .rc = NULL, .rd = NULL, .count = 0,
+	                   .op = SHMCOLL_SUM),
 	             NULL);
 }
 
@@ -409,7 +434,8 @@ int shmcoll_iscatterv(const void *sendbuf, const size_t *sendcounts, const size_
 	return vcall(comm,
 	             VARGS(.kind = KIND_SCATTERV, .fn = "shmcoll_iscatterv", .send = sendbuf,
 	                   .recv = recvbuf, .scount = recvcount, .sc = sendcounts, .sd = displs,
-	                   .dt = dtype, .root = root),
+	                   .dt = dtype, .root = root, .rc = NULL, .rd = NULL, .count = 0,
+	                   .op = SHMCOLL_SUM),
 	             req);
 }
 
@@ -420,7 +446,8 @@ int shmcoll_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_
 	return vcall(comm,
 	             VARGS(.kind = KIND_ALLTOALLV, .fn = "shmcoll_alltoallv", .send = sendbuf,
 	                   .recv = recvbuf, .sc = sendcounts, .sd = sdispls, .rc = recvcounts,
-	                   .rd = rdispls, .dt = dtype, .root = -1),
+	                   .rd = rdispls, .dt = dtype, .root = -1, .scount = 0, .count = 0,
+	                   .op = SHMCOLL_SUM),
 	             NULL);
 }
 
@@ -435,7 +462,8 @@ int shmcoll_ialltoallv(const void *sendbuf, const size_t *sendcounts, const size
 	return vcall(comm,
 	             VARGS(.kind = KIND_ALLTOALLV, .fn = "shmcoll_ialltoallv", .send = sendbuf,
 	                   .recv = recvbuf, .sc = sendcounts, .sd = sdispls, .rc = recvcounts,
-	                   .rd = rdispls, .dt = dtype, .root = -1),
+	                   .rd = rdispls, .dt = dtype, .root = -1, .scount = 0, .count = 0,
+	                   .op = SHMCOLL_SUM),
 	             req);
 }
 
@@ -445,7 +473,8 @@ int shmcoll_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *re
 	return vcall(comm,
 	             VARGS(.kind = KIND_REDUCE_SCATTERV, .fn = "shmcoll_reduce_scatterv",
 	                   .send = sendbuf, .recv = recvbuf, .rc = recvcounts, .dt = dtype,
-	                   .op = op, .root = -1),
+	                   .op = op, .root = -1, .scount = 0, .sc = NULL, .sd = NULL, .rd = NULL,
+	                   .count = 0),
 	             NULL);
 }
 
@@ -460,7 +489,8 @@ int shmcoll_ireduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *r
 	return vcall(comm,
 	             VARGS(.kind = KIND_REDUCE_SCATTERV, .fn = "shmcoll_ireduce_scatterv",
 	                   .send = sendbuf, .recv = recvbuf, .rc = recvcounts, .dt = dtype,
-	                   .op = op, .root = -1),
+	                   .op = op, .root = -1, .scount = 0, .sc = NULL, .sd = NULL, .rd = NULL,
+	                   .count = 0),
 	             req);
 }
 
@@ -469,7 +499,8 @@ int shmcoll_scan(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype
 {
 	return vcall(comm,
 	             VARGS(.kind = KIND_SCAN, .fn = "shmcoll_scan", .send = sendbuf,
-	                   .recv = recvbuf, .count = count, .dt = dtype, .op = op, .root = -1),
+	                   .recv = recvbuf, .count = count, .dt = dtype, .op = op, .root = -1,
+	                   .scount = 0, .sc = NULL, .sd = NULL, .rc = NULL, .rd = NULL),
 	             NULL);
 }
 
@@ -482,7 +513,8 @@ int shmcoll_iscan(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtyp
 		           : -EINVAL;
 	return vcall(comm,
 	             VARGS(.kind = KIND_SCAN, .fn = "shmcoll_iscan", .send = sendbuf,
-	                   .recv = recvbuf, .count = count, .dt = dtype, .op = op, .root = -1),
+	                   .recv = recvbuf, .count = count, .dt = dtype, .op = op, .root = -1,
+	                   .scount = 0, .sc = NULL, .sd = NULL, .rc = NULL, .rd = NULL),
 	             req);
 }
 
@@ -491,7 +523,8 @@ int shmcoll_exscan(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dty
 {
 	return vcall(comm,
 	             VARGS(.kind = KIND_EXSCAN, .fn = "shmcoll_exscan", .send = sendbuf,
-	                   .recv = recvbuf, .count = count, .dt = dtype, .op = op, .root = -1),
+	                   .recv = recvbuf, .count = count, .dt = dtype, .op = op, .root = -1,
+	                   .scount = 0, .sc = NULL, .sd = NULL, .rc = NULL, .rd = NULL),
 	             NULL);
 }
 
@@ -504,6 +537,7 @@ int shmcoll_iexscan(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dt
 		           : -EINVAL;
 	return vcall(comm,
 	             VARGS(.kind = KIND_EXSCAN, .fn = "shmcoll_iexscan", .send = sendbuf,
-	                   .recv = recvbuf, .count = count, .dt = dtype, .op = op, .root = -1),
+	                   .recv = recvbuf, .count = count, .dt = dtype, .op = op, .root = -1,
+	                   .scount = 0, .sc = NULL, .sd = NULL, .rc = NULL, .rd = NULL),
 	             req);
 }
