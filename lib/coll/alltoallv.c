@@ -167,17 +167,19 @@ static int alltoallv_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 
 /* Whether this rank's blocks go inline: all of them, with the header and table, in one
  * message, and none longer than a window (so no peer reads a later window of it). */
-static int goes_inline(const struct shmcoll_node *n, const struct shmcoll_task *t, size_t w)
+static int goes_inline(const struct shmcoll_node *n, const struct shmcoll_task *t)
 {
-	size_t bytes = VHEAD_BYTES + (size_t)n->size * sizeof(struct ventry);
+	size_t bytes = VHEAD_BYTES + (size_t)n->size * sizeof(struct ventry), b;
 	int q;
 
 	for (q = 0; q < n->size; q++) {
 		if (q == n->rank)
 			continue;
-		if (t->scounts[q] > w || t->scounts[q] * t->es > SHMCOLL_INLINE_MAX)
+		/* b > a window's bytes, multiplied out: no division on the small call's path. */
+		b = t->scounts[q] * t->es;
+		if (b > SHMCOLL_INLINE_MAX || b * (size_t)n->size > n->arena.lay.slot_half)
 			return 0;
-		bytes += t->scounts[q] * t->es;
+		bytes += b;
 		if (bytes > SHMCOLL_INLINE_MAX)
 			return 0;
 	}
@@ -211,14 +213,16 @@ static size_t message(const struct shmcoll_node *n, const struct shmcoll_task *t
 
 /* Rank p's first-step message m: its blocks for this rank (inline, or the first window in
  * its staging half), and its need. 0 or -EPROTO. */
-static int take_first(struct shmcoll_node *n, struct shmcoll_task *t, int p, const uint8_t *m,
-                      size_t w)
+static int take_first(struct shmcoll_node *n, struct shmcoll_task *t, int p, const uint8_t *m)
 {
 	uint32_t head;
 	struct ventry e;
 	size_t es = t->es, table = VHEAD_BYTES + (size_t)n->size * sizeof(e);
 	const uint8_t *data;
 
+	/* This rank's block, if p's blocks were all as long as the one this rank expects. */
+	shmcoll__msg_prefetch(m, table + (size_t)(n->rank - (n->rank > p)) * t->rcounts[p] * es,
+	                      t->rcounts[p] * es);
 	memcpy(&head, m, VHEAD_BYTES);
 	if ((head >> 1) > t->nchunks)
 		t->nchunks = head >> 1;
@@ -243,74 +247,29 @@ static int take_first(struct shmcoll_node *n, struct shmcoll_task *t, int p, con
 		memcpy(t->recv + t->rdispls[p] * es, data + e.off, (size_t)e.count * es);
 		return 0;
 	}
-	if (t->rcounts[p])
+	if (t->rcounts[p]) {
+		size_t w = shmcoll__chunk_elems(n, es, (size_t)n->size);
+
 		memcpy(t->recv + t->rdispls[p] * es,
 		       shmcoll__slot(n, p, t->step) + (size_t)n->rank * w * es,
 		       min_size(w, t->rcounts[p]) * es);
+	}
 	return 0;
 }
 
-static int alltoallv_msg(struct shmcoll_node *n, struct shmcoll_task *t)
+/* The steps after the message: windows 1.. of the flat protocol. */
+static int later_windows(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	size_t es = t->es, w = shmcoll__chunk_elems(n, es, (size_t)n->size), len;
-	uint8_t buf[SHMCOLL_INLINE_MAX], *slot;
-	const uint8_t *m;
+	uint8_t *slot;
 	int p, rc;
 
 	switch (t->at) {
-	case AT_MGUARD:
-		goto mguard;
-	case AT_GUARD:
-		goto guard;
-	case AT_PEER:
-		goto peer;
 	case AT_SGUARD:
 		goto sguard;
 	case AT_STEP:
 		goto step;
 	}
-	shmcoll__describe_inline(n, t);
-	t->nchunks = 1;
-	t->off = (size_t)goes_inline(n, t, w); /* this rank inline: the whole call, once */
-	t->len = t->off ? 0 : send_chunks(n, t, w);
-mguard:
-	rc = shmcoll__await_msg_guard(n, t);
-	if (rc)
-		return shmcoll__suspend(t, AT_MGUARD, rc);
-	t->i = 0;
-	if (!t->off) {
-	guard:
-		rc = shmcoll__await_guard(n, t);
-		if (rc)
-			return shmcoll__suspend(t, AT_GUARD, rc);
-		slot = shmcoll__slot(n, n->rank, n->st.seq + 1);
-		for (p = 0; p < n->size; p++) {
-			if (p == n->rank || !t->scounts[p])
-				continue;
-			memcpy(slot + (size_t)p * w * es, t->send + t->sdispls[p] * es,
-			       min_size(w, t->scounts[p]) * es);
-		}
-	}
-	t->step = n->st.seq + 1;
-	shmcoll__msg_publish(n, t, buf, message(n, t, (int)t->off, t->len, buf));
-	if (t->scounts[n->rank])
-		memcpy(t->recv + t->rdispls[n->rank] * es, t->send + t->sdispls[n->rank] * es,
-		       t->scounts[n->rank] * es);
-	if (t->len > t->nchunks)
-		t->nchunks = t->len;
-	for (t->p = 0; t->p < n->size; t->p++) {
-		if (t->p == n->rank)
-			continue;
-	peer:
-		rc = shmcoll__await_msg(n, t, t->p, &m);
-		if (rc)
-			return shmcoll__suspend(t, AT_PEER, rc);
-		rc = take_first(n, t, t->p, m, w);
-		if (rc)
-			return rc;
-	}
-	/* Every peer has begun this call: it has read all we wrote before. */
-	n->st.clean = n->st.seq - 1;
 	for (t->i = 1; t->i < t->nchunks; t->i++) {
 	sguard:
 		rc = shmcoll__await_guard(n, t);
@@ -339,6 +298,73 @@ mguard:
 		}
 	}
 	return 0;
+}
+
+static int alltoallv_msg(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	size_t es = t->es, w;
+	uint8_t *slot;
+	const uint8_t *m;
+	int p, rc;
+
+	switch (t->at) {
+	case AT_MGUARD:
+		goto mguard;
+	case AT_GUARD:
+		goto guard;
+	case AT_PEER:
+		goto peer;
+	case AT_SGUARD:
+	case AT_STEP:
+		return later_windows(n, t);
+	}
+	shmcoll__describe_inline(n, t);
+	t->nchunks = 1;
+	t->off = (size_t)goes_inline(n, t); /* this rank inline: the whole call, once */
+	t->len = t->off ? 0 : send_chunks(n, t, shmcoll__chunk_elems(n, es, (size_t)n->size));
+mguard:
+	rc = shmcoll__await_msg_guard(n, t);
+	if (rc)
+		return shmcoll__suspend(t, AT_MGUARD, rc);
+	t->i = 0;
+	if (!t->off) {
+	guard:
+		rc = shmcoll__await_guard(n, t);
+		if (rc)
+			return shmcoll__suspend(t, AT_GUARD, rc);
+		w = shmcoll__chunk_elems(n, es, (size_t)n->size);
+		slot = shmcoll__slot(n, n->rank, n->st.seq + 1);
+		for (p = 0; p < n->size; p++) {
+			if (p == n->rank || !t->scounts[p])
+				continue;
+			memcpy(slot + (size_t)p * w * es, t->send + t->sdispls[p] * es,
+			       min_size(w, t->scounts[p]) * es);
+		}
+	}
+	t->step = n->st.seq + 1;
+	shmcoll__msg_commit(n, t, message(n, t, (int)t->off, t->len, shmcoll__msg_data(n, t)));
+	if (t->scounts[n->rank])
+		memcpy(t->recv + t->rdispls[n->rank] * es, t->send + t->sdispls[n->rank] * es,
+		       t->scounts[n->rank] * es);
+	if (t->len > t->nchunks)
+		t->nchunks = t->len;
+	for (t->p = 0; t->p < n->size; t->p++) {
+		if (t->p == n->rank)
+			continue;
+	peer:
+		rc = shmcoll__await_msg(n, t, t->p, &m);
+		if (rc)
+			return shmcoll__suspend(t, AT_PEER, rc);
+		rc = take_first(n, t, t->p, m);
+		if (rc)
+			return rc;
+	}
+	/* Every peer has begun this call: it has read all we wrote before. */
+	n->st.clean = n->st.seq - 1;
+	if (t->nchunks < 2)
+		return 0;
+	t->at = 0;
+	return later_windows(n, t);
 }
 
 void shmcoll__alltoallv_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,

@@ -24,16 +24,34 @@
 
 enum { AT_GUARD = 1, AT_PEER, AT_WAIT };
 
-/* A message's head: the count, and bit 0 set when the block follows inline. */
-#define HEAD_BYTES sizeof(uint64_t)
+/* Rank t->p sends sent elements where the root expects recvcounts[t->p]: the communicator
+ * breaks. */
+static int mismatch(struct shmcoll_node *n, struct shmcoll_task *t, uint64_t sent)
+{
+	shmcoll__node_break(n, EPROTO);
+	if (t->ops)
+		shmcoll__p2p_fail_all(n, -EPROTO);
+	free(t->ops);
+	t->ops = NULL;
+	return shmcoll__node_fail(n, -EPROTO,
+	                          "%s: mismatched counts: rank %d sends %llu elements, the root "
+	                          "expects %zu (recvcounts[%d])",
+	                          t->fn, t->p, (unsigned long long)sent, t->rcounts[t->p], t->p);
+}
+
+/* A non-root's message: its block itself when it fits (the committed length is the block's
+ * bytes: no head, so a block of up to 32 bytes stays in the line the root polls), else
+ * OUT_OF_LINE as the length and the count (8 bytes) as the data. */
+#define OUT_OF_LINE (SHMCOLL_INLINE_MAX + 1u)
 
 static int gatherv_msg(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	size_t es = t->es, bytes = t->scount * es;
-	uint8_t buf[SHMCOLL_INLINE_MAX], *own;
+	size_t es = t->es, bytes = t->scount * es, want;
+	uint64_t count;
+	uint32_t len;
 	const uint8_t *m;
-	uint64_t head;
-	int rc, inl;
+	uint8_t *own;
+	int rc;
 
 	switch (t->at) {
 	case AT_GUARD:
@@ -49,25 +67,21 @@ guard:
 	if (rc)
 		return shmcoll__suspend(t, AT_GUARD, rc);
 	if (n->rank != t->root) {
-		inl = bytes <= SHMCOLL_INLINE_MAX - HEAD_BYTES;
-		head = (uint64_t)t->scount << 1 | (uint64_t)inl;
-		memcpy(buf, &head, HEAD_BYTES);
-		if (inl && bytes)
-			memcpy(buf + HEAD_BYTES, t->send, bytes);
-		if (!inl) {
-			rc = shmcoll__vops_new(n, t, 1);
-			if (rc)
-				return rc;
-			shmcoll__p2p_isend(n, &t->ops[0], t->fn, t->send, bytes, t->root,
-			                   (int)t->aux, P2P_CTX_COLL);
-		}
-		shmcoll__msg_publish(n, t, buf, HEAD_BYTES + (inl ? bytes : 0));
-		if (!t->ops)
+		if (bytes <= SHMCOLL_INLINE_MAX) {
+			shmcoll__msg_publish(n, t, t->send, bytes);
 			return 0;
+		}
+		rc = shmcoll__vops_new(n, t, 1);
+		if (rc)
+			return rc;
+		shmcoll__p2p_isend(n, &t->ops[0], t->fn, t->send, bytes, t->root, (int)t->aux,
+		                   P2P_CTX_COLL);
+		count = t->scount;
+		memcpy(shmcoll__msg_data(n, t), &count, sizeof(count));
+		shmcoll__msg_commit(n, t, OUT_OF_LINE);
 		goto wait;
 	}
-	head = 0;
-	shmcoll__msg_publish(n, t, &head, HEAD_BYTES);
+	shmcoll__msg_publish(n, t, NULL, 0);
 	own = t->recv + t->rdispls[n->rank] * es;
 	if (bytes && t->send != own)
 		memcpy(own, t->send, bytes);
@@ -78,33 +92,25 @@ guard:
 		rc = shmcoll__await_msg(n, t, t->p, &m);
 		if (rc)
 			return shmcoll__suspend(t, AT_PEER, rc);
-		memcpy(&head, m, HEAD_BYTES);
-		if (head >> 1 != t->rcounts[t->p]) {
-			shmcoll__node_break(n, EPROTO);
-			if (t->ops)
-				shmcoll__p2p_fail_all(n, -EPROTO);
-			rc = shmcoll__node_fail(
-			    n, -EPROTO,
-			    "%s: mismatched counts: rank %d sends %llu elements, the root expects "
-			    "%zu (recvcounts[%d])",
-			    t->fn, t->p, (unsigned long long)(head >> 1), t->rcounts[t->p], t->p);
-			free(t->ops);
-			t->ops = NULL;
-			return rc;
-		}
-		if (head & 1) {
-			if (t->rcounts[t->p])
-				memcpy(t->recv + t->rdispls[t->p] * es, m + HEAD_BYTES,
-				       t->rcounts[t->p] * es);
+		len = shmcoll__msg_len(m);
+		want = t->rcounts[t->p] * es;
+		if (len <= SHMCOLL_INLINE_MAX) {
+			if (len != want)
+				return mismatch(n, t, len / es);
+			if (want)
+				memcpy(t->recv + t->rdispls[t->p] * es, m, want);
 			continue;
 		}
+		memcpy(&count, m, sizeof(count));
+		if (len != OUT_OF_LINE || count != t->rcounts[t->p])
+			return mismatch(n, t, count);
 		if (!t->ops) {
 			rc = shmcoll__vops_new(n, t, n->size);
 			if (rc)
 				return rc;
 		}
-		shmcoll__p2p_irecv(n, &t->ops[t->p], t->fn, t->recv + t->rdispls[t->p] * es,
-		                   t->rcounts[t->p] * es, t->p, (int)t->aux, P2P_CTX_COLL);
+		shmcoll__p2p_irecv(n, &t->ops[t->p], t->fn, t->recv + t->rdispls[t->p] * es, want,
+		                   t->p, (int)t->aux, P2P_CTX_COLL);
 	}
 	/* Every peer has begun this call: it has read all we wrote before. */
 	n->st.clean = n->st.seq - 1;

@@ -48,7 +48,7 @@ static int fits(const struct shmcoll_node *n, const struct shmcoll_task *t)
 static int scatterv_msg(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	size_t es = t->es, table = HEAD_BYTES + (size_t)n->size * sizeof(struct sentry), off, len;
-	uint8_t buf[SHMCOLL_INLINE_MAX];
+	uint8_t *buf;
 	const uint8_t *m, *own;
 	struct sentry e = {0, 0};
 	uint32_t head;
@@ -69,6 +69,7 @@ guard:
 		return shmcoll__suspend(t, AT_GUARD, rc);
 	if (n->rank == t->root) {
 		head = (uint32_t)fits(n, t);
+		buf = shmcoll__msg_data(n, t);
 		memcpy(buf, &head, HEAD_BYTES);
 		if (head) {
 			for (q = 0, off = 0; q < n->size; q++) {
@@ -89,7 +90,7 @@ guard:
 					    n, &t->ops[q], t->fn, t->send + t->sdispls[q] * es,
 					    t->scounts[q] * es, q, (int)t->aux, P2P_CTX_COLL);
 		}
-		shmcoll__msg_publish(n, t, buf, head ? table + off : HEAD_BYTES);
+		shmcoll__msg_commit(n, t, head ? table + off : HEAD_BYTES);
 		own = t->send + t->sdispls[n->rank] * es;
 		if (t->scount && t->recv != own)
 			memcpy(t->recv, own, t->scount * es);
@@ -103,6 +104,9 @@ root:
 	if (rc)
 		return shmcoll__suspend(t, AT_ROOT, rc);
 	shmcoll__msg_seen(n, t);
+	/* This rank's block, if every peer's were as long as its own. */
+	shmcoll__msg_prefetch(m, table + (size_t)(n->rank - (n->rank > t->root)) * t->scount * es,
+	                      t->scount * es);
 	memcpy(&head, m, HEAD_BYTES);
 	if (head) {
 		if (table > SHMCOLL_INLINE_MAX)

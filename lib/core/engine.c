@@ -336,20 +336,32 @@ int shmcoll__await_from(struct shmcoll_node *n, struct shmcoll_task *t, int from
 	return rc;
 }
 
-void shmcoll__msg_publish(struct shmcoll_node *n, struct shmcoll_task *t, const void *data,
-                          size_t len)
+/* Publishes this rank's message for the task's step, its data written. */
+static inline void msg_commit(struct shmcoll_node *n, struct shmcoll_task *t, struct shmcoll_msg *m,
+                              size_t len)
 {
-	struct shmcoll_msg *m = shmcoll__msg(n, n->rank, t->d->step);
-
 	m->len = (uint32_t)len;
 	m->call = n->st.call;
-	if (len)
-		memcpy(m->data, data, len);
 	/* Release: the call word and data are visible to whoever sees the stamp. seq follows
 	 * without the call word, which an inline call keeps in its message only
 	 * (shmcoll__check_rank looks there). */
 	store_release(&m->stamp, t->d->step);
 	shmcoll__publish_next(n, NULL);
+}
+
+void shmcoll__msg_publish(struct shmcoll_node *n, struct shmcoll_task *t, const void *data,
+                          size_t len)
+{
+	struct shmcoll_msg *m = shmcoll__msg(n, n->rank, t->d->step);
+
+	if (len)
+		memcpy(m->data, data, len);
+	msg_commit(n, t, m, len);
+}
+
+void shmcoll__msg_commit(struct shmcoll_node *n, struct shmcoll_task *t, size_t len)
+{
+	msg_commit(n, t, shmcoll__msg(n, n->rank, t->d->step), len);
 }
 
 int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, const uint8_t **data)

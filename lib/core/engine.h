@@ -12,6 +12,7 @@
 #ifndef SHMCOLL_CORE_ENGINE_H
 #define SHMCOLL_CORE_ENGINE_H
 
+#include <stddef.h>
 #include <string.h>
 
 #include "lib/core/node.h"
@@ -120,6 +121,35 @@ int shmcoll__check_rank(struct shmcoll_node *n, struct shmcoll_task *t, int p, u
 void shmcoll__msg_publish(struct shmcoll_node *n, struct shmcoll_task *t, const void *data,
                           size_t len);
 int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, const uint8_t **data);
+
+/* msg_publish in two halves, for a message built in place rather than copied in: msg_data
+ * is this rank's message data for the task's step (SHMCOLL_INLINE_MAX bytes, free once the
+ * message guard returned), msg_commit publishes its first len bytes. */
+static inline uint8_t *shmcoll__msg_data(struct shmcoll_node *n, const struct shmcoll_task *t)
+{
+	return shmcoll__msg(n, n->rank, t->d->step)->data;
+}
+void shmcoll__msg_commit(struct shmcoll_node *n, struct shmcoll_task *t, size_t len);
+
+/* The len a peer committed with the message data await_msg gave. */
+static inline uint32_t shmcoll__msg_len(const uint8_t *data)
+{
+	return ((const struct shmcoll_msg *)(data - offsetof(struct shmcoll_msg, data)))->len;
+}
+
+/* Before reading message data at an offset the message itself gives (a table entry): starts
+ * the transfer of [off, off + len) of data m, off a guess the caller makes from its own
+ * counts (right when the blocks are even). The read of the entry and the transfer of the
+ * block then overlap instead of following each other: measured, a cross-core hop less per
+ * call once the block leaves the message's first line. A wrong guess costs nothing but the
+ * prefetch. */
+static inline void shmcoll__msg_prefetch(const uint8_t *m, size_t off, size_t len)
+{
+	if (len && off + len <= SHMCOLL_INLINE_MAX) {
+		__builtin_prefetch(m + off);
+		__builtin_prefetch(m + off + len - 1);
+	}
+}
 
 /* After publishing its message: puts every rank's block of bytes bytes, in rank order, into
  * recv - this rank's from send unless it is there already (in place), every peer's from its
