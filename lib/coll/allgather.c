@@ -141,6 +141,8 @@ void shmcoll__allgather_init(struct shmcoll_node *n, struct shmcoll_task *t, con
 
 	shmcoll__coll_task(t, "shmcoll_allgather", shmcoll__nothing, KIND_ALLGATHER, dt,
 	                   SHMCOLL_SUM, -1, send, recv, sendcount);
+	if (shmcoll__alone(n, t))
+		return;
 	if (!sendcount)
 		return;
 	bytes = sendcount * t->es;

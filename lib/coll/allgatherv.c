@@ -110,6 +110,8 @@ void shmcoll__allgatherv_init(struct shmcoll_node *n, struct shmcoll_task *t, co
 	shmcoll__coll_task(t, "shmcoll_allgatherv", shmcoll__nothing, KIND_ALLGATHERV, dt,
 	                   SHMCOLL_SUM, -1, send, recv, shmcoll__counts_word(recvcounts, n->size));
 	shmcoll__vtask(t, NULL, NULL, recvcounts, displs, sendcount);
+	if (shmcoll__alone(n, t))
+		return;
 	for (p = 0; p < n->size; p++)
 		if (recvcounts[p] > longest)
 			longest = recvcounts[p];

@@ -113,6 +113,8 @@ void shmcoll__allreduce_init(struct shmcoll_node *n, struct shmcoll_task *t, con
 
 	shmcoll__coll_task(t, "shmcoll_allreduce", shmcoll__nothing, KIND_ALLREDUCE, dt, op, -1,
 	                   send, recv, count);
+	if (shmcoll__alone(n, t))
+		return;
 	if (!count)
 		return;
 	bytes = count * t->es;

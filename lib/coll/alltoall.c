@@ -176,6 +176,8 @@ void shmcoll__alltoall_init(struct shmcoll_node *n, struct shmcoll_task *t, cons
 
 	shmcoll__coll_task(t, "shmcoll_alltoall", shmcoll__nothing, KIND_ALLTOALL, dt, SHMCOLL_SUM,
 	                   -1, send, recv, count);
+	if (shmcoll__alone(n, t))
+		return;
 	if (!count)
 		return;
 	bytes = count * t->es;

@@ -377,4 +377,6 @@ void shmcoll__alltoallv_init(struct shmcoll_node *n, struct shmcoll_task *t, con
 	                   KIND_ALLTOALLV, dt, n->tune.check ? SHMCOLL_PROD : SHMCOLL_SUM, -1, send,
 	                   recv, 0);
 	shmcoll__vtask(t, sendcounts, sdispls, recvcounts, rdispls, 0);
+	if (shmcoll__alone(n, t))
+		return;
 }

@@ -130,6 +130,8 @@ void shmcoll__barrier_init(struct shmcoll_node *n, struct shmcoll_task *t)
 	t->op = SHMCOLL_SUM;
 	t->root = -1;
 	t->count = 0;
+	if (shmcoll__alone(n, t))
+		return;
 	t->algo = shmcoll__algo_tree(n, KIND_BARRIER, TREE_MIN_RANKS);
 	if (shmcoll__algo_inline(n, t->algo, 0))
 		t->advance = barrier_inline;

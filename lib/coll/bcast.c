@@ -248,6 +248,8 @@ void shmcoll__bcast_init(struct shmcoll_node *n, struct shmcoll_task *t, void *b
 
 	shmcoll__coll_task(t, "shmcoll_bcast", shmcoll__nothing, KIND_BCAST, dt, SHMCOLL_SUM, root,
 	                   buf, buf, count);
+	if (shmcoll__alone(n, t))
+		return;
 	if (!count)
 		return;
 	bytes = count * t->es;

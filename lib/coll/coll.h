@@ -57,6 +57,10 @@ void shmcoll__reduce_scatterv_init(struct shmcoll_node *n, struct shmcoll_task *
 void shmcoll__scan_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,
                         void *recv, size_t count, shmcoll_dtype dt, shmcoll_op op, int exclusive);
 
+/* With one rank (n->size 1): makes t a copy of the caller's block to where it goes (solo.c)
+ * and returns 1; every init function above asks first. Else 0. */
+int shmcoll__alone(const struct shmcoll_node *n, struct shmcoll_task *t);
+
 /* Runs t (made by an init function above) to its end, blocking: its result. */
 int shmcoll__node_run(struct shmcoll_node *n, struct shmcoll_task *t);
 

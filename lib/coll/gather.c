@@ -167,6 +167,8 @@ void shmcoll__gather_init(struct shmcoll_node *n, struct shmcoll_task *t, const 
 
 	shmcoll__coll_task(t, "shmcoll_gather", shmcoll__nothing, KIND_GATHER, dt, SHMCOLL_SUM,
 	                   root, send, recv, sendcount);
+	if (shmcoll__alone(n, t))
+		return;
 	if (!sendcount)
 		return;
 	bytes = sendcount * t->es;

@@ -128,5 +128,7 @@ void shmcoll__gatherv_init(struct shmcoll_node *n, struct shmcoll_task *t, const
 	shmcoll__coll_task(t, "shmcoll_gatherv", gatherv_msg, KIND_GATHERV, dt, SHMCOLL_SUM, root,
 	                   send, recv, 0);
 	shmcoll__vtask(t, NULL, NULL, recvcounts, displs, sendcount);
+	if (shmcoll__alone(n, t))
+		return;
 	t->aux = shmcoll__p2p_coll_tag(n);
 }

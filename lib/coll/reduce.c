@@ -123,6 +123,8 @@ void shmcoll__reduce_init(struct shmcoll_node *n, struct shmcoll_task *t, const 
 
 	shmcoll__coll_task(t, "shmcoll_reduce", shmcoll__nothing, KIND_REDUCE, dt, op, root, send,
 	                   recv, count);
+	if (shmcoll__alone(n, t))
+		return;
 	if (!count)
 		return;
 	bytes = count * t->es;

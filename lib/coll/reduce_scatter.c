@@ -123,6 +123,8 @@ void shmcoll__reduce_scatter_init(struct shmcoll_node *n, struct shmcoll_task *t
 
 	shmcoll__coll_task(t, "shmcoll_reduce_scatter", shmcoll__nothing, KIND_REDUCE_SCATTER, dt,
 	                   op, -1, send, recv, recvcount);
+	if (shmcoll__alone(n, t))
+		return;
 	if (!recvcount)
 		return;
 	total = recvcount * t->es * (size_t)n->size;

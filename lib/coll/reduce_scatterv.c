@@ -129,6 +129,8 @@ void shmcoll__reduce_scatterv_init(struct shmcoll_node *n, struct shmcoll_task *
 	shmcoll__coll_task(t, "shmcoll_reduce_scatterv", shmcoll__nothing, KIND_REDUCE_SCATTERV, dt,
 	                   op, -1, send, recv, shmcoll__counts_word(recvcounts, n->size));
 	shmcoll__vtask(t, NULL, NULL, recvcounts, NULL, 0);
+	if (shmcoll__alone(n, t))
+		return;
 	for (p = 0; p < n->size; p++) {
 		total += recvcounts[p];
 		if (recvcounts[p] > longest)

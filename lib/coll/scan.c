@@ -105,6 +105,8 @@ void shmcoll__scan_init(struct shmcoll_node *n, struct shmcoll_task *t, const vo
 	shmcoll__coll_task(t, exclusive ? "shmcoll_exscan" : "shmcoll_scan", shmcoll__nothing,
 	                   exclusive ? KIND_EXSCAN : KIND_SCAN, dt, op, -1, send, recv, count);
 	shmcoll__vtask(t, NULL, NULL, NULL, NULL, 0);
+	if (shmcoll__alone(n, t))
+		return;
 	if (!count)
 		return;
 	t->reduce = shmcoll__reduce_lookup(dt, op);

@@ -166,6 +166,8 @@ void shmcoll__scatter_init(struct shmcoll_node *n, struct shmcoll_task *t, const
 
 	shmcoll__coll_task(t, "shmcoll_scatter", shmcoll__nothing, KIND_SCATTER, dt, SHMCOLL_SUM,
 	                   root, send, recv, recvcount);
+	if (shmcoll__alone(n, t))
+		return;
 	if (!recvcount)
 		return;
 	bytes = recvcount * t->es;

@@ -142,5 +142,7 @@ void shmcoll__scatterv_init(struct shmcoll_node *n, struct shmcoll_task *t, cons
 	shmcoll__coll_task(t, "shmcoll_scatterv", scatterv_msg, KIND_SCATTERV, dt, SHMCOLL_SUM,
 	                   root, send, recv, 0);
 	shmcoll__vtask(t, sendcounts, displs, NULL, NULL, recvcount);
+	if (shmcoll__alone(n, t))
+		return;
 	t->aux = shmcoll__p2p_coll_tag(n);
 }
