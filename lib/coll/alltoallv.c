@@ -205,7 +205,8 @@ static size_t message(const struct shmcoll_node *n, const struct shmcoll_task *t
 		e.off = (uint16_t)off;
 		e.count = (uint16_t)(q == n->rank ? 0 : t->scounts[q]);
 		memcpy(buf + VHEAD_BYTES + (size_t)q * sizeof(e), &e, sizeof(e));
-		memcpy(data + off, t->send + t->sdispls[q] * t->es, len);
+		if (len)
+			memcpy(data + off, t->send + t->sdispls[q] * t->es, len);
 		off += len;
 	}
 	return (size_t)(data + off - buf);
@@ -244,7 +245,8 @@ static int take_first(struct shmcoll_node *n, struct shmcoll_task *t, int p, con
 			    "expects %zu (recvcounts[%d])",
 			    t->fn, p, e.count, n->rank, t->rcounts[p], p);
 		}
-		memcpy(t->recv + t->rdispls[p] * es, data + e.off, (size_t)e.count * es);
+		if (e.count)
+			memcpy(t->recv + t->rdispls[p] * es, data + e.off, (size_t)e.count * es);
 		return 0;
 	}
 	if (t->rcounts[p]) {

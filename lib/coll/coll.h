@@ -36,6 +36,21 @@ void shmcoll__coll_init(struct shmcoll_node *n, struct shmcoll_task *t, uint32_t
                         const void *send, void *recv, size_t count, shmcoll_dtype dt, shmcoll_op op,
                         int root);
 
+/* The call word's count of a collective whose counts every rank passes alike: a hash of
+ * them (FNV-1a 64), so ranks that pass different ones fail the call-word check (and, across
+ * nodes, the agreement lib/hier/vcolls.c makes of it). */
+static inline uint64_t shmcoll__counts_word(const size_t *counts, int n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		h ^= (uint64_t)counts[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
 /* The variable-count collectives and the prefix reductions (include/shmcoll.h), arguments
  * checked: the arrays are read while the task runs. exclusive: exscan. Run them with
  * shmcoll__node_run (blocking) or shmcoll__task_start. */

@@ -117,8 +117,9 @@ guard:
 	if (!t->ops)
 		return 0;
 wait:
-	return shmcoll__vops_finish(n, t, n->rank == t->root ? n->size : 1,
-	                            n->rank == t->root ? t->rcounts : NULL);
+	rc = shmcoll__vops_finish(n, t, n->rank == t->root ? n->size : 1,
+	                          n->rank == t->root ? t->rcounts : NULL);
+	return shmcoll__suspend(t, AT_WAIT, rc);
 }
 
 void shmcoll__gatherv_init(struct shmcoll_node *n, struct shmcoll_task *t, const void *send,

@@ -55,25 +55,12 @@ static inline void shmcoll__vtask(struct shmcoll_task *t, const size_t *scounts,
 	t->ops = NULL;
 }
 
-/* The call word's count of a collective whose counts every rank passes alike: a hash of
- * them (FNV-1a 64), so ranks that pass different ones fail the call-word check. */
-static inline uint64_t shmcoll__counts_word(const size_t *counts, int n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	int i;
-
-	for (i = 0; i < n; i++) {
-		h ^= (uint64_t)counts[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 /* The protocols on point-to-point messages (gatherv.c, scatterv.c, vops.c): nops
  * operations for the task (0, or -ENOMEM with the communicator broken); then, until they
- * are all done (SHMCOLL_PENDING without blocking), their end: expect[i] (elements, or NULL)
- * is what receive i must have got, else -EPROTO (a count mismatch: the communicator
- * broken). The operations are freed once the task ends, whatever its result. */
+ * are all done (SHMCOLL_PENDING without blocking: the caller suspends at its own resume
+ * point), their end: expect[i] (elements, or NULL) is what receive i must have got, else
+ * -EPROTO (a count mismatch: the communicator broken). The operations are freed once the
+ * task ends, whatever its result. */
 int shmcoll__vops_new(struct shmcoll_node *n, struct shmcoll_task *t, int nops);
 int shmcoll__vops_finish(struct shmcoll_node *n, struct shmcoll_task *t, int nops,
                          const size_t *expect);

@@ -77,7 +77,9 @@ guard:
 				e.off = (uint16_t)off;
 				e.count = (uint16_t)(q == n->rank ? 0 : t->scounts[q]);
 				memcpy(buf + HEAD_BYTES + (size_t)q * sizeof(e), &e, sizeof(e));
-				memcpy(buf + table + off, t->send + t->sdispls[q] * es, len);
+				if (len)
+					memcpy(buf + table + off, t->send + t->sdispls[q] * es,
+					       len);
 				off += len;
 			}
 		} else {
@@ -125,8 +127,9 @@ root:
 	shmcoll__p2p_irecv(n, &t->ops[0], t->fn, t->recv, t->scount * es, t->root, (int)t->aux,
 	                   P2P_CTX_COLL);
 wait:
-	return shmcoll__vops_finish(n, t, n->rank == t->root ? n->size : 1,
-	                            n->rank == t->root ? NULL : &t->scount);
+	rc = shmcoll__vops_finish(n, t, n->rank == t->root ? n->size : 1,
+	                          n->rank == t->root ? NULL : &t->scount);
+	return shmcoll__suspend(t, AT_WAIT, rc);
 bad:
 	shmcoll__node_break(n, EPROTO);
 	return shmcoll__node_fail(n, -EPROTO,

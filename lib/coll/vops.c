@@ -7,8 +7,6 @@
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
 
-enum { AT_WAIT = 1 };
-
 int shmcoll__vops_new(struct shmcoll_node *n, struct shmcoll_task *t, int nops)
 {
 	t->ops = calloc((size_t)nops, sizeof(*t->ops));
@@ -40,7 +38,7 @@ int shmcoll__vops_finish(struct shmcoll_node *n, struct shmcoll_task *t, int nop
 		} else {
 			shmcoll__p2p_test(n, op, &done);
 			if (!done)
-				return shmcoll__suspend(t, AT_WAIT, SHMCOLL_PENDING);
+				return SHMCOLL_PENDING; /* the caller records where it resumes */
 		}
 	}
 	/* The first failure in rank order; a truncated or short message is a mismatch. */
