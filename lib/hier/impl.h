@@ -158,6 +158,8 @@ struct hier_task {
 	const size_t *vsc, *vsd, *vrc, *vrd;
 	size_t vscount;
 	uint64_t vmax;
+	uint64_t
+	    vhash[2]; /* allgatherv, reduce_scatterv: the recvcounts' hash and its complement */
 	uint8_t *vbuf;
 	struct hier_task *sub;
 };

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/coll/coll.h"
 #include "lib/hier/impl.h"
 #include "lib/kernels/kernels.h"
 
@@ -67,6 +68,26 @@ static int mismatch(struct shmcoll_hier *h, struct hier_task *t, int p, uint64_t
 	return hier__broken(h, -EPROTO);
 }
 
+/* memcpy and memmove for blocks that may be empty, where a buffer with nothing to move may
+ * be NULL (the contract allows it, the C library does not). */
+static void copy(void *to, const void *from, size_t n)
+{
+	if (n)
+		memcpy(to, from, n);
+}
+
+static void move(void *to, const void *from, size_t n)
+{
+	if (n)
+		memmove(to, from, n);
+}
+
+/* Where scan's array of source pointers goes after blocks of bytes: aligned for pointers. */
+static size_t srcs_at(size_t bytes)
+{
+	return (bytes + sizeof(void *) - 1) & ~(sizeof(void *) - 1);
+}
+
 static size_t max_of(const size_t *c, int n)
 {
 	size_t m = 0;
@@ -100,6 +121,16 @@ static uint64_t counted(const uint8_t *blk)
 static void agree_init(struct shmcoll_hier *h, struct hier_task *t)
 {
 	switch (t->vkind) {
+	case KIND_ALLGATHERV:
+	case KIND_REDUCE_SCATTERV:
+		/* Every rank passes recvcounts: the largest of each rank's hash and of its
+		 * complement equal its own on every rank only if all hashes are equal. On one node
+		 * the call word carries the hash; the padded equal-count calls across nodes do not.
+		 */
+		t->vhash[0] = shmcoll__counts_word(t->vrc, h->size);
+		t->vhash[1] = ~t->vhash[0];
+		sub_init(t, KIND_ALLREDUCE, t->vhash, t->vhash, 2, SHMCOLL_UINT64, SHMCOLL_MAX, -1);
+		break;
 	case KIND_ALLTOALLV:
 		t->vmax = max_of(t->vsc, h->size);
 		sub_init(t, KIND_ALLREDUCE, &t->vmax, &t->vmax, 1, SHMCOLL_UINT64, SHMCOLL_MAX, -1);
@@ -131,7 +162,7 @@ static int move_init(struct shmcoll_hier *h, struct hier_task *t)
 		if (rc)
 			return rc;
 		in = t->vbuf + P * b;
-		memcpy(in, t->send, t->vscount * es);
+		copy(in, t->send, t->vscount * es);
 		sub_init(t, KIND_ALLGATHER, in, t->vbuf, (size_t)t->vmax, t->dt, SHMCOLL_SUM, -1);
 		return 0;
 	case KIND_REDUCE_SCATTERV:
@@ -142,7 +173,7 @@ static int move_init(struct shmcoll_hier *h, struct hier_task *t)
 			return rc;
 		memset(t->vbuf, 0, b * P);
 		for (q = 0, off = 0; q < P; off += t->vrc[q], q++)
-			memcpy(t->vbuf + q * b, t->send + off * es, t->vrc[q] * es);
+			copy(t->vbuf + q * b, t->send + off * es, t->vrc[q] * es);
 		sub_init(t, KIND_REDUCE_SCATTER, t->vbuf, t->vbuf + P * b, (size_t)t->vmax, t->dt,
 		         t->op, -1);
 		return 0;
@@ -180,10 +211,10 @@ static int move_init(struct shmcoll_hier *h, struct hier_task *t)
 		return 0;
 	default: /* scan, exscan */
 		b = t->count * es;
-		rc = padded(h, t, b * P + P * sizeof(void *));
+		rc = padded(h, t, srcs_at(b * P) + P * sizeof(void *));
 		if (rc)
 			return rc;
-		memcpy(t->vbuf + me * b, t->send, b);
+		copy(t->vbuf + me * b, t->send, b);
 		sub_init(t, KIND_ALLGATHER, t->vbuf + me * b, t->vbuf, t->count, t->dt, SHMCOLL_SUM,
 		         -1);
 		return 0;
@@ -203,11 +234,11 @@ static int unpack(struct shmcoll_hier *h, struct hier_task *t)
 		b = (size_t)t->vmax * es;
 		for (p = 0; p < P; p++)
 			if (t->vrc[p])
-				memmove(t->recv + t->vrd[p] * es, t->vbuf + p * b, t->vrc[p] * es);
+				move(t->recv + t->vrd[p] * es, t->vbuf + p * b, t->vrc[p] * es);
 		return 0;
 	case KIND_REDUCE_SCATTERV:
 		b = (size_t)t->vmax * es;
-		memcpy(t->recv, t->vbuf + P * b, t->vrc[me] * es);
+		copy(t->recv, t->vbuf + P * b, t->vrc[me] * es);
 		return 0;
 	case KIND_ALLTOALLV:
 		b = HDR + (size_t)t->vmax * es;
@@ -215,7 +246,7 @@ static int unpack(struct shmcoll_hier *h, struct hier_task *t)
 			blk = t->vbuf + (P + p) * b;
 			if (counted(blk) != t->vrc[p])
 				return mismatch(h, t, (int)p, counted(blk), t->vrc[p]);
-			memcpy(t->recv + t->vrd[p] * es, blk + HDR, t->vrc[p] * es);
+			copy(t->recv + t->vrd[p] * es, blk + HDR, t->vrc[p] * es);
 		}
 		return 0;
 	case KIND_GATHERV:
@@ -226,7 +257,7 @@ static int unpack(struct shmcoll_hier *h, struct hier_task *t)
 			blk = t->vbuf + p * b;
 			if (counted(blk) != t->vrc[p])
 				return mismatch(h, t, (int)p, counted(blk), t->vrc[p]);
-			memmove(t->recv + t->vrd[p] * es, blk + HDR, t->vrc[p] * es);
+			move(t->recv + t->vrd[p] * es, blk + HDR, t->vrc[p] * es);
 		}
 		return 0;
 	case KIND_SCATTERV:
@@ -234,14 +265,14 @@ static int unpack(struct shmcoll_hier *h, struct hier_task *t)
 		blk = t->vbuf + P * b;
 		if (counted(blk) != t->vscount)
 			return mismatch(h, t, t->root, counted(blk), t->vscount);
-		memmove(t->recv, blk + HDR, t->vscount * es);
+		move(t->recv, blk + HDR, t->vscount * es);
 		return 0;
 	default: /* scan, exscan: fold ranks 0 .. r (r-1) in rank order */
 		b = t->count * es;
 		n = h->rank + (t->vkind == KIND_SCAN);
 		if (!n)
 			return 0;
-		srcs = (const void **)(t->vbuf + P * b);
+		srcs = (const void **)(t->vbuf + srcs_at(P * b));
 		for (p = 0; p < (size_t)n; p++)
 			srcs[p] = t->vbuf + p * b;
 		shmcoll__reduce_lookup(t->dt, t->op)(t->recv, srcs, n, t->count);
@@ -259,12 +290,19 @@ static int vcall_advance(struct shmcoll_hier *h, struct hier_task *t)
 	case AT_MOVE:
 		goto move;
 	}
-	if (t->vkind == KIND_ALLTOALLV || t->vkind == KIND_GATHERV || t->vkind == KIND_SCATTERV) {
+	if (t->vkind != KIND_SCAN && t->vkind != KIND_EXSCAN) {
 		agree_init(h, t);
 	agree:
 		rc = sub_run(h, t);
 		if (rc)
 			return hier__suspend(t, AT_AGREE, rc);
+		if ((t->vkind == KIND_ALLGATHERV || t->vkind == KIND_REDUCE_SCATTERV) &&
+		    (t->vhash[0] != shmcoll__counts_word(t->vrc, h->size) ||
+		     t->vhash[1] != ~shmcoll__counts_word(t->vrc, h->size))) {
+			hier__fail(h, -EPROTO,
+			           "%s: mismatched counts: ranks pass different recvcounts", t->fn);
+			return hier__broken(h, -EPROTO);
+		}
 	}
 	rc = move_init(h, t);
 	if (rc)
