@@ -123,6 +123,9 @@ struct shmcoll_ctrl {
 	 * for the peers' liveness checks (lib/live.c). */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_proc_id proc;
 	_Atomic uint32_t left; /* owner, at shmcoll_comm_destroy: 1, after its last publish */
+	/* owner: 1 + the rank whose buffer it reads in place for a rendezvous now, else 0; a
+	 * sender whose sends fail waits while it names it (lib/core/p2p.c's pull). */
+	_Atomic uint32_t pulling;
 	/* owner, once before it counts itself attached: where in its memory
 	 * peers find cma_nonce, to prove they can read it (lib/cma.c); 0 when
 	 * it does not offer single-copy reads. */

@@ -145,6 +145,30 @@ static void complete(struct shmcoll_node *n, struct shmcoll_p2p_op *op, int rc)
 
 /* ---- failure ---- */
 
+/* Before this rank's sends complete with an error (and their caller may free the buffers): a
+ * peer that reads one of them in place now (pull) finishes first. The peer names us in its
+ * pulling word before it looks at the abort word, and every failure follows a store to that
+ * word or a load that saw it (seq_cst both), so a peer either sees the abort and does not
+ * read or is seen here. Bounded by the peer's death and a second, for a peer stopped
+ * mid-copy. */
+static void await_readers(struct shmcoll_node *n)
+{
+	int64_t until = 0;
+	int p;
+
+	for (p = 0; p < n->size; p++) {
+		_Atomic uint32_t *w = &shmcoll__ctrl(&n->arena, (uint32_t)p)->pulling;
+
+		while (p != n->rank && atomic_load(w) == (uint32_t)n->rank + 1) {
+			if (!until)
+				until = shmcoll__now_ns() + 1000000000;
+			if (shmcoll__live_dead(n, p) || shmcoll__now_ns() > until)
+				break;
+			sched_yield();
+		}
+	}
+}
+
 void shmcoll__p2p_fail_all(struct shmcoll_node *n, int rc)
 {
 	struct shmcoll_p2p *q = &n->p2p;
@@ -172,6 +196,7 @@ void shmcoll__p2p_fail_all(struct shmcoll_node *n, int rc)
 		pr->busy = 0;
 	}
 	q->nbusy = 0;
+	await_readers(n);
 }
 
 /* The communicator broke (found by anyone): every operation fails with what broke it. */
@@ -559,26 +584,42 @@ static int pull(struct shmcoll_node *n, const char *fn, struct shmcoll_p2p_op *o
                 const struct p2p_rts *rts)
 {
 	const uint8_t *from;
-	int src = op->src, rc;
+	int src = op->src, rc, heap = op->limit && rts->heap_off != NO_OFF;
+	int mine = op->limit && !heap && same_process(n, src);
+	int cma = op->limit && !heap && !mine && n->cma.ok && n->p2p.cma_min &&
+	          op->limit >= n->p2p.cma_min;
 
-	if (op->limit && rts->heap_off != NO_OFF) {
-		from = shmcoll__heap_peer(n, src, rts->heap_off, op->limit);
-		if (!from)
-			return corrupt(n, fn, src, "a heap buffer outside its heap");
-		memcpy(op->buf, from, op->limit);
-	} else if (op->limit && same_process(n, src)) {
-		memcpy(op->buf, (const void *)(uintptr_t)rts->addr, op->limit);
-	} else if (op->limit && n->cma.ok && n->p2p.cma_min && op->limit >= n->p2p.cma_min) {
-		rc = shmcoll__cma_read(n, fn, src, op->buf, rts->addr, op->limit);
-		if (rc < 0) {
-			shmcoll__p2p_fail_all(n, rc);
-			return rc;
+	if (heap || mine || cma) {
+		/* Reading the sender's buffer where it is: say so first (await_readers). */
+		atomic_store(&n->st.me->pulling, (uint32_t)src + 1);
+		if (atomic_load(&n->arena.hdr->aborted)) {
+			atomic_store_explicit(&n->st.me->pulling, 0, memory_order_release);
+			return broken(n, fn);
 		}
+	}
+	if (heap) {
+		from = shmcoll__heap_peer(n, src, rts->heap_off, op->limit);
+		rc = from ? 0 : corrupt(n, fn, src, "a heap buffer outside its heap");
+		if (from)
+			memcpy(op->buf, from, op->limit);
+	} else if (mine) {
+		memcpy(op->buf, (const void *)(uintptr_t)rts->addr, op->limit);
+		rc = 0;
+	} else if (cma) {
+		rc = shmcoll__cma_read(n, fn, src, op->buf, rts->addr, op->limit);
 	} else if (op->limit) {
 		op->state = ST_STREAM;
 		op->off = 0;
 		list_push(&n->p2p.pulls, op);
 		return queue_ctl(n, fn, src, F_CTS, op->id, op->limit, NULL);
+	}
+	if (heap || mine || cma) {
+		atomic_store_explicit(&n->st.me->pulling, 0, memory_order_release);
+		if (rc < 0) {
+			if (cma)
+				shmcoll__p2p_fail_all(n, rc);
+			return rc;
+		}
 	}
 	op->got = op->limit;
 	op->state = ST_FIN;
