@@ -707,6 +707,95 @@ P2P_FAULT(p2p_recv_leader_killed_3x1, "kill", 3, 1, 1, "poll")  /* a leader; a b
 P2P_FAULT(p2p_recv_sender_aborts_2x2, "abort", 2, 2, 3, "poll")
 P2P_FAULT(p2p_recv_leader_aborts_3x2, "abort", 3, 2, 4, "uring")
 
+/* ---- variable counts and prefix reductions across nodes ---- */
+
+/* nodevcoll's phases (every v-call and prefix reduction, blocking and not, at sizes up to
+ * padded calls of several of the leaders' chunks, counts that differ per rank with zeros,
+ * reverse displacements with gaps, in place; then many outstanding at once) on a job of s's
+ * shape, each node started by its own shmcoll-run: every launcher exits 0, and every rank
+ * reports that all its checks passed. */
+static void run_vcoll(const struct shape *s)
+{
+	const char *argv[] = {env_path("SHMCOLL_NODEVCOLL"), NULL};
+	/* A peer that never comes fails the job in 20 s, not at RUN_CAP_S. */
+	struct mn_job j = {.nnodes = s->nnodes,
+	                   .nproc = s->nproc,
+	                   .net = s->net,
+	                   .timeout_ms = 20000,
+	                   .argv = argv};
+	static struct mn_launch l;
+	char line[64], missing[MN_MAX_RANKS * 4];
+	int n, g, size = s->nnodes * s->nproc;
+
+	mn_launch(&j, &l);
+	for (n = 0; n < s->nnodes; n++) {
+		missing[0] = '\0';
+		for (g = n * s->nproc; g < (n + 1) * s->nproc; g++) {
+			snprintf(line, sizeof(line), "ok vcoll rank %d of %d\n", g, size);
+			if (!strstr(l.out[n], line))
+				snprintf(missing + strlen(missing),
+				         sizeof(missing) - strlen(missing), " %d", g);
+		}
+		cr_expect(exit_code(l.status[n]) == 0 && !missing[0],
+		          "node %d's launcher exited %d; ranks without their ok line:%s\n%s", n,
+		          exit_code(l.status[n]), missing[0] ? missing : " none", l.out[n]);
+	}
+	cr_expect(strstr(l.out[0], s->net[0] == 'u' ? "transport io_uring" : "transport poll"),
+	          "the leader did not use the %s transport:\n%s", s->net, l.out[0]);
+}
+
+#define VCOLL(N, P, NET)                                                                           \
+	Test(multinode, vcoll_##N##x##P##_##NET, .timeout = 300)                                   \
+	{                                                                                          \
+		const struct shape s = {N, P, #NET};                                               \
+		run_vcoll(&s);                                                                     \
+	}
+VCOLL(2, 2, poll)
+VCOLL(3, 2, uring)
+VCOLL(2, 1, uring) /* leaders only */
+
+/* Counts that disagree between ranks on different nodes (nodevcoll mismatch NAME): the API
+ * says every difference is found on a communicator over several nodes. Some rank returns
+ * -EPROTO; where every rank waits for every other's block (allgatherv, reduce_scatterv), none
+ * returns 0; every rank's later calls fail (nodevcoll checks that); nothing hangs.
+ * allgatherv and reduce_scatterv differ in a count that is not the largest (allgatherv-max:
+ * in the largest, so ranks disagree on the size of the padded blocks). */
+Test(multinode, vcoll_mismatch_2x2, .timeout = 300)
+{
+	static const char *const names[] = {"gatherv", "allgatherv", "allgatherv-max", "alltoallv",
+	                                    "reduce_scatterv"};
+	const char *argv[] = {env_path("SHMCOLL_NODEVCOLL"), "mismatch", NULL, NULL};
+	struct mn_job j = {.nnodes = 2, .nproc = 2, .net = "uring", .timeout_ms = 10000};
+	static struct mn_run r;
+	int i, g, rc0, eproto, zero;
+	const char *at;
+	char key[48];
+
+	for (i = 0; i < 5; i++) {
+		argv[2] = names[i];
+		j.argv = argv;
+		mn_spawn(&j, &r);
+		eproto = zero = 0;
+		for (g = 0; g < r.size; g++) {
+			snprintf(key, sizeof(key), "mismatch rank %d: ", g);
+			at = strstr(r.out[g], key);
+			cr_expect(exit_code(r.status[g]) == 0 && at, "%s: rank %d exited %d:\n%s",
+			          names[i], g, exit_code(r.status[g]), r.out[g]);
+			if (!at)
+				continue;
+			rc0 = atoi(at + strlen(key));
+			eproto += rc0 == -EPROTO;
+			zero += rc0 == 0;
+		}
+		cr_expect(eproto > 0, "%s: no rank returned -EPROTO", names[i]);
+		if (strstr(names[i], "allgatherv") || strstr(names[i], "reduce_scatterv"))
+			cr_expect(zero == 0, "%s: %d rank(s) returned 0 from the mismatched call",
+			          names[i], zero);
+		for (g = 0; g < r.size; g++)
+			cr_log_info("%s: %s", names[i], r.out[g]);
+	}
+}
+
 /* ---- separate network stacks ---- */
 
 /* Runs cmd through the shell; its output goes to out (len bytes). Returns its
