@@ -93,11 +93,46 @@ static void learn_steps(struct shmcoll_node *n, struct shmcoll_task *t)
 	}
 }
 
+/* Window i (w elements of each block) of this rank's blocks for its peers into its staging
+ * half for step, block p at position p. */
+static void stage_window(struct shmcoll_node *n, const struct shmcoll_task *t, uint32_t step,
+                         size_t i, size_t w)
+{
+	uint8_t *slot = shmcoll__slot(n, n->rank, step);
+	size_t es = t->es;
+	int p;
+
+	for (p = 0; p < n->size; p++)
+		if (p != n->rank && t->scounts[p] > i * w)
+			memcpy(slot + (size_t)p * w * es, t->send + (t->sdispls[p] + i * w) * es,
+			       min_size(w, t->scounts[p] - i * w) * es);
+}
+
+/* Window i of every peer's block for this rank, from their staging halves for t->step. */
+static void take_window(struct shmcoll_node *n, const struct shmcoll_task *t, size_t i, size_t w)
+{
+	size_t es = t->es;
+	int p;
+
+	for (p = 0; p < n->size; p++)
+		if (p != n->rank && t->rcounts[p] > i * w)
+			memcpy(t->recv + (t->rdispls[p] + i * w) * es,
+			       shmcoll__slot(n, p, t->step) + (size_t)n->rank * w * es,
+			       min_size(w, t->rcounts[p] - i * w) * es);
+}
+
+/* This rank's own block, straight from sendbuf. */
+static void own_block(const struct shmcoll_node *n, const struct shmcoll_task *t)
+{
+	if (t->scounts[n->rank])
+		memcpy(t->recv + t->rdispls[n->rank] * t->es, t->send + t->sdispls[n->rank] * t->es,
+		       t->scounts[n->rank] * t->es);
+}
+
 static int alltoallv_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	size_t es = t->es, w = shmcoll__chunk_elems(n, es, (size_t)n->size), len;
-	uint8_t *slot;
-	int p, rc;
+	size_t w = shmcoll__chunk_elems(n, t->es, (size_t)n->size);
+	int rc;
 
 	switch (t->at) {
 	case AT_CGUARD:
@@ -130,23 +165,14 @@ static int alltoallv_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 			return rc;
 		learn_steps(n, t);
 	}
-	if (t->scounts[n->rank])
-		memcpy(t->recv + t->rdispls[n->rank] * es, t->send + t->sdispls[n->rank] * es,
-		       t->scounts[n->rank] * es);
+	own_block(n, t);
 	for (t->i = 0; t->i < t->nchunks; t->i++) {
 	guard:
 		rc = shmcoll__await_guard(n, t);
 		if (rc)
 			return shmcoll__suspend(t, AT_GUARD, rc);
 		t->step = n->st.seq + 1;
-		slot = shmcoll__slot(n, n->rank, t->step);
-		for (p = 0; p < n->size; p++) {
-			if (p == n->rank || t->scounts[p] <= t->i * w)
-				continue;
-			len = min_size(w, t->scounts[p] - t->i * w);
-			memcpy(slot + (size_t)p * w * es, t->send + (t->sdispls[p] + t->i * w) * es,
-			       len * es);
-		}
+		stage_window(n, t, t->step, t->i, w);
 		shmcoll__publish_next(n, t->i == 0 && !n->tune.check ? t->d : NULL);
 	step:
 		rc = shmcoll__await_from(n, t, STEP_ALL, t->i == 0 && !n->tune.check, 0);
@@ -154,13 +180,7 @@ static int alltoallv_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 			return shmcoll__suspend(t, AT_STEP, rc);
 		if (t->i == 0 && !n->tune.check)
 			learn_steps(n, t);
-		for (p = 0; p < n->size; p++) {
-			if (p == n->rank || t->rcounts[p] <= t->i * w)
-				continue;
-			len = min_size(w, t->rcounts[p] - t->i * w);
-			memcpy(t->recv + (t->rdispls[p] + t->i * w) * es,
-			       shmcoll__slot(n, p, t->step) + (size_t)n->rank * w * es, len * es);
-		}
+		take_window(n, t, t->i, w);
 	}
 	return 0;
 }
@@ -262,9 +282,8 @@ static int take_first(struct shmcoll_node *n, struct shmcoll_task *t, int p, con
 /* The steps after the message: windows 1.. of the flat protocol. */
 static int later_windows(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	size_t es = t->es, w = shmcoll__chunk_elems(n, es, (size_t)n->size), len;
-	uint8_t *slot;
-	int p, rc;
+	size_t w = shmcoll__chunk_elems(n, t->es, (size_t)n->size);
+	int rc;
 
 	switch (t->at) {
 	case AT_SGUARD:
@@ -278,36 +297,22 @@ static int later_windows(struct shmcoll_node *n, struct shmcoll_task *t)
 		if (rc)
 			return shmcoll__suspend(t, AT_SGUARD, rc);
 		t->step = n->st.seq + 1;
-		slot = shmcoll__slot(n, n->rank, t->step);
-		for (p = 0; p < n->size; p++) {
-			if (p == n->rank || t->scounts[p] <= t->i * w)
-				continue;
-			len = min_size(w, t->scounts[p] - t->i * w);
-			memcpy(slot + (size_t)p * w * es, t->send + (t->sdispls[p] + t->i * w) * es,
-			       len * es);
-		}
+		stage_window(n, t, t->step, t->i, w);
 		shmcoll__publish_next(n, NULL);
 	step:
 		rc = shmcoll__await_from(n, t, STEP_ALL, 0, 0);
 		if (rc)
 			return shmcoll__suspend(t, AT_STEP, rc);
-		for (p = 0; p < n->size; p++) {
-			if (p == n->rank || t->rcounts[p] <= t->i * w)
-				continue;
-			len = min_size(w, t->rcounts[p] - t->i * w);
-			memcpy(t->recv + (t->rdispls[p] + t->i * w) * es,
-			       shmcoll__slot(n, p, t->step) + (size_t)n->rank * w * es, len * es);
-		}
+		take_window(n, t, t->i, w);
 	}
 	return 0;
 }
 
 static int alltoallv_msg(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	size_t es = t->es, w;
-	uint8_t *slot;
+	size_t es = t->es;
 	const uint8_t *m;
-	int p, rc;
+	int rc;
 
 	switch (t->at) {
 	case AT_MGUARD:
@@ -334,20 +339,11 @@ mguard:
 		rc = shmcoll__await_guard(n, t);
 		if (rc)
 			return shmcoll__suspend(t, AT_GUARD, rc);
-		w = shmcoll__chunk_elems(n, es, (size_t)n->size);
-		slot = shmcoll__slot(n, n->rank, n->st.seq + 1);
-		for (p = 0; p < n->size; p++) {
-			if (p == n->rank || !t->scounts[p])
-				continue;
-			memcpy(slot + (size_t)p * w * es, t->send + t->sdispls[p] * es,
-			       min_size(w, t->scounts[p]) * es);
-		}
+		stage_window(n, t, n->st.seq + 1, 0, shmcoll__chunk_elems(n, es, (size_t)n->size));
 	}
 	t->step = n->st.seq + 1;
 	shmcoll__msg_commit(n, t, message(n, t, (int)t->off, t->len, shmcoll__msg_data(n, t)));
-	if (t->scounts[n->rank])
-		memcpy(t->recv + t->rdispls[n->rank] * es, t->send + t->sdispls[n->rank] * es,
-		       t->scounts[n->rank] * es);
+	own_block(n, t);
 	if (t->len > t->nchunks)
 		t->nchunks = t->len;
 	for (t->p = 0; t->p < n->size; t->p++) {

@@ -147,6 +147,14 @@ static void agree_init(struct shmcoll_hier *h, struct hier_task *t)
 	}
 }
 
+/* After the agreement on the counts' hash: whether every rank passed this rank's counts. */
+static int same_counts(const struct shmcoll_hier *h, const struct hier_task *t)
+{
+	uint64_t mine = shmcoll__counts_word(t->vrc, h->size);
+
+	return t->vhash[0] == mine && t->vhash[1] == ~mine;
+}
+
 /* The move: padded blocks in t->vbuf, the equal-count call in t->sub. */
 static int move_init(struct shmcoll_hier *h, struct hier_task *t)
 {
@@ -297,8 +305,7 @@ static int vcall_advance(struct shmcoll_hier *h, struct hier_task *t)
 		if (rc)
 			return hier__suspend(t, AT_AGREE, rc);
 		if ((t->vkind == KIND_ALLGATHERV || t->vkind == KIND_REDUCE_SCATTERV) &&
-		    (t->vhash[0] != shmcoll__counts_word(t->vrc, h->size) ||
-		     t->vhash[1] != ~shmcoll__counts_word(t->vrc, h->size))) {
+		    !same_counts(h, t)) {
 			hier__fail(h, -EPROTO,
 			           "%s: mismatched counts: ranks pass different recvcounts", t->fn);
 			return hier__broken(h, -EPROTO);
