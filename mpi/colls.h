@@ -31,6 +31,13 @@ enum coll {
 	C_ISCATTER,
 	C_IALLTOALL,
 	C_IBARRIER,
+	C_IALLGATHERV,
+	C_IGATHERV,
+	C_ISCATTERV,
+	C_IALLTOALLV,
+	C_IREDUCE_SCATTER,
+	C_ISCAN,
+	C_IEXSCAN,
 	C_COUNT
 };
 
@@ -60,6 +67,13 @@ static const char *const coll_names[C_COUNT] = {
     "MPI_Iscatter",
     "MPI_Ialltoall",
     "MPI_Ibarrier",
+    "MPI_Iallgatherv",
+    "MPI_Igatherv",
+    "MPI_Iscatterv",
+    "MPI_Ialltoallv",
+    "MPI_Ireduce_scatter",
+    "MPI_Iscan",
+    "MPI_Iexscan",
 };
 
 /* A MINLOC or MAXLOC reduction runs through shmcoll, on a communicator

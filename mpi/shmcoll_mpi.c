@@ -26,9 +26,11 @@
  *     bytes of its type signature: straight from the buffer where it holds
  *     them in order, else packed (PMPI_Pack) and unpacked at the other end;
  *   - MPI_IN_PLACE wherever the standard allows it.
- * The nine's non-blocking forms (MPI_Iallreduce ... MPI_Ibarrier) go through
+ * Their non-blocking forms (MPI_Iallreduce ... MPI_Ibarrier, MPI_Iallgatherv
+ * ... MPI_Ialltoallv, MPI_Ireduce_scatter, MPI_Iscan, MPI_Iexscan) go through
  * shmcoll on a communicator within a node, as generalized requests the
- * MPI's own waits and tests accept (see "Non-blocking collectives" below).
+ * MPI's own waits and tests accept (see "Non-blocking collectives" below),
+ * but for the LOC ops.
  * Everything else - reductions on derived datatypes, user-defined ops,
  * 16-bit integers, MPI_OFFSET, long double, complex, the LOC ops across
  * nodes or beyond that size, inter-communicators - goes to PMPI
@@ -1979,114 +1981,216 @@ EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
  * type and op, on one node (across nodes they go to PMPI: a node's ranks
  * need not be consecutive, so no composition keeps the prefix order
  * cheaply). Every rank decides alike: the datatype, op and communicator are
- * the same on all of them. */
+ * the same on all of them. These and the v-collectives below are decided
+ * and prepared by helpers their non-blocking forms (MPI_Iscan ...,
+ * "Non-blocking collectives") share: a *_state or *_sides helper takes the
+ * path from the arguments alone, a *_prep helper sets up what shmcoll
+ * reads and writes, in buffers call_buf gives. */
+
+/* The non-blocking forms own their buffers (defined with them). */
+struct nbreq;
+static void *nb_slot(struct nbreq *q, int i, size_t bytes);
+static size_t *nb_vz(struct nbreq *q);
+
+/* Buffer i (2: what this rank sends, packed or made 0/1; 3: what it receives, packed, or a
+ * logical op's input) of bytes for a call: st's scratch buffer for a blocking call (q NULL),
+ * kept for the next; for a non-blocking one, the request's own, freed at its completion,
+ * since a later call on the communicator may reuse the scratch before then. NULL: no
+ * memory. */
+static void *call_buf(struct cstate *st, struct nbreq *q, int i, size_t bytes)
+{
+	return q ? nb_slot(q, i, bytes) : scratch(st, i, bytes);
+}
+
+/* A blocking call whose preparation failed with rc (an MPI code, or -ENOMEM): see fail(). */
+static int prep_failed(struct cstate *st, enum coll c, const char *what, int rc)
+{
+	int mrc = fail(st, c, what, rc);
+
+	return rc == -ENOMEM ? MPI_ERR_NO_MEM : mrc;
+}
+
+/* What moves once shmcoll's call is over: bytes from src to dst (an in-place result shmcoll
+ * leaves elsewhere than MPI wants it; a logical scan's rank 0 input, its result). */
+struct move {
+	char *dst;
+	const char *src;
+	size_t bytes;
+};
+
+static void do_move(const struct move *m)
+{
+	if (m->bytes)
+		memmove(m->dst, m->src, m->bytes);
+}
+
+/* A reduction's call to shmcoll, as scan_prep and rs_prep leave it for either form. */
+struct rcall {
+	const void *in;
+	void *out;
+	size_t *counts; /* reduce_scatter's recvcounts, as size_t */
+	size_t total;   /* their sum */
+	struct move after;
+	const char *what; /* what failed, when a helper returns an error */
+};
+
+/* comm's state for a scan (ex: an exscan) of count elements of dt under op, with sdt and
+ * sop filled; NULL: PMPI. MPI_Exscan with a logical op goes to PMPI: its rank 1 gets rank
+ * 0's input unchanged, which the 0-or-1 inputs cannot give (see logical_in). The LOC ops
+ * fail red_args: the blocking calls take them to loc_scan first. */
+static struct cstate *scan_state(int ex, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                                 shmcoll_dtype *sdt, shmcoll_op *sop)
+{
+	struct cstate *st;
+
+	if (count < 0 || (ex && is_logical(op)) || red_args(dt, op, sdt, sop) < 0)
+		return NULL;
+	st = state_of(comm);
+	return st && !st->multi ? st : NULL;
+}
+
+/* A scan's input and output, count > 0. A logical op's input is made 0 or 1 into buffer 3;
+ * rank 0's result is then its input as it is (see logical_in), so shmcoll writes rank 0's
+ * into buffer 2 and the input is copied to recvbuf after. */
+static int scan_prep(struct cstate *st, struct nbreq *q, struct rcall *c, const void *sendbuf,
+                     void *recvbuf, int count, shmcoll_dtype sdt, MPI_Op op)
+{
+	size_t bytes = (size_t)count * shmcoll_dtype_size(sdt);
+	const void *raw = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+	void *in;
+
+	c->in = raw;
+	c->out = recvbuf;
+	if (!is_logical(op) || st->size == 1)
+		return MPI_SUCCESS;
+	c->what = "a buffer for the logical op's input";
+	if (!(in = call_buf(st, q, 3, bytes)) ||
+	    (st->rank == 0 && !(c->out = call_buf(st, q, 2, bytes))))
+		return -ENOMEM;
+	to_logical(in, raw, (size_t)count, sdt);
+	c->in = in;
+	if (st->rank == 0 && raw != recvbuf)
+		c->after = (struct move){recvbuf, raw, bytes};
+	return MPI_SUCCESS;
+}
+
+/* MPI_Scan and MPI_Exscan (ex). Exscan's rank 0's recvbuf is undefined in MPI; shmcoll
+ * leaves it unchanged. */
+static int scan(int ex, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                MPI_Op op, MPI_Comm comm)
+{
+	enum coll c = ex ? C_EXSCAN : C_SCAN;
+	struct rcall call = {0};
+	struct cstate *st;
+	shmcoll_dtype sdt;
+	shmcoll_op sop;
+	int rc;
+
+	if (is_loc(op))
+		return loc_scan(ex, sendbuf, recvbuf, count, datatype, op, comm);
+	if (!(st = scan_state(ex, count, datatype, op, comm, &sdt, &sop)))
+		return pmpi(c, ex ? PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm)
+		                  : PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm));
+	if (!count)
+		return via_shm(c);
+	if ((rc = scan_prep(st, NULL, &call, sendbuf, recvbuf, count, sdt, op)) != MPI_SUCCESS)
+		return prep_failed(st, c, call.what, rc);
+	rc = ex ? shmcoll_exscan(call.in, call.out, (size_t)count, sdt, sop, st->shm)
+	        : shmcoll_scan(call.in, call.out, (size_t)count, sdt, sop, st->shm);
+	if (rc == 0)
+		do_move(&call.after);
+	return shm_done(st, c, ex ? "shmcoll_exscan" : "shmcoll_scan", rc);
+}
 
 EXPORT int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                     MPI_Comm comm)
 {
-	struct cstate *st = NULL;
-	shmcoll_dtype sdt;
-	shmcoll_op sop;
-
-	if (is_loc(op))
-		return loc_scan(0, sendbuf, recvbuf, count, datatype, op, comm);
-	if (count >= 0 && red_args(datatype, op, &sdt, &sop) == 0)
-		st = state_of(comm);
-	if (!st || st->multi)
-		return pmpi(C_SCAN, PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm));
-	if (!count)
-		return via_shm(C_SCAN);
-	if (sendbuf == MPI_IN_PLACE)
-		sendbuf = recvbuf;
-	if (is_logical(op) && st->size > 1) {
-		const void *raw = sendbuf;
-		size_t bytes = (size_t)count * shmcoll_dtype_size(sdt);
-		void *out = recvbuf;
-		int rc;
-
-		if (!(sendbuf = logical_in(st, C_SCAN, raw, (size_t)count, sdt)))
-			return MPI_ERR_NO_MEM;
-		/* Rank 0's result is its input as it is (see logical_in). */
-		if (st->rank == 0 && !(out = packed_buf(st, C_SCAN, 2, (long long)bytes)))
-			return MPI_ERR_NO_MEM;
-		rc = shmcoll_scan(sendbuf, out, (size_t)count, sdt, sop, st->shm);
-		if (rc == 0 && st->rank == 0 && raw != recvbuf)
-			memcpy(recvbuf, raw, bytes);
-		return shm_done(st, C_SCAN, "shmcoll_scan", rc);
-	}
-	return shm_done(st, C_SCAN, "shmcoll_scan",
-	                shmcoll_scan(sendbuf, recvbuf, (size_t)count, sdt, sop, st->shm));
+	return scan(0, sendbuf, recvbuf, count, datatype, op, comm);
 }
 
-/* Rank 0's recvbuf is undefined in MPI; shmcoll leaves it unchanged. */
 EXPORT int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                       MPI_Op op, MPI_Comm comm)
 {
-	struct cstate *st = NULL;
-	shmcoll_dtype sdt;
-	shmcoll_op sop;
+	return scan(1, sendbuf, recvbuf, count, datatype, op, comm);
+}
 
-	if (is_loc(op))
-		return loc_scan(1, sendbuf, recvbuf, count, datatype, op, comm);
-	if (count >= 0 && !is_logical(op) && red_args(datatype, op, &sdt, &sop) == 0)
-		st = state_of(comm);
-	if (!st || st->multi)
-		return pmpi(C_EXSCAN, PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm));
-	if (!count)
-		return via_shm(C_EXSCAN);
-	if (sendbuf == MPI_IN_PLACE)
-		sendbuf = recvbuf;
-	return shm_done(st, C_EXSCAN, "shmcoll_exscan",
-	                shmcoll_exscan(sendbuf, recvbuf, (size_t)count, sdt, sop, st->shm));
+/* comm's state for MPI_Reduce_scatter with these arguments, sdt and sop filled; NULL:
+ * PMPI, also for a negative count (erroneous: PMPI says so; every rank sees the same
+ * counts). The LOC ops fail red_args, as in scan_state. */
+static struct cstate *rs_state(const int *recvcounts, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                               shmcoll_dtype *sdt, shmcoll_op *sop)
+{
+	struct cstate *st;
+	int i;
+
+	if (!recvcounts || red_args(dt, op, sdt, sop) < 0 || !(st = state_of(comm)) || st->multi)
+		return NULL;
+	for (i = 0; i < st->size; i++)
+		if (recvcounts[i] < 0)
+			return NULL;
+	return st;
+}
+
+/* Its counts as size_t (in st->vz, or the request's own) and their total; unless that is 0,
+ * its input and output. MPI's in place takes the input from recvbuf and leaves the result
+ * at its start; shmcoll's at the rank's own block, which may overlap the start: moved down
+ * after. A logical op's input, made 0 or 1 into buffer 3, runs out of place either way. */
+static int rs_prep(struct cstate *st, struct nbreq *q, struct rcall *c, const void *sendbuf,
+                   void *recvbuf, const int *recvcounts, shmcoll_dtype sdt, MPI_Op op)
+{
+	size_t es = shmcoll_dtype_size(sdt), before = 0;
+	void *in;
+	int i;
+
+	c->what = "memory for the counts";
+	if (!(c->counts = q ? nb_vz(q) : st->vz))
+		return -ENOMEM;
+	for (i = 0; i < st->size; i++) {
+		c->counts[i] = (size_t)recvcounts[i];
+		c->total += c->counts[i];
+		if (i < st->rank)
+			before += c->counts[i];
+	}
+	c->in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+	c->out = recvbuf;
+	if (!c->total)
+		return MPI_SUCCESS;
+	if (is_logical(op) && st->size > 1) {
+		c->what = "a buffer for the logical op's input";
+		if (!(in = call_buf(st, q, 3, c->total * es)))
+			return -ENOMEM;
+		to_logical(in, c->in, c->total, sdt);
+		c->in = in;
+	} else if (sendbuf == MPI_IN_PLACE) {
+		c->out = (char *)recvbuf + before * es;
+		if (before)
+			c->after = (struct move){recvbuf, c->out, c->counts[st->rank] * es};
+	}
+	return MPI_SUCCESS;
 }
 
 EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-	struct cstate *st = NULL;
+	struct rcall c = {0};
+	struct cstate *st;
 	shmcoll_dtype sdt;
 	shmcoll_op sop;
-	size_t *counts, before = 0, total = 0, es;
-	int i, rc;
+	int rc;
 
 	if (is_loc(op))
 		return loc_reduce_scatter(C_REDUCE_SCATTER, sendbuf, recvbuf, recvcounts, 0,
 		                          datatype, op, comm);
-	if (recvcounts && red_args(datatype, op, &sdt, &sop) == 0)
-		st = state_of(comm);
-	for (i = 0; st && i < st->size; i++)
-		if (recvcounts[i] < 0)
-			st = NULL; /* erroneous: PMPI says so (every rank sees the same counts) */
-	if (!st || st->multi)
+	if (!(st = rs_state(recvcounts, datatype, op, comm, &sdt, &sop)))
 		return pmpi(C_REDUCE_SCATTER,
 		            PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm));
-	counts = scratch(st, 2, (size_t)st->size * sizeof(*counts));
-	if (!counts)
-		return fail(st, C_REDUCE_SCATTER, "a buffer for the counts", -ENOMEM);
-	for (i = 0; i < st->size; i++) {
-		counts[i] = (size_t)recvcounts[i];
-		total += counts[i];
-		if (i < st->rank)
-			before += counts[i];
-	}
-	if (!total)
+	if ((rc = rs_prep(st, NULL, &c, sendbuf, recvbuf, recvcounts, sdt, op)) != MPI_SUCCESS)
+		return prep_failed(st, C_REDUCE_SCATTER, c.what, rc);
+	if (!c.total)
 		return via_shm(C_REDUCE_SCATTER);
-	if (is_logical(op) &&
-	    !(sendbuf = logical_in(st, C_REDUCE_SCATTER,
-	                           sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, total, sdt)))
-		return MPI_ERR_NO_MEM;
-	if (sendbuf != MPI_IN_PLACE)
-		return shm_done(
-		    st, C_REDUCE_SCATTER, "shmcoll_reduce_scatterv",
-		    shmcoll_reduce_scatterv(sendbuf, recvbuf, counts, sdt, sop, st->shm));
-	/* MPI's in place takes the input from recvbuf and leaves the result at
-	 * its start; shmcoll's at the rank's own block, which may overlap the
-	 * start. */
-	es = shmcoll_dtype_size(sdt);
-	rc = shmcoll_reduce_scatterv(recvbuf, (char *)recvbuf + before * es, counts, sdt, sop,
-	                             st->shm);
-	if (rc == 0 && before)
-		memmove(recvbuf, (char *)recvbuf + before * es, counts[st->rank] * es);
+	rc = shmcoll_reduce_scatterv(c.in, c.out, c.counts, sdt, sop, st->shm);
+	if (rc == 0)
+		do_move(&c.after);
 	return shm_done(st, C_REDUCE_SCATTER, "shmcoll_reduce_scatterv", rc);
 }
 
@@ -2110,20 +2214,21 @@ struct vside {
 };
 
 /* Fills v for P ranks' blocks: 0, or -1 (a negative count or an invalid
- * type: an erroneous call, PMPI reports it). bc and bd are st->vz + 2 *
- * which * P. Displacements may be negative (they only name addresses,
- * and the root's or a rank's own need not look like the others'): a side
- * moved in order counts its byte displacements from the lowest. */
-static int vside_of(struct cstate *st, int which, MPI_Datatype dt, const int *counts,
+ * type: an erroneous call, PMPI reports it). bc and bd are vz + 2 * which
+ * * P and the P after. Displacements may be negative (they only name
+ * addresses, and the root's or a rank's own need not look like the
+ * others'): a side moved in order counts its byte displacements from the
+ * lowest. */
+static int vside_of(size_t *vz, int P, int which, MPI_Datatype dt, const int *counts,
                     const int *displs, struct vside *v)
 {
-	int i, P = st->size, low = 0;
+	int i, low = 0;
 
 	if (!counts || !displs || side_of(dt, 1, &v->t) < 0)
 		return -1;
 	v->counts = counts;
 	v->displs = displs;
-	v->bc = st->vz + 2 * (size_t)which * (size_t)P;
+	v->bc = vz + 2 * (size_t)which * (size_t)P;
 	v->bd = v->bc + P;
 	v->total = 0;
 	for (i = 0; i < P; i++) {
@@ -2160,23 +2265,115 @@ static int vpack(int unpack, void *buf, MPI_Datatype dt, const struct vside *v, 
 	return rc;
 }
 
-/* A v-collective's send block of count elements of dt at buf: in place
- * (buf itself) or packed into scratch 2. NULL with the call failed. */
-static const void *send_block(struct cstate *st, enum coll c, const void *buf, int count,
-                              MPI_Datatype dt, const struct side *w, MPI_Comm comm)
+/* A v-collective's call to shmcoll, for either form. Its *_sides helper decides whether
+ * shmcoll runs it and fills the sides, their byte counts and displacements in vz (st->vz; a
+ * non-blocking call then keeps a copy of its own, nb_keep); its *_prep helper sets up in
+ * and out, packing what needs it. */
+struct vcall {
+	size_t *vz;        /* 4 * P: the v-sides' bc and bd */
+	struct vside s, r; /* the v-side sent (scatterv, alltoallv) and received (the others) */
+	struct side w;     /* this rank's block: sent (allgatherv, gatherv), received (scatterv) */
+	const void *in;
+	void *out;
+	size_t mine;      /* this rank's block's bytes */
+	const char *what; /* what failed, when a helper returns an error */
+};
+
+/* What this rank sends, count elements of dt at buf (w): buf itself, or packed into
+ * buffer 2. */
+static int send_block(struct cstate *st, struct nbreq *q, struct vcall *v, const void *buf,
+                      int count, MPI_Datatype dt, MPI_Comm comm)
 {
 	void *p;
+
+	v->in = buf;
+	if (v->w.contig || !v->w.bytes)
+		return MPI_SUCCESS;
+	v->what = "a buffer for packed data";
+	if (!(p = call_buf(st, q, 2, (size_t)v->w.bytes)))
+		return -ENOMEM;
+	v->in = p;
+	v->what = "MPI_Pack";
+	return pack_side(0, (void *)buf, count, dt, &v->w, p, comm);
+}
+
+/* Where shmcoll writes what r receives: recvbuf from r's base when r holds its bytes in
+ * order, else buffer 3 (a byte more: shmcoll takes no NULL buffer, even for nothing). */
+static int recv_vbuf(struct cstate *st, struct nbreq *q, struct vcall *v, void *recvbuf)
+{
+	v->out = (char *)recvbuf + v->r.base;
+	if (v->r.t.contig)
+		return MPI_SUCCESS;
+	v->what = "a buffer for packed data";
+	return (v->out = call_buf(st, q, 3, v->r.total + 1)) ? MPI_SUCCESS : -ENOMEM;
+}
+
+/* After a blocking call's shmcoll part returned rc: r's blocks unpacked from where shmcoll
+ * wrote them, if packed. */
+static int unpack_recv(struct cstate *st, enum coll c, int rc, void *recvbuf, MPI_Datatype dt,
+                       const struct vcall *v, MPI_Comm comm)
+{
+	if (rc != MPI_SUCCESS || v->r.t.contig)
+		return rc;
+	if ((rc = vpack(1, recvbuf, dt, &v->r, st->size, -1, v->out, comm)) != MPI_SUCCESS)
+		return fail(st, c, "MPI_Unpack", rc);
+	return rc;
+}
+
+static int allgatherv_sides(struct cstate *st, struct vcall *v, const void *sendbuf, int sendcount,
+                            MPI_Datatype sendtype, const int *recvcounts, const int *displs,
+                            MPI_Datatype recvtype)
+{
+	if (!st || st->multi)
+		return -1;
+	v->vz = st->vz;
+	if (vside_of(v->vz, st->size, 1, recvtype, recvcounts, displs, &v->r) < 0)
+		return -1;
+	v->mine = v->r.bc[st->rank];
+	if (sendbuf == MPI_IN_PLACE)
+		return 0;
+	return side_of(sendtype, sendcount, &v->w) < 0 || (size_t)v->w.bytes != v->mine ? -1 : 0;
+}
+
+static int gatherv_sides(struct cstate *st, struct vcall *v, const void *sendbuf, int sendcount,
+                         MPI_Datatype sendtype, const int *recvcounts, const int *displs,
+                         MPI_Datatype recvtype, int root)
+{
+	int is_root;
+
+	if (!st || st->multi || root < 0 || root >= st->size)
+		return -1;
+	v->vz = st->vz;
+	is_root = st->rank == root;
+	if (is_root && vside_of(v->vz, st->size, 1, recvtype, recvcounts, displs, &v->r) < 0)
+		return -1;
+	if (is_root && sendbuf == MPI_IN_PLACE) {
+		v->mine = v->r.bc[root];
+		return 0;
+	}
+	if (side_of(sendtype, sendcount, &v->w) < 0 ||
+	    (is_root && (size_t)v->w.bytes != v->r.bc[root]))
+		return -1;
+	v->mine = (size_t)v->w.bytes;
+	return 0;
+}
+
+/* An allgatherv's, or a gatherv's (receives: at the root). In place, this rank's block is
+ * already in recvbuf (packed apart if need be): shmcoll's in-place form. */
+static int gatherv_prep(struct cstate *st, struct nbreq *q, struct vcall *v, const void *sendbuf,
+                        int sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Datatype recvtype,
+                        int receives, MPI_Comm comm)
+{
 	int rc;
 
-	if (w->contig || !w->bytes)
-		return buf;
-	if (!(p = packed_buf(st, c, 2, w->bytes)))
-		return NULL;
-	if ((rc = pack_side(0, (void *)buf, count, dt, w, p, comm)) != MPI_SUCCESS) {
-		fail(st, c, "MPI_Pack", rc);
-		return NULL;
-	}
-	return p;
+	if (receives && (rc = recv_vbuf(st, q, v, recvbuf)) != MPI_SUCCESS)
+		return rc;
+	if (!receives || sendbuf != MPI_IN_PLACE)
+		return send_block(st, q, v, sendbuf, sendcount, sendtype, comm);
+	v->in = (char *)v->out + v->r.bd[st->rank];
+	v->what = "MPI_Pack";
+	return v->r.t.contig ? MPI_SUCCESS
+	                     : vpack(0, recvbuf, recvtype, &v->r, st->size, st->rank, v->out, comm);
 }
 
 EXPORT int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
@@ -2184,35 +2381,20 @@ EXPORT int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendt
                           MPI_Comm comm)
 {
 	struct cstate *st = state_of(comm);
-	int inplace = sendbuf == MPI_IN_PLACE, rc;
-	struct vside r;
-	struct side w;
-	const void *in;
-	char *out;
+	struct vcall v = {0};
+	int rc;
 
-	if (!st || st->multi || vside_of(st, 1, recvtype, recvcounts, displs, &r) < 0 ||
-	    (!inplace &&
-	     (side_of(sendtype, sendcount, &w) < 0 || (size_t)w.bytes != r.bc[st->rank])))
+	if (allgatherv_sides(st, &v, sendbuf, sendcount, sendtype, recvcounts, displs, recvtype) <
+	    0)
 		return pmpi(C_ALLGATHERV, PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf,
 		                                          recvcounts, displs, recvtype, comm));
-	out = (char *)recvbuf + r.base;
-	if (!r.t.contig && !(out = packed_buf(st, C_ALLGATHERV, 3, (long long)r.total + 1)))
-		return MPI_ERR_NO_MEM;
-	if (inplace) {
-		in = out + r.bd[st->rank];
-		if (!r.t.contig && (rc = vpack(0, recvbuf, recvtype, &r, st->size, st->rank, out,
-		                               comm)) != MPI_SUCCESS)
-			return fail(st, C_ALLGATHERV, "MPI_Pack", rc);
-	} else if (!(in = send_block(st, C_ALLGATHERV, sendbuf, sendcount, sendtype, &w, comm))) {
-		return MPI_ERR_OTHER;
-	}
+	rc = gatherv_prep(st, NULL, &v, sendbuf, sendcount, sendtype, recvbuf, recvtype, 1, comm);
+	if (rc != MPI_SUCCESS)
+		return prep_failed(st, C_ALLGATHERV, v.what, rc);
 	rc = shm_done(
 	    st, C_ALLGATHERV, "shmcoll_allgatherv",
-	    shmcoll_allgatherv(in, r.bc[st->rank], out, r.bc, r.bd, SHMCOLL_UINT8, st->shm));
-	if (rc == MPI_SUCCESS && !r.t.contig &&
-	    (rc = vpack(1, recvbuf, recvtype, &r, st->size, -1, out, comm)) != MPI_SUCCESS)
-		return fail(st, C_ALLGATHERV, "MPI_Unpack", rc);
-	return rc;
+	    shmcoll_allgatherv(v.in, v.mine, v.out, v.r.bc, v.r.bd, SHMCOLL_UINT8, st->shm));
+	return unpack_recv(st, C_ALLGATHERV, rc, recvbuf, recvtype, &v, comm);
 }
 
 EXPORT int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
@@ -2220,42 +2402,78 @@ EXPORT int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype
                        MPI_Comm comm)
 {
 	struct cstate *st = state_of(comm);
-	int inplace = sendbuf == MPI_IN_PLACE, is_root, rc;
-	struct vside r;
-	struct side w;
-	const void *in = NULL;
-	char *out = NULL;
-	size_t mine;
+	struct vcall v = {0};
+	int is_root, rc;
 
-	is_root = st && st->rank == root;
-	if (!st || st->multi || root < 0 || root >= st->size ||
-	    (is_root && vside_of(st, 1, recvtype, recvcounts, displs, &r) < 0) ||
-	    ((!is_root || !inplace) && side_of(sendtype, sendcount, &w) < 0) ||
-	    (is_root && !inplace && (size_t)w.bytes != r.bc[root]))
+	if (gatherv_sides(st, &v, sendbuf, sendcount, sendtype, recvcounts, displs, recvtype,
+	                  root) < 0)
 		return pmpi(C_GATHERV, PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf,
 		                                    recvcounts, displs, recvtype, root, comm));
-	mine = is_root && inplace ? r.bc[root] : (size_t)w.bytes;
-	if (is_root) {
-		out = (char *)recvbuf + r.base;
-		if (!r.t.contig && !(out = packed_buf(st, C_GATHERV, 3, (long long)r.total + 1)))
-			return MPI_ERR_NO_MEM;
-		if (inplace) {
-			in = out + r.bd[root];
-			if (!r.t.contig && (rc = vpack(0, recvbuf, recvtype, &r, st->size, root,
-			                               out, comm)) != MPI_SUCCESS)
-				return fail(st, C_GATHERV, "MPI_Pack", rc);
+	is_root = st->rank == root;
+	rc = gatherv_prep(st, NULL, &v, sendbuf, sendcount, sendtype, recvbuf, recvtype, is_root,
+	                  comm);
+	if (rc != MPI_SUCCESS)
+		return prep_failed(st, C_GATHERV, v.what, rc);
+	rc = shm_done(st, C_GATHERV, "shmcoll_gatherv",
+	              shmcoll_gatherv(v.in, v.mine, v.out, is_root ? v.r.bc : NULL,
+	                              is_root ? v.r.bd : NULL, SHMCOLL_UINT8, root, st->shm));
+	return is_root ? unpack_recv(st, C_GATHERV, rc, recvbuf, recvtype, &v, comm) : rc;
+}
+
+static int scatterv_sides(struct cstate *st, struct vcall *v, const int *sendcounts,
+                          const int *displs, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                          MPI_Datatype recvtype, int root)
+{
+	int is_root;
+
+	if (!st || st->multi || root < 0 || root >= st->size)
+		return -1;
+	v->vz = st->vz;
+	is_root = st->rank == root;
+	if (is_root && vside_of(v->vz, st->size, 0, sendtype, sendcounts, displs, &v->s) < 0)
+		return -1;
+	if (is_root && recvbuf == MPI_IN_PLACE) {
+		v->mine = v->s.bc[root];
+		return 0;
+	}
+	if (side_of(recvtype, recvcount, &v->w) < 0 ||
+	    (is_root && (size_t)v->w.bytes != v->s.bc[root]))
+		return -1;
+	v->mine = (size_t)v->w.bytes;
+	return 0;
+}
+
+/* The root's blocks from sendbuf, or packed into buffer 2; this rank's block into recvbuf,
+ * or buffer 3 to unpack from. In place, the root's block stays where it is in what it
+ * sends. */
+static int scatterv_prep(struct cstate *st, struct nbreq *q, struct vcall *v, const void *sendbuf,
+                         MPI_Datatype sendtype, void *recvbuf, int root, MPI_Comm comm)
+{
+	void *p;
+	int rc;
+
+	if (st->rank == root) {
+		v->in = (const char *)sendbuf + v->s.base;
+		if (!v->s.t.contig) {
+			v->what = "a buffer for packed data";
+			if (!(p = call_buf(st, q, 2, v->s.total + 1)))
+				return -ENOMEM;
+			v->in = p;
+			v->what = "MPI_Pack";
+			if ((rc = vpack(0, (void *)sendbuf, sendtype, &v->s, st->size, -1, p,
+			                comm)) != MPI_SUCCESS)
+				return rc;
+		}
+		if (recvbuf == MPI_IN_PLACE) {
+			v->out = (char *)v->in + v->s.bd[root];
+			return MPI_SUCCESS;
 		}
 	}
-	if ((!is_root || !inplace) &&
-	    !(in = send_block(st, C_GATHERV, sendbuf, sendcount, sendtype, &w, comm)))
-		return MPI_ERR_OTHER;
-	rc = shm_done(st, C_GATHERV, "shmcoll_gatherv",
-	              shmcoll_gatherv(in, mine, out, is_root ? r.bc : NULL, is_root ? r.bd : NULL,
-	                              SHMCOLL_UINT8, root, st->shm));
-	if (rc == MPI_SUCCESS && is_root && !r.t.contig &&
-	    (rc = vpack(1, recvbuf, recvtype, &r, st->size, -1, out, comm)) != MPI_SUCCESS)
-		return fail(st, C_GATHERV, "MPI_Unpack", rc);
-	return rc;
+	v->out = recvbuf;
+	if (v->w.contig)
+		return MPI_SUCCESS;
+	v->what = "a buffer for packed data";
+	return (v->out = call_buf(st, q, 3, (size_t)v->w.bytes + 1)) ? MPI_SUCCESS : -ENOMEM;
 }
 
 EXPORT int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
@@ -2263,42 +2481,76 @@ EXPORT int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int d
                         int root, MPI_Comm comm)
 {
 	struct cstate *st = state_of(comm);
-	int inplace = recvbuf == MPI_IN_PLACE, is_root, rc;
-	struct vside s;
-	struct side r;
-	char *in = NULL;
-	void *out;
-	size_t mine;
+	struct vcall v = {0};
+	int is_root, rc;
 
-	is_root = st && st->rank == root;
-	if (!st || st->multi || root < 0 || root >= st->size ||
-	    (is_root && vside_of(st, 0, sendtype, sendcounts, displs, &s) < 0) ||
-	    ((!is_root || !inplace) && side_of(recvtype, recvcount, &r) < 0) ||
-	    (is_root && !inplace && (size_t)r.bytes != s.bc[root]))
+	if (scatterv_sides(st, &v, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+	                   root) < 0)
 		return pmpi(C_SCATTERV, PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype,
 		                                      recvbuf, recvcount, recvtype, root, comm));
-	mine = is_root && inplace ? s.bc[root] : (size_t)r.bytes;
-	if (is_root) {
-		in = (char *)sendbuf + s.base;
-		if (!s.t.contig) {
-			if (!(in = packed_buf(st, C_SCATTERV, 2, (long long)s.total + 1)))
-				return MPI_ERR_NO_MEM;
-			if ((rc = vpack(0, (void *)sendbuf, sendtype, &s, st->size, -1, in,
-			                comm)) != MPI_SUCCESS)
-				return fail(st, C_SCATTERV, "MPI_Pack", rc);
-		}
-	}
-	/* In place, the root's block stays where it is in what it sends. */
-	out = inplace ? in + s.bd[root] : recvbuf;
-	if (!inplace && !r.contig && !(out = packed_buf(st, C_SCATTERV, 3, r.bytes + 1)))
-		return MPI_ERR_NO_MEM;
+	is_root = st->rank == root;
+	if ((rc = scatterv_prep(st, NULL, &v, sendbuf, sendtype, recvbuf, root, comm)) !=
+	    MPI_SUCCESS)
+		return prep_failed(st, C_SCATTERV, v.what, rc);
 	rc = shm_done(st, C_SCATTERV, "shmcoll_scatterv",
-	              shmcoll_scatterv(in, is_root ? s.bc : NULL, is_root ? s.bd : NULL, out, mine,
-	                               SHMCOLL_UINT8, root, st->shm));
-	if (rc == MPI_SUCCESS && !inplace && !r.contig &&
-	    (rc = pack_side(1, recvbuf, recvcount, recvtype, &r, out, comm)) != MPI_SUCCESS)
+	              shmcoll_scatterv(v.in, is_root ? v.s.bc : NULL, is_root ? v.s.bd : NULL,
+	                               v.out, v.mine, SHMCOLL_UINT8, root, st->shm));
+	if (rc == MPI_SUCCESS && recvbuf != MPI_IN_PLACE && !v.w.contig &&
+	    (rc = pack_side(1, recvbuf, recvcount, recvtype, &v.w, v.out, comm)) != MPI_SUCCESS)
 		return fail(st, C_SCATTERV, "MPI_Unpack", rc);
 	return rc;
+}
+
+static int alltoallv_sides(struct cstate *st, struct vcall *v, const void *sendbuf,
+                           const int *sendcounts, const int *sdispls, MPI_Datatype sendtype,
+                           const int *recvcounts, const int *rdispls, MPI_Datatype recvtype)
+{
+	if (!st || st->multi)
+		return -1;
+	v->vz = st->vz;
+	if (vside_of(v->vz, st->size, 1, recvtype, recvcounts, rdispls, &v->r) < 0 ||
+	    (sendbuf != MPI_IN_PLACE &&
+	     vside_of(v->vz, st->size, 0, sendtype, sendcounts, sdispls, &v->s) < 0))
+		return -1;
+	return 0;
+}
+
+/* What this rank sends from sendbuf, or packed into buffer 2; what it receives into
+ * recvbuf, or buffer 3. In place, what it sends is recvbuf as the receive describes it;
+ * shmcoll has no in-place form, so it is packed apart first, back to back. */
+static int alltoallv_prep(struct cstate *st, struct nbreq *q, struct vcall *v, const void *sendbuf,
+                          MPI_Datatype sendtype, void *recvbuf, MPI_Datatype recvtype,
+                          MPI_Comm comm)
+{
+	int P = st->size, i, rc;
+	void *p;
+
+	if (sendbuf == MPI_IN_PLACE) {
+		v->s = v->r;
+		v->s.bc = v->vz;
+		v->s.bd = v->vz + P;
+		v->s.total = 0;
+		for (i = 0; i < P; i++) {
+			v->s.bc[i] = v->r.bc[i];
+			v->s.bd[i] = v->s.total;
+			v->s.total += v->s.bc[i];
+		}
+		v->s.t.contig = 0;
+		sendbuf = recvbuf;
+		sendtype = recvtype;
+	}
+	v->in = (const char *)sendbuf + v->s.base;
+	if (!v->s.t.contig) {
+		v->what = "a buffer for packed data";
+		if (!(p = call_buf(st, q, 2, v->s.total + 1)))
+			return -ENOMEM;
+		v->in = p;
+		v->what = "MPI_Pack";
+		if ((rc = vpack(0, (void *)sendbuf, sendtype, &v->s, P, -1, p, comm)) !=
+		    MPI_SUCCESS)
+			return rc;
+	}
+	return recv_vbuf(st, q, v, recvbuf);
 }
 
 EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
@@ -2306,50 +2558,21 @@ EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int 
                          const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
 	struct cstate *st = state_of(comm);
-	int inplace = sendbuf == MPI_IN_PLACE, rc = MPI_SUCCESS;
-	struct vside s, r;
-	char *in = (char *)sendbuf, *out = recvbuf;
+	struct vcall v = {0};
+	int rc;
 
-	if (!st || st->multi || vside_of(st, 1, recvtype, recvcounts, rdispls, &r) < 0 ||
-	    (!inplace && vside_of(st, 0, sendtype, sendcounts, sdispls, &s) < 0))
+	if (alltoallv_sides(st, &v, sendbuf, sendcounts, sdispls, sendtype, recvcounts, rdispls,
+	                    recvtype) < 0)
 		return pmpi(C_ALLTOALLV,
 		            PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
 		                           recvcounts, rdispls, recvtype, comm));
-	/* In place, what this rank sends is recvbuf as the receive describes
-	 * it; shmcoll has no in-place form, so it is packed apart first. */
-	if (inplace) {
-		s = r;
-		s.bc = st->vz;
-		s.bd = st->vz + st->size;
-		s.total = 0;
-		for (int i = 0; i < st->size; i++) {
-			s.bc[i] = r.bc[i];
-			s.bd[i] = s.total;
-			s.total += s.bc[i];
-		}
-		s.t.contig = 0; /* packed, back to back */
-		if (!(in = packed_buf(st, C_ALLTOALLV, 2, (long long)s.total + 1)))
-			return MPI_ERR_NO_MEM;
-		rc = vpack(0, recvbuf, recvtype, &s, st->size, -1, in, comm);
-	} else if (s.t.contig) {
-		in += s.base;
-	} else {
-		if (!(in = packed_buf(st, C_ALLTOALLV, 2, (long long)s.total + 1)))
-			return MPI_ERR_NO_MEM;
-		rc = vpack(0, (void *)sendbuf, sendtype, &s, st->size, -1, in, comm);
-	}
-	if (rc != MPI_SUCCESS)
-		return fail(st, C_ALLTOALLV, "MPI_Pack", rc);
-	if (r.t.contig)
-		out += r.base;
-	else if (!(out = packed_buf(st, C_ALLTOALLV, 3, (long long)r.total + 1)))
-		return MPI_ERR_NO_MEM;
-	rc = shm_done(st, C_ALLTOALLV, "shmcoll_alltoallv",
-	              shmcoll_alltoallv(in, s.bc, s.bd, out, r.bc, r.bd, SHMCOLL_UINT8, st->shm));
-	if (rc == MPI_SUCCESS && !r.t.contig &&
-	    (rc = vpack(1, recvbuf, recvtype, &r, st->size, -1, out, comm)) != MPI_SUCCESS)
-		return fail(st, C_ALLTOALLV, "MPI_Unpack", rc);
-	return rc;
+	if ((rc = alltoallv_prep(st, NULL, &v, sendbuf, sendtype, recvbuf, recvtype, comm)) !=
+	    MPI_SUCCESS)
+		return prep_failed(st, C_ALLTOALLV, v.what, rc);
+	rc = shm_done(
+	    st, C_ALLTOALLV, "shmcoll_alltoallv",
+	    shmcoll_alltoallv(v.in, v.s.bc, v.s.bd, v.out, v.r.bc, v.r.bd, SHMCOLL_UINT8, st->shm));
+	return unpack_recv(st, C_ALLTOALLV, rc, recvbuf, recvtype, &v, comm);
 }
 
 EXPORT int MPI_Barrier(MPI_Comm comm)
@@ -2417,18 +2640,20 @@ static void release_all(void)
 	PMPI_Comm_free_keyval(&kv);
 }
 
-/* Non-blocking collectives. MPI_Iallreduce ... MPI_Ibarrier on a communicator within a node
- * start shmcoll's non-blocking call and hand the caller a generalized request
+/* Non-blocking collectives. MPI_Iallreduce ... MPI_Ibarrier, MPI_Iallgatherv ...
+ * MPI_Ialltoallv, MPI_Ireduce_scatter, MPI_Iscan and MPI_Iexscan on a communicator within a
+ * node start shmcoll's non-blocking call and hand the caller a generalized request
  * (MPI_Grequest_start), which the MPI's own MPI_Wait, MPI_Test, MPI_Waitall ... accept. An
  * MPI completes a generalized request only when someone calls MPI_Grequest_complete: the
  * interposer does, from its wrappers of the wait and test calls, which move the shmcoll
  * call along first (tests without blocking; waits until it is done, driving MPI's own
  * progress engine meanwhile with MPI_Iprobe, so a native send the peer waits for still
  * moves). Everything a call needs after its start (packed buffers, a logical op's input,
- * where to unpack) belongs to its request; the request is freed by the MPI's free callback.
- * The path is decided as for the blocking calls, from what every rank agrees on; across
- * nodes, and for the LOC ops, the calls go to PMPI. A program that never starts one pays
- * one atomic load per wait or test. */
+ * counts and displacements as shmcoll reads them, where to unpack) belongs to its request;
+ * the request is freed by the MPI's free callback. The path is decided as for the blocking
+ * calls, from what every rank agrees on (MPI_Iexscan with a logical op goes to PMPI, as
+ * MPI_Exscan does); across nodes, and for the LOC ops, the calls go to PMPI. A program
+ * that never starts one pays one atomic load per wait or test. */
 
 /* A call in flight. */
 struct nbreq {
@@ -2440,17 +2665,20 @@ struct nbreq {
 	const char *fn;
 	int rc; /* the MPI result, for the query callback */
 	/* After shmcoll's call: unpack nblocks blocks of ucount utype elements from packed
-	 * to ubuf (utype dup'ed here when derived), and move move_bytes from move_src down
-	 * to move_dst (reduce_scatter_block in place). */
+	 * to ubuf (utype dup'ed here when derived), or, a v-collective's, uv's blocks; and
+	 * move what after says (an in-place result shmcoll left elsewhere). */
 	void *ubuf;
 	int ucount, nblocks, udup;
 	MPI_Datatype utype;
 	struct side us;
+	struct vside uv; /* counts NULL: not a v-collective's; else its arrays are in vz */
 	void *packed;
-	char *move_dst;
-	const char *move_src;
-	size_t move_bytes;
+	struct move after;
 	void *tmp; /* what this rank sends, packed or made 0/1 */
+	/* A v-collective's or reduce_scatter's counts and displacements, which shmcoll reads
+	 * until completion (4 * P size_t, nb_keep), then uv's counts and displs (2 * P ints:
+	 * MPI says the caller's stay unchanged until then; a copy costs little). */
+	size_t *vz;
 };
 
 static pthread_mutex_t nb_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -2510,7 +2738,9 @@ static void nb_complete(struct nbreq *q, int mrc)
 	q->udup = 0;
 	free(q->packed);
 	free(q->tmp);
+	free(q->vz);
 	q->packed = q->tmp = NULL;
+	q->vz = NULL;
 	q->rc = mrc;
 	PMPI_Grequest_complete(q->req);
 }
@@ -2523,13 +2753,16 @@ static void nb_finish(struct nbreq *q, int rc)
 	if (rc < 0) {
 		mrc = nb_failed(q, q->fn, rc);
 	} else {
-		if (q->ubuf)
+		if (q->ubuf && q->uv.counts)
+			mrc = vpack(1, q->ubuf, q->utype, &q->uv, q->st->size, -1, q->packed,
+			            q->st->comm);
+		else if (q->ubuf)
 			mrc = pack_blocks(1, q->ubuf, q->ucount, q->utype, &q->us, q->nblocks,
 			                  q->packed, q->st->comm);
 		if (mrc != MPI_SUCCESS)
 			mrc = nb_failed(q, "MPI_Unpack", mrc);
-		else if (q->move_bytes)
-			memcpy(q->move_dst, q->move_src, q->move_bytes);
+		else
+			do_move(&q->after);
 	}
 	nb_complete(q, mrc);
 }
@@ -2673,6 +2906,67 @@ static void *nb_buf(void **slot, long long bytes)
 {
 	*slot = malloc(bytes > 0 ? (size_t)bytes : 1);
 	return *slot;
+}
+
+/* Buffer i of q (call_buf): 2 is tmp, 3 packed. */
+static void *nb_slot(struct nbreq *q, int i, size_t bytes)
+{
+	return nb_buf(i == 2 ? &q->tmp : &q->packed, (long long)bytes);
+}
+
+/* q's vz (4 * P size_t, then 2 * P ints), allocated on first use; NULL: no memory. */
+static size_t *nb_vz(struct nbreq *q)
+{
+	size_t P = (size_t)q->st->size;
+
+	if (!q->vz)
+		q->vz = malloc(4 * P * sizeof(*q->vz) + 2 * P * sizeof(int));
+	return q->vz;
+}
+
+/* A v-side's byte counts and displacements (if filled) moved from from to the same place
+ * in to. */
+static void keep_vside(struct vside *s, const size_t *from, size_t *to, size_t P)
+{
+	size_t at;
+
+	if (!s->bc)
+		return;
+	at = (size_t)(s->bc - from);
+	memcpy(to + at, s->bc, 2 * P * sizeof(*to)); /* bc, then bd */
+	s->bc = to + at;
+	s->bd = s->bc + P;
+}
+
+/* A v-collective's sides were decided in st->vz, which the communicator's next call may
+ * overwrite before this one completes: their arrays go to q's own, and the call is
+ * prepared there. */
+static int nb_keep(struct nbreq *q, struct vcall *v)
+{
+	size_t P = (size_t)q->st->size, *from = v->vz;
+
+	v->what = "memory for the counts";
+	if (!(v->vz = nb_vz(q)))
+		return -ENOMEM;
+	keep_vside(&v->s, from, v->vz, P);
+	keep_vside(&v->r, from, v->vz, P);
+	return MPI_SUCCESS;
+}
+
+/* The unpacking q owes at completion: every block of v's receive side into buf (dt), from
+ * q->packed; the side's counts and displs copied into q (after nb_keep). */
+static int nb_unpack_v(struct nbreq *q, struct vcall *v, void *buf, MPI_Datatype dt)
+{
+	size_t P = (size_t)q->st->size;
+	int *ints = (int *)(void *)(q->vz + 4 * P);
+
+	memcpy(ints, v->r.counts, P * sizeof(int));
+	memcpy(ints + P, v->r.displs, P * sizeof(int));
+	q->uv = v->r;
+	q->uv.counts = ints;
+	q->uv.displs = ints + P;
+	v->what = "MPI_Type_dup";
+	return nb_unpack_to(q, buf, 0, dt, &v->r.t, 1);
 }
 
 /* A call that could not be set up after its request started: completed with the error,
@@ -2850,11 +3144,8 @@ EXPORT int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int rec
 		 * MPI wants it at the start: moved down at completion. */
 		in = recvbuf;
 		out = (char *)recvbuf + (size_t)st->rank * bytes;
-		if (st->rank > 0) {
-			q->move_dst = recvbuf;
-			q->move_src = out;
-			q->move_bytes = bytes;
-		}
+		if (st->rank > 0)
+			q->after = (struct move){recvbuf, out, bytes};
 	}
 	if (is_logical(op) && st->size > 1) {
 		if (!nb_buf(&q->tmp, (long long)bytes * st->size))
@@ -3006,6 +3297,195 @@ EXPORT int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 	if (!(q = nb_new(st, C_IBARRIER, "shmcoll_ibarrier")))
 		return MPI_ERR_NO_MEM;
 	return nb_started(q, shmcoll_ibarrier(st->shm, &q->sreq), request);
+}
+
+/* The v-collectives' and the prefix reductions' non-blocking forms: decided and prepared by
+ * their blocking twins' helpers (allgatherv_sides ..., scan_state ...; see "Prefix
+ * reductions"), with buffers, counts and displacements of the request's own. The LOC ops go
+ * to PMPI: gathering and folding their pairs would be a second step at completion, where
+ * the blocking calls' loc_* run it at once. */
+
+EXPORT int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                           const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                           MPI_Comm comm, MPI_Request *request)
+{
+	struct cstate *st = state_of(comm);
+	struct vcall v = {0};
+	struct nbreq *q;
+	int rc;
+
+	if (allgatherv_sides(st, &v, sendbuf, sendcount, sendtype, recvcounts, displs, recvtype) <
+	    0)
+		return pmpi(C_IALLGATHERV,
+		            PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+		                             displs, recvtype, comm, request));
+	if (!(q = nb_new(st, C_IALLGATHERV, "shmcoll_iallgatherv")))
+		return MPI_ERR_NO_MEM;
+	rc = nb_keep(q, &v);
+	if (rc == MPI_SUCCESS)
+		rc = gatherv_prep(st, q, &v, sendbuf, sendcount, sendtype, recvbuf, recvtype, 1,
+		                  comm);
+	if (rc == MPI_SUCCESS && !v.r.t.contig)
+		rc = nb_unpack_v(q, &v, recvbuf, recvtype);
+	if (rc != MPI_SUCCESS)
+		return nb_setup_failed(q, v.what, rc, request);
+	rc = shmcoll_iallgatherv(v.in, v.mine, v.out, v.r.bc, v.r.bd, SHMCOLL_UINT8, st->shm,
+	                         &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+EXPORT int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                        const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                        MPI_Comm comm, MPI_Request *request)
+{
+	struct cstate *st = state_of(comm);
+	struct vcall v = {0};
+	struct nbreq *q;
+	int is_root, rc;
+
+	if (gatherv_sides(st, &v, sendbuf, sendcount, sendtype, recvcounts, displs, recvtype,
+	                  root) < 0)
+		return pmpi(C_IGATHERV,
+		            PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+		                          recvtype, root, comm, request));
+	if (!(q = nb_new(st, C_IGATHERV, "shmcoll_igatherv")))
+		return MPI_ERR_NO_MEM;
+	is_root = st->rank == root;
+	rc = nb_keep(q, &v);
+	if (rc == MPI_SUCCESS)
+		rc = gatherv_prep(st, q, &v, sendbuf, sendcount, sendtype, recvbuf, recvtype,
+		                  is_root, comm);
+	if (rc == MPI_SUCCESS && is_root && !v.r.t.contig)
+		rc = nb_unpack_v(q, &v, recvbuf, recvtype);
+	if (rc != MPI_SUCCESS)
+		return nb_setup_failed(q, v.what, rc, request);
+	rc = shmcoll_igatherv(v.in, v.mine, v.out, is_root ? v.r.bc : NULL, is_root ? v.r.bd : NULL,
+	                      SHMCOLL_UINT8, root, st->shm, &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+EXPORT int MPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int displs[],
+                         MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                         int root, MPI_Comm comm, MPI_Request *request)
+{
+	struct cstate *st = state_of(comm);
+	struct vcall v = {0};
+	struct nbreq *q;
+	int is_root, rc;
+
+	if (scatterv_sides(st, &v, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+	                   root) < 0)
+		return pmpi(C_ISCATTERV,
+		            PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
+		                           recvcount, recvtype, root, comm, request));
+	if (!(q = nb_new(st, C_ISCATTERV, "shmcoll_iscatterv")))
+		return MPI_ERR_NO_MEM;
+	is_root = st->rank == root;
+	rc = nb_keep(q, &v);
+	if (rc == MPI_SUCCESS)
+		rc = scatterv_prep(st, q, &v, sendbuf, sendtype, recvbuf, root, comm);
+	if (rc == MPI_SUCCESS && recvbuf != MPI_IN_PLACE && !v.w.contig) {
+		v.what = "MPI_Type_dup";
+		rc = nb_unpack_to(q, recvbuf, recvcount, recvtype, &v.w, 1);
+	}
+	if (rc != MPI_SUCCESS)
+		return nb_setup_failed(q, v.what, rc, request);
+	rc = shmcoll_iscatterv(v.in, is_root ? v.s.bc : NULL, is_root ? v.s.bd : NULL, v.out,
+	                       v.mine, SHMCOLL_UINT8, root, st->shm, &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+EXPORT int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                          MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                          const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                          MPI_Request *request)
+{
+	struct cstate *st = state_of(comm);
+	struct vcall v = {0};
+	struct nbreq *q;
+	int rc;
+
+	if (alltoallv_sides(st, &v, sendbuf, sendcounts, sdispls, sendtype, recvcounts, rdispls,
+	                    recvtype) < 0)
+		return pmpi(C_IALLTOALLV,
+		            PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+		                            recvcounts, rdispls, recvtype, comm, request));
+	if (!(q = nb_new(st, C_IALLTOALLV, "shmcoll_ialltoallv")))
+		return MPI_ERR_NO_MEM;
+	rc = nb_keep(q, &v);
+	if (rc == MPI_SUCCESS)
+		rc = alltoallv_prep(st, q, &v, sendbuf, sendtype, recvbuf, recvtype, comm);
+	if (rc == MPI_SUCCESS && !v.r.t.contig)
+		rc = nb_unpack_v(q, &v, recvbuf, recvtype);
+	if (rc != MPI_SUCCESS)
+		return nb_setup_failed(q, v.what, rc, request);
+	rc = shmcoll_ialltoallv(v.in, v.s.bc, v.s.bd, v.out, v.r.bc, v.r.bd, SHMCOLL_UINT8, st->shm,
+	                        &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+EXPORT int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                               MPI_Request *request)
+{
+	struct rcall c = {0};
+	struct cstate *st;
+	struct nbreq *q;
+	shmcoll_dtype sdt;
+	shmcoll_op sop;
+	int rc = 0;
+
+	if (!(st = rs_state(recvcounts, datatype, op, comm, &sdt, &sop)))
+		return pmpi(C_IREDUCE_SCATTER, PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts,
+		                                                    datatype, op, comm, request));
+	if (!(q = nb_new(st, C_IREDUCE_SCATTER, "shmcoll_ireduce_scatterv")))
+		return MPI_ERR_NO_MEM;
+	if ((rc = rs_prep(st, q, &c, sendbuf, recvbuf, recvcounts, sdt, op)) != MPI_SUCCESS)
+		return nb_setup_failed(q, c.what, rc, request);
+	q->after = c.after;
+	if (c.total)
+		rc = shmcoll_ireduce_scatterv(c.in, c.out, c.counts, sdt, sop, st->shm, &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+/* MPI_Iscan and MPI_Iexscan (ex). */
+static int iscan(int ex, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                 MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+	enum coll c = ex ? C_IEXSCAN : C_ISCAN;
+	struct rcall call = {0};
+	struct cstate *st;
+	struct nbreq *q;
+	shmcoll_dtype sdt;
+	shmcoll_op sop;
+	int rc = 0;
+
+	if (!(st = scan_state(ex, count, datatype, op, comm, &sdt, &sop)))
+		return pmpi(c,
+		            ex ? PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request)
+		               : PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request));
+	if (!(q = nb_new(st, c, ex ? "shmcoll_iexscan" : "shmcoll_iscan")))
+		return MPI_ERR_NO_MEM;
+	if (!count)
+		return nb_started(q, 0, request);
+	if ((rc = scan_prep(st, q, &call, sendbuf, recvbuf, count, sdt, op)) != MPI_SUCCESS)
+		return nb_setup_failed(q, call.what, rc, request);
+	q->after = call.after;
+	rc = ex ? shmcoll_iexscan(call.in, call.out, (size_t)count, sdt, sop, st->shm, &q->sreq)
+	        : shmcoll_iscan(call.in, call.out, (size_t)count, sdt, sop, st->shm, &q->sreq);
+	return nb_started(q, rc, request);
+}
+
+EXPORT int MPI_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                     MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+	return iscan(0, sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+EXPORT int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                       MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+	return iscan(1, sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
 /* The waits and tests: ours first moved along (and completed when done), then the MPI's

@@ -5,9 +5,12 @@
  * MPI_COMM_WORLD, MPI_COMM_SELF, a dup, and a split communicator made and
  * freed over and over; calls whose ranks pass different datatypes of one
  * signature (derived on the root, predefined elsewhere; vectors sent and
- * ints received), which must take one path on every rank; plus cases the
- * interposer must hand to PMPI (reductions on derived types, user-defined
- * ops, 16-bit integers, MINLOC and MAXLOC beyond their size limit).
+ * ints received), which must take one path on every rank; the non-blocking
+ * forms, several outstanding at once and completed through every wait and
+ * test, their count and displacement arrays zeroed once they started where
+ * the interposer takes them; plus cases the interposer must hand to PMPI
+ * (reductions on derived types, user-defined ops, 16-bit integers, MINLOC and
+ * MAXLOC beyond their size limit).
  *
  * A plain MPI program, built against each MPI. Inputs are small integers, so
  * every reduction is exact in any order and the byte comparison is fair;
@@ -90,7 +93,8 @@ struct ctx {
 	int rank, size;
 	int world_rank;
 	uint8_t *send, *ref, *got, *aux, *tmp;
-	size_t cap; /* bytes in each buffer */
+	uint8_t *send2, *ref2, *got2; /* a second call's, outstanding with the first */
+	size_t cap;                   /* bytes in each buffer */
 	unsigned long checks, fails;
 	/* MPI_X calls the interposer should take ([c][0]) and pass on ([c][1]). */
 	unsigned long want[C_COUNT][2];
@@ -870,9 +874,32 @@ static size_t v_layout(int size, int n, int salt, int *counts, int *displs)
 	return at;
 }
 
+/* The alltoallv layout: rank s sends rank r f(s, r) elements, f symmetric (so the in-place
+ * form is valid), the send blocks in rank order and the receive blocks in reverse, an
+ * element's gap after each. */
+static void a2av_layout(const struct ctx *x, int n, int *sc, int *sd, int *rc, int *rd,
+                        size_t *sspan, size_t *rspan)
+{
+	int i;
+
+	for (i = 0; i < x->size; i++) {
+		int k = (x->rank + i) % 3;
+
+		sc[i] = rc[i] = k == 1 ? n / 2 : k == 2 ? 0 : n;
+	}
+	for (*sspan = 0, i = 0; i < x->size; i++) {
+		sd[i] = (int)*sspan;
+		*sspan += (size_t)sc[i] + 1;
+	}
+	for (*rspan = 0, i = x->size - 1; i >= 0; i--) {
+		rd[i] = (int)*rspan;
+		*rspan += (size_t)rc[i] + 1;
+	}
+}
+
 static void check_vcolls(struct ctx *x, const struct type *t, int n, int root, const char *label)
 {
-	int rc[V_MAX_RANKS], rd[V_MAX_RANKS], sc[V_MAX_RANKS], sd[V_MAX_RANKS], i, rcode;
+	int rc[V_MAX_RANKS], rd[V_MAX_RANKS], sc[V_MAX_RANKS], sd[V_MAX_RANKS], rcode;
 	int me = x->rank == root, shm = !x->spans;
 	size_t ext = (size_t)t->extent, span, sspan, mine;
 	char what[200];
@@ -963,19 +990,7 @@ static void check_vcolls(struct ctx *x, const struct type *t, int n, int root, c
 	 * valid too */
 	if (root != 0)
 		return; /* once per size, not per root */
-	for (i = 0; i < x->size; i++) {
-		int k = (x->rank + i) % 3;
-
-		sc[i] = rc[i] = k == 1 ? n / 2 : k == 2 ? 0 : n;
-	}
-	for (sspan = 0, i = 0; i < x->size; i++) {
-		sd[i] = (int)sspan;
-		sspan += (size_t)sc[i] + 1;
-	}
-	for (span = 0, i = x->size - 1; i >= 0; i--) {
-		rd[i] = (int)span;
-		span += (size_t)rc[i] + 1;
-	}
+	a2av_layout(x, n, sc, sd, rc, rd, &sspan, &span);
 	fill_move(x, t, x->send, sspan, 24);
 	memset(x->ref, SENTINEL, span * ext + 8);
 	memset(x->got, SENTINEL, span * ext + 8);
@@ -1533,6 +1548,415 @@ static void check_nbc_many(struct ctx *x, int n, const char *label)
 	}
 }
 
+/* The non-blocking v-collectives and prefix reductions */
+
+/* Whether MPI_X calls reach libshmcoll-mpi.so at all: preloaded and not switched off. Only
+ * then may a check scrub the count arrays it passed once the call started (see
+ * check_nbc_vcolls): MPI lets an implementation read them until completion. */
+static int interposed(void)
+{
+	const char *pre = getenv("LD_PRELOAD"), *off = getenv("SHMCOLL_MPI");
+
+	return pre && strstr(pre, "libshmcoll-mpi") && !(off && !strcmp(off, "0"));
+}
+
+/* k arrays of the communicator's size zeroed, where the interposer takes the calls that
+ * got them (take: expect()'s shm, and the interposer preloaded). */
+static void scrub(const struct ctx *x, int take, int (*a)[V_MAX_RANKS], int k)
+{
+	int i;
+
+	for (i = 0; take && !x->alone && interposed() && i < k; i++)
+		memset(a[i], 0, (size_t)x->size * sizeof(int));
+}
+
+/* Completes the k requests that started (rcs[i] MPI_SUCCESS; the others are left alone)
+ * in an order rotated by style, so that a later one may complete first, each in a style of
+ * complete()'s; rcs[i] becomes request i's result. */
+static void complete_all(MPI_Request *q, int *rcs, int k, int style)
+{
+	int i, j;
+
+	for (i = 0; i < k; i++) {
+		j = (i + style) % k;
+		if (rcs[j] == MPI_SUCCESS)
+			rcs[j] = complete(&q[j], style + i);
+	}
+}
+
+/* The rounds of a check that runs its calls out of place (round 0) and in place (1): both,
+ * or in --quick mode one, in turn by case and size (the oversubscribed runs stay short). */
+static int round_first(const struct ctx *x, int n)
+{
+	return quick ? (int)((x->seed + (unsigned)n) % 2) : 0;
+}
+
+static int round_end(const struct ctx *x, int n)
+{
+	return quick ? round_first(x, n) + 1 : 2;
+}
+
+/* Whether the k-th part (of parts) of a check runs this time: every one, or in --quick
+ * mode one in turn by case and size, independently of round_first. */
+static int quick_turn(const struct ctx *x, int n, unsigned k, unsigned parts)
+{
+	return !quick || (x->seed + (unsigned)n) / 2 % parts == k;
+}
+
+/* MPI_Iscan, MPI_Iexscan and MPI_Ireduce_scatter (check_reduce_scatter's counts) against
+ * PMPI's blocking calls, the three outstanding at once, out of place or in place, completed
+ * in a rotated order and style; the counts zeroed once the call started where the interposer
+ * takes it. It takes them where it takes the blocking ones but across nodes, for the LOC
+ * ops, and, as ever, MPI_Iexscan with a logical op. */
+static void check_nbc_scan(struct ctx *x, const struct red *r, int n, const char *label)
+{
+	int counts[V_MAX_RANKS], cc[1][V_MAX_RANKS], i, rcs[3], most = 0, round;
+	const char *how;
+	int style = (int)(x->seed % 6), loc = r->o->cls == OC_LOC;
+	int shm = red_via_shm(x, r, (size_t)n) && !x->spans && !loc;
+	int shm_ex = shm && r->o->cls != OC_LOGIC, shm_rs;
+	size_t ext = (size_t)r->t->extent, bytes = (size_t)n * ext, total = 0, mine;
+	MPI_Request q[3];
+	char what[3][200];
+
+	if (x->size > V_MAX_RANKS)
+		return;
+	for (i = 0; i < x->size; i++) {
+		counts[i] = i % 3 == 1 ? n / 2 : i % 3 == 2 ? 0 : n;
+		total += (size_t)counts[i];
+		most = counts[i] > most ? counts[i] : most;
+	}
+	shm_rs = red_via_shm(x, r, (size_t)most) && !x->spans && !loc;
+	mine = (size_t)counts[x->rank] * ext;
+	/* total >= n: counts[0] is n */
+	fill_red(x, r->t, r->o->cls, x->send, total);
+	memset(x->ref, SENTINEL, bytes + 8);
+	memset(x->tmp, SENTINEL, bytes + 8);
+	memset(x->ref2, SENTINEL, mine + 8);
+	PMPI_Scan(x->send, x->ref, n, r->t->dt, r->o->op, x->comm);
+	PMPI_Exscan(x->send, x->tmp, n, r->t->dt, r->o->op, x->comm);
+	PMPI_Reduce_scatter(x->send, x->ref2, counts, r->t->dt, r->o->op, x->comm);
+	/* One round, out of place or in place in turn by case and size: every type and op
+	 * gets both over the sizes, at two thirds of the calls. */
+	round = (int)((x->seed + (unsigned)n) % 2);
+	how = round ? " in place" : "";
+	memcpy(cc[0], counts, sizeof(counts));
+	memset(x->got, SENTINEL, bytes + 8);
+	memset(x->aux, SENTINEL, bytes + 8);
+	memset(x->got2, SENTINEL, total * ext + 8);
+	if (round) {
+		memcpy(x->got, x->send, bytes);
+		memcpy(x->aux, x->send, bytes);
+		memcpy(x->got2, x->send, total * ext);
+	}
+	rcs[0] = MPI_Iscan(round ? MPI_IN_PLACE : x->send, x->got, n, r->t->dt, r->o->op, x->comm,
+	                   &q[0]);
+	rcs[1] = MPI_Iexscan(round ? MPI_IN_PLACE : x->send, x->aux, n, r->t->dt, r->o->op, x->comm,
+	                     &q[1]);
+	rcs[2] = MPI_Ireduce_scatter(round ? MPI_IN_PLACE : x->send, x->got2, cc[0], r->t->dt,
+	                             r->o->op, x->comm, &q[2]);
+	scrub(x, shm_rs, cc, 1);
+	complete_all(q, rcs, 3, style + round);
+	expect(x, C_ISCAN, shm);
+	expect(x, C_IEXSCAN, shm_ex);
+	expect(x, C_IREDUCE_SCATTER, shm_rs);
+	snprintf(what[0], sizeof(what[0]), "MPI_Iscan %s %s n=%d%s (3 outstanding)%s", r->t->name,
+	         r->o->name, n, how, label);
+	snprintf(what[1], sizeof(what[1]), "MPI_Iexscan %s %s n=%d%s (3 outstanding)%s", r->t->name,
+	         r->o->name, n, how, label);
+	snprintf(what[2], sizeof(what[2]), "MPI_Ireduce_scatter %s %s n=%d%s (3 outstanding)%s",
+	         r->t->name, r->o->name, n, how, label);
+	for (i = 0; i < 3; i++)
+		fail_rc(x, what[i], rcs[i]);
+	compare_red(x, what[0], r->t, x->got, x->ref, (size_t)n, 8);
+	/* Exscan's rank 0 result is undefined: only the bytes after it. */
+	if (x->rank > 0)
+		compare_red(x, what[1], r->t, x->aux, x->tmp, (size_t)n, 8);
+	else if (!round)
+		compare(x, what[1], x->aux + bytes, x->tmp + bytes, 8);
+	/* In place, MPI leaves recvbuf past the result unspecified. */
+	compare_red(x, what[2], r->t, x->got2, x->ref2, (size_t)counts[x->rank], round ? 0 : 8);
+}
+
+/* The arrays the non-blocking calls get: copies of from's k, which scrub() may zero. */
+static void v_args(int (*a)[V_MAX_RANKS], const int *const *from, int k)
+{
+	int i;
+
+	for (i = 0; i < k; i++)
+		memcpy(a[i], from[i], sizeof(a[i]));
+}
+
+/* Whether to call MPI_Ialltoallv in place, where the interposer takes it (shm) or not.
+ * Open MPI 4.1's own (libnbc) leaves something behind that hangs the non-blocking calls
+ * after it: at P=2, one of a byte on rank 0 and of nothing on rank 1, then an MPI_Igatherv
+ * and MPI_Iscatterv, hang with or without the interposer. So under Open MPI it is checked
+ * only where the interposer runs it. */
+static int ialltoallv_in_place(const struct ctx *x, int shm)
+{
+#ifdef MPICH
+	(void)x;
+	(void)shm;
+	return 1;
+#else
+	return shm && !x->alone && interposed();
+#endif
+}
+
+/* The v-collectives' non-blocking forms against PMPI's blocking ones, on check_vcolls's
+ * layouts (counts that differ by rank, some zero; blocks in reverse rank order with gaps),
+ * two calls outstanding at a time and completed in a rotated order and style. Where the
+ * interposer takes them, the count and displacement arrays are zeroed once the calls
+ * started: what it reads after the start (the unpacking at completion) must be its own
+ * copies. MPI_Iallgatherv with MPI_Ialltoallv, then both in place. */
+static void check_nbc_vall(struct ctx *x, const struct type *t, int n, const char *label)
+{
+	int gc[V_MAX_RANKS], gd[V_MAX_RANKS], tc[V_MAX_RANKS], td[V_MAX_RANKS];
+	int uc[V_MAX_RANKS], ud[V_MAX_RANKS], a[6][V_MAX_RANKS];
+	int shm = !x->spans, style = (int)(x->seed % 6), rcs[2], round;
+	size_t ext = (size_t)t->extent, gspan, tspan, uspan, mine;
+	MPI_Request q[2];
+	char what[2][200];
+
+	gspan = v_layout(x->size, n, 0, gc, gd);
+	mine = (size_t)gc[x->rank] * ext;
+	fill_move(x, t, x->send, (size_t)gc[x->rank], 31);
+	memset(x->ref, SENTINEL, gspan * ext + 8);
+	PMPI_Allgatherv(x->send, gc[x->rank], t->dt, x->ref, gc, gd, t->dt, x->comm);
+	a2av_layout(x, n, tc, td, uc, ud, &tspan, &uspan);
+	for (round = round_first(x, n); round < round_end(x, n); round++) {
+		const char *how = round ? " in place" : "";
+		int k = round && !ialltoallv_in_place(x, shm) ? 1 : 2;
+
+		memset(x->got, SENTINEL, gspan * ext + 8);
+		if (round) {
+			memcpy(x->got + (size_t)gd[x->rank] * ext, x->send, mine);
+			/* what this rank sends, laid out as what it receives */
+			fill_move(x, t, x->got2, uspan, 33);
+			memset(x->got2 + uspan * ext, SENTINEL, 8);
+			memcpy(x->ref2, x->got2, uspan * ext + 8);
+			PMPI_Alltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, x->ref2, uc, ud,
+			               t->dt, x->comm);
+		} else {
+			fill_move(x, t, x->send2, tspan, 32);
+			memset(x->ref2, SENTINEL, uspan * ext + 8);
+			memset(x->got2, SENTINEL, uspan * ext + 8);
+			PMPI_Alltoallv(x->send2, tc, td, t->dt, x->ref2, uc, ud, t->dt, x->comm);
+		}
+		v_args(a, (const int *const[]){gc, gd, tc, td, uc, ud}, 6);
+		if (round) {
+			rcs[0] = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, a[0],
+			                         a[1], t->dt, x->comm, &q[0]);
+			if (k == 2)
+				rcs[1] = MPI_Ialltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL,
+				                        x->got2, a[4], a[5], t->dt, x->comm, &q[1]);
+		} else {
+			rcs[0] = MPI_Iallgatherv(x->send, gc[x->rank], t->dt, x->got, a[0], a[1],
+			                         t->dt, x->comm, &q[0]);
+			rcs[1] = MPI_Ialltoallv(x->send2, a[2], a[3], t->dt, x->got2, a[4], a[5],
+			                        t->dt, x->comm, &q[1]);
+		}
+		scrub(x, shm, a, 6);
+		complete_all(q, rcs, k, style + round);
+		snprintf(what[0], sizeof(what[0]), "MPI_Iallgatherv %s n=%d%s (%d outstanding)%s",
+		         t->name, n, how, k, label);
+		snprintf(what[1], sizeof(what[1]), "MPI_Ialltoallv %s n=%d%s (2 outstanding)%s",
+		         t->name, n, how, label);
+		expect(x, C_IALLGATHERV, shm);
+		fail_rc(x, what[0], rcs[0]);
+		compare(x, what[0], x->got, x->ref, gspan * ext + 8);
+		if (k == 2) {
+			expect(x, C_IALLTOALLV, shm);
+			fail_rc(x, what[1], rcs[1]);
+			compare(x, what[1], x->got2, x->ref2, uspan * ext + 8);
+		}
+	}
+}
+
+/* MPI_Igatherv with MPI_Iscatterv (root rt), then both in place at the root. */
+static void check_nbc_vrooted(struct ctx *x, const struct type *t, int n, int rt, const char *label)
+{
+	int gc[V_MAX_RANKS], gd[V_MAX_RANKS], sc[V_MAX_RANKS], sd[V_MAX_RANKS], a[4][V_MAX_RANKS];
+	int me = x->rank == rt, shm = !x->spans, style = (int)(x->seed % 6), rcs[2], round;
+	size_t ext = (size_t)t->extent, gspan, sspan, mine;
+	MPI_Request q[2];
+	char what[2][200];
+
+	gspan = v_layout(x->size, n, 1, gc, gd);
+	mine = (size_t)gc[x->rank] * ext;
+	fill_move(x, t, x->send, (size_t)gc[x->rank], 34);
+	memset(x->ref, SENTINEL, gspan * ext + 8);
+	PMPI_Gatherv(x->send, gc[x->rank], t->dt, me ? x->ref : NULL, gc, gd, t->dt, rt, x->comm);
+	sspan = v_layout(x->size, n, 2, sc, sd);
+	fill_move(x, t, x->send2, sspan, 35);
+	memcpy(x->aux, x->send2, sspan * ext);
+	memset(x->ref2, SENTINEL, (size_t)sc[x->rank] * ext + 8);
+	PMPI_Scatterv(me ? x->send2 : NULL, sc, sd, t->dt, x->ref2, sc[x->rank], t->dt, rt,
+	              x->comm);
+	for (round = round_first(x, n); round < round_end(x, n); round++) {
+		const char *how = round ? " in place" : "";
+
+		memset(x->got, SENTINEL, gspan * ext + 8);
+		memset(x->got2, SENTINEL, (size_t)sc[x->rank] * ext + 8);
+		v_args(a, (const int *const[]){gc, gd, sc, sd}, 4);
+		if (round && me) {
+			memcpy(x->got + (size_t)gd[rt] * ext, x->send, mine);
+			rcs[0] = MPI_Igatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, a[0],
+			                      a[1], t->dt, rt, x->comm, &q[0]);
+			rcs[1] = MPI_Iscatterv(x->send2, a[2], a[3], t->dt, MPI_IN_PLACE, 0,
+			                       MPI_DATATYPE_NULL, rt, x->comm, &q[1]);
+		} else if (round) {
+			rcs[0] = MPI_Igatherv(x->send, gc[x->rank], t->dt, NULL, NULL, NULL,
+			                      MPI_DATATYPE_NULL, rt, x->comm, &q[0]);
+			rcs[1] = MPI_Iscatterv(NULL, NULL, NULL, MPI_DATATYPE_NULL, x->got2,
+			                       sc[x->rank], t->dt, rt, x->comm, &q[1]);
+		} else {
+			rcs[0] = MPI_Igatherv(x->send, gc[x->rank], t->dt, me ? x->got : NULL, a[0],
+			                      a[1], t->dt, rt, x->comm, &q[0]);
+			rcs[1] = MPI_Iscatterv(me ? x->send2 : NULL, a[2], a[3], t->dt, x->got2,
+			                       sc[x->rank], t->dt, rt, x->comm, &q[1]);
+		}
+		scrub(x, shm, a, 4);
+		complete_all(q, rcs, 2, style + 2 + round);
+		expect(x, C_IGATHERV, shm);
+		expect(x, C_ISCATTERV, shm);
+		snprintf(what[0], sizeof(what[0]),
+		         "MPI_Igatherv %s n=%d root=%d%s (2 outstanding)%s", t->name, n, rt, how,
+		         label);
+		snprintf(what[1], sizeof(what[1]),
+		         "MPI_Iscatterv %s n=%d root=%d%s (2 outstanding)%s", t->name, n, rt, how,
+		         label);
+		fail_rc(x, what[0], rcs[0]);
+		fail_rc(x, what[1], rcs[1]);
+		compare(x, what[0], x->got, x->ref, gspan * ext + 8);
+		/* In place, the root's sendbuf stays as it was. */
+		if (round && me)
+			compare(x, what[1], x->send2, x->aux, sspan * ext);
+		else
+			compare(x, what[1], x->got2, x->ref2, (size_t)sc[x->rank] * ext + 8);
+	}
+}
+
+/* Both, or in --quick mode one or the other in turn. */
+static void check_nbc_vcolls(struct ctx *x, const struct type *t, int n, int rt, const char *label)
+{
+	if (x->size > V_MAX_RANKS)
+		return;
+	if (quick_turn(x, n, 0, 2))
+		check_nbc_vall(x, t, n, label);
+	if (quick_turn(x, n, 1, 2))
+		check_nbc_vrooted(x, t, n, rt, label);
+}
+
+/* The non-blocking v-collectives with different datatypes of one signature on different
+ * ranks (check_mixed's), each pair outstanding at once; counts are in vectors, 2 ints each.
+ * Vectors sent and received as ints (MPI_Iallgatherv), with ints sent and received as
+ * vectors (MPI_Ialltoallv). */
+static void check_nbc_vmixed_all(struct ctx *x, int n, const char *label)
+{
+	const struct type *vec = move_type("vector(2,1,2,int)");
+	int gc[V_MAX_RANKS], gd[V_MAX_RANKS], tc[V_MAX_RANKS], td[V_MAX_RANKS];
+	int uc[V_MAX_RANKS], ud[V_MAX_RANKS], ic[V_MAX_RANKS], id[V_MAX_RANKS];
+	int jc[V_MAX_RANKS], jd[V_MAX_RANKS], i, rcs[2], shm = !x->spans;
+	int style = (int)(x->seed % 6);
+	size_t ve = (size_t)vec->extent, gspan, tspan, uspan, gbytes, ubytes;
+	MPI_Request q[2];
+	char what[2][200];
+
+	/* Iallgatherv: gc vectors from each, received as 2 gc ints at 2 gd; Ialltoallv: 2 tc
+	 * ints at 2 td sent, uc vectors at ud received. */
+	gspan = v_layout(x->size, n, 0, gc, gd);
+	a2av_layout(x, n, tc, td, uc, ud, &tspan, &uspan);
+	for (i = 0; i < x->size; i++) {
+		ic[i] = 2 * gc[i];
+		id[i] = 2 * gd[i];
+		jc[i] = 2 * tc[i];
+		jd[i] = 2 * td[i];
+	}
+	gbytes = 2 * gspan * sizeof(int);
+	ubytes = uspan * ve;
+	fill_move(x, vec, x->send, (size_t)gc[x->rank], 36);
+	fill_move(x, move_type("int"), x->send2, 2 * tspan, 37);
+	memset(x->ref, SENTINEL, gbytes + 8);
+	memset(x->got, SENTINEL, gbytes + 8);
+	memset(x->ref2, SENTINEL, ubytes + 8);
+	memset(x->got2, SENTINEL, ubytes + 8);
+	PMPI_Allgatherv(x->send, gc[x->rank], vec->dt, x->ref, ic, id, MPI_INT, x->comm);
+	PMPI_Alltoallv(x->send2, jc, jd, MPI_INT, x->ref2, uc, ud, vec->dt, x->comm);
+	rcs[0] =
+	    MPI_Iallgatherv(x->send, gc[x->rank], vec->dt, x->got, ic, id, MPI_INT, x->comm, &q[0]);
+	rcs[1] =
+	    MPI_Ialltoallv(x->send2, jc, jd, MPI_INT, x->got2, uc, ud, vec->dt, x->comm, &q[1]);
+	complete_all(q, rcs, 2, style);
+	expect(x, C_IALLGATHERV, shm);
+	expect(x, C_IALLTOALLV, shm);
+	snprintf(what[0], sizeof(what[0]), "MPI_Iallgatherv %s to int, n=%d%s", vec->name, n,
+	         label);
+	snprintf(what[1], sizeof(what[1]), "MPI_Ialltoallv int to %s, n=%d%s", vec->name, n, label);
+	fail_rc(x, what[0], rcs[0]);
+	fail_rc(x, what[1], rcs[1]);
+	compare(x, what[0], x->got, x->ref, gbytes + 8);
+	compare(x, what[1], x->got2, x->ref2, ubytes + 8);
+}
+
+/* Ints gathered into vectors (MPI_Igatherv), with the root's vectors scattered as ints, its
+ * own block received as contiguous(2,int) (MPI_Iscatterv); root rt. */
+static void check_nbc_vmixed_rooted(struct ctx *x, int n, int rt, const char *label)
+{
+	const struct type *vec = move_type("vector(2,1,2,int)"),
+	                  *con = move_type("contiguous(2,int)");
+	int gc[V_MAX_RANKS], gd[V_MAX_RANKS], tc[V_MAX_RANKS], td[V_MAX_RANKS], rcs[2];
+	int me = x->rank == rt, shm = !x->spans, style = (int)(x->seed % 6);
+	size_t ve = (size_t)vec->extent, gspan, tspan, gbytes, sbytes;
+	MPI_Request q[2];
+	char what[2][200];
+
+	/* Igatherv: 2 gc[rank] ints from each, gathered as gc vectors at gd; Iscatterv: tc
+	 * (as a scatterv's layout) vectors at td from the root, received as ints (the
+	 * root's own as contiguous(2,int)). */
+	gspan = v_layout(x->size, n, 1, gc, gd);
+	tspan = v_layout(x->size, n, 2, tc, td);
+	gbytes = gspan * ve;
+	sbytes = 2 * (size_t)tc[x->rank] * sizeof(int);
+	fill_move(x, move_type("int"), x->send, 2 * (size_t)gc[x->rank], 38);
+	fill_move(x, vec, x->send2, tspan, 39);
+	memset(x->ref, SENTINEL, gbytes + 8);
+	memset(x->got, SENTINEL, gbytes + 8);
+	memset(x->ref2, SENTINEL, sbytes + 8);
+	memset(x->got2, SENTINEL, sbytes + 8);
+	PMPI_Gatherv(x->send, 2 * gc[x->rank], MPI_INT, me ? x->ref : NULL, gc, gd, vec->dt, rt,
+	             x->comm);
+	PMPI_Scatterv(me ? x->send2 : NULL, tc, td, vec->dt, x->ref2,
+	              me ? tc[x->rank] : 2 * tc[x->rank], me ? con->dt : MPI_INT, rt, x->comm);
+	rcs[0] = MPI_Igatherv(x->send, 2 * gc[x->rank], MPI_INT, me ? x->got : NULL, gc, gd,
+	                      vec->dt, rt, x->comm, &q[0]);
+	rcs[1] = MPI_Iscatterv(me ? x->send2 : NULL, tc, td, vec->dt, x->got2,
+	                       me ? tc[x->rank] : 2 * tc[x->rank], me ? con->dt : MPI_INT, rt,
+	                       x->comm, &q[1]);
+	complete_all(q, rcs, 2, style + 1);
+	expect(x, C_IGATHERV, shm);
+	expect(x, C_ISCATTERV, shm);
+	snprintf(what[0], sizeof(what[0]), "MPI_Igatherv int into %s, n=%d root=%d%s", vec->name, n,
+	         rt, label);
+	snprintf(what[1], sizeof(what[1]), "MPI_Iscatterv %s to int, n=%d root=%d%s", vec->name, n,
+	         rt, label);
+	fail_rc(x, what[0], rcs[0]);
+	fail_rc(x, what[1], rcs[1]);
+	compare(x, what[0], x->got, x->ref, gbytes + 8);
+	compare(x, what[1], x->got2, x->ref2, sbytes + 8);
+}
+
+/* Both, or in --quick mode one or the other in turn. */
+static void check_nbc_vmixed(struct ctx *x, int n, int rt, const char *label)
+{
+	if (x->size > V_MAX_RANKS)
+		return;
+	if (quick_turn(x, n, 0, 2))
+		check_nbc_vmixed_all(x, n, label);
+	if (quick_turn(x, n, 1, 2))
+		check_nbc_vmixed_rooted(x, n, rt, label);
+}
+
 /* Every intercepted collective over the matrix of the level. */
 static void run_matrix(struct ctx *x, enum level level, const char *label)
 {
@@ -1566,6 +1990,11 @@ static void run_matrix(struct ctx *x, enum level level, const char *label)
 			for (k = 0; k < nroots; k++)
 				check_reduce(x, &reds[i], n, rt[k], label);
 			check_nbc_red(x, &reds[i], n, rt[x->seed % (unsigned)nroots], label);
+			/* --quick: the first case and a quarter of the others (the
+			 * blocking twins' checks cover the arithmetic; these are
+			 * about the requests). */
+			if (i == 0 || quick_turn(x, n, 0, 4))
+				check_nbc_scan(x, &reds[i], n, label);
 		}
 		for (i = 0; i < ARRAY_SIZE(move_types); i++) {
 			const struct type *t = &move_types[i];
@@ -1590,10 +2019,12 @@ static void run_matrix(struct ctx *x, enum level level, const char *label)
 				check_vcolls(x, t, n, rt[k], label);
 			}
 			check_nbc_move(x, t, n, rt[x->seed % (unsigned)nroots], label);
+			check_nbc_vcolls(x, t, n, rt[x->seed % (unsigned)nroots], label);
 		}
 		x->seed++;
 		check_mixed(x, n, label);
 		check_nbc_many(x, n, label);
+		check_nbc_vmixed(x, n, rt[x->seed % (unsigned)nroots], label);
 	}
 	if (level != TINY)
 		check_loc_limit(x, label);
@@ -1616,8 +2047,13 @@ static int ctx_init(struct ctx *x, MPI_Comm comm, const char *name)
 	x->got = malloc(x->cap);
 	x->aux = malloc(x->cap);
 	x->tmp = malloc(x->cap);
+	x->send2 = malloc(x->cap);
+	x->ref2 = malloc(x->cap);
+	x->got2 = malloc(x->cap);
 	x->seed = 1;
-	return x->send && x->ref && x->got && x->aux && x->tmp ? 0 : -1;
+	return x->send && x->ref && x->got && x->aux && x->tmp && x->send2 && x->ref2 && x->got2
+	           ? 0
+	           : -1;
 }
 
 static void ctx_fini(struct ctx *x, struct ctx *total)
@@ -1629,6 +2065,9 @@ static void ctx_fini(struct ctx *x, struct ctx *total)
 	free(x->got);
 	free(x->aux);
 	free(x->tmp);
+	free(x->send2);
+	free(x->ref2);
+	free(x->got2);
 	total->checks += x->checks;
 	total->fails += x->fails;
 	for (c = 0; c < C_COUNT; c++) {

@@ -46,7 +46,9 @@ cpus=$(nproc)
 colls=(MPI_Allreduce MPI_Reduce MPI_Bcast MPI_Allgather MPI_Reduce_scatter_block
 	MPI_Gather MPI_Scatter MPI_Alltoall MPI_Barrier MPI_Reduce_scatter MPI_Scan MPI_Exscan
 	MPI_Allgatherv MPI_Gatherv MPI_Scatterv MPI_Alltoallv MPI_Iallreduce MPI_Ireduce MPI_Ibcast
-	MPI_Iallgather MPI_Ireduce_scatter_block MPI_Igather MPI_Iscatter MPI_Ialltoall MPI_Ibarrier)
+	MPI_Iallgather MPI_Ireduce_scatter_block MPI_Igather MPI_Iscatter MPI_Ialltoall MPI_Ibarrier
+	MPI_Iallgatherv MPI_Igatherv MPI_Iscatterv MPI_Ialltoallv MPI_Ireduce_scatter MPI_Iscan
+	MPI_Iexscan)
 log=$(mktemp /tmp/shmcoll-mpi-test.XXXXXX)
 trap 'rm -f "$log"' EXIT
 
