@@ -129,6 +129,10 @@
  * the list links are guarded by list_lock. */
 struct cstate {
 	struct cstate *prev, *next;
+	/* The communicator's attribute holds one, each non-blocking call not complete one: the
+	 * last to go releases the state. MPI_Comm_free may come before the calls' waits (MPI
+	 * lets their communicator live until then); shmcoll_comm_destroy would refuse. */
+	atomic_int refs;
 	MPI_Comm comm;     /* the user's communicator */
 	int usable;        /* 0: PMPI for good (inter-communicator, setup or a call failed) */
 	int rank, size;    /* in comm */
@@ -521,16 +525,28 @@ static void unlink_state(struct cstate *st)
 	pthread_mutex_unlock(&list_lock);
 }
 
+/* Drops a reference to st: the last releases it. */
+static void put_state(struct cstate *st)
+{
+	if (atomic_fetch_sub_explicit(&st->refs, 1, memory_order_acq_rel) == 1)
+		release(st);
+}
+
 /* The attribute's delete callback: MPI_Comm_free, MPI_Comm_disconnect,
  * MPI_Comm_delete_attr in our MPI_Finalize. Calling PMPI_Comm_free here is
  * allowed: our node and leader communicators carry no attributes. */
 static int delete_state(MPI_Comm comm, int kv, void *attr, void *extra)
 {
+	struct cstate *st = attr;
+
 	/* Before the state goes: no thread's cached lookup (state_of) matches
 	 * from now on, though the handle may come back for a new communicator. */
 	atomic_fetch_add_explicit(&generation, 1, memory_order_release);
-	unlink_state(attr);
-	release(attr);
+	unlink_state(st);
+	/* Calls still running unpack at completion, which names a communicator only for its
+	 * data representation: the handle is the caller's no more. */
+	st->comm = MPI_COMM_SELF;
+	put_state(st);
 	return MPI_SUCCESS;
 }
 
@@ -634,6 +650,7 @@ static struct cstate *setup(MPI_Comm comm, int kv)
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return NULL;
+	atomic_init(&st->refs, 1);
 	st->comm = comm;
 	st->node = st->leaders = MPI_COMM_NULL;
 	rc = PMPI_Comm_test_inter(comm, &inter);
@@ -2743,6 +2760,8 @@ static void nb_complete(struct nbreq *q, int mrc)
 	q->vz = NULL;
 	q->rc = mrc;
 	PMPI_Grequest_complete(q->req);
+	put_state(q->st);
+	q->st = NULL;
 }
 
 /* shmcoll's call is over with rc: the unpacking, then the completion. */
@@ -2860,6 +2879,7 @@ static struct nbreq *nb_new(struct cstate *st, enum coll c, const char *fn)
 		fail(st, c, "MPI_Grequest_start", rc);
 		return NULL;
 	}
+	atomic_fetch_add_explicit(&st->refs, 1, memory_order_relaxed);
 	return q;
 }
 
@@ -2867,13 +2887,16 @@ static struct nbreq *nb_new(struct cstate *st, enum coll c, const char *fn)
  * move): the request goes to the caller. */
 static int nb_started(struct nbreq *q, int rc, MPI_Request *request)
 {
+	MPI_Comm comm = q->st->comm;
+	enum coll c = q->c;
+
 	*request = q->req;
 	if (rc < 0 || !q->sreq) {
 		/* Complete at once: MPI_Wait returns the error, if any. */
 		nb_finish(q, rc);
 		if (rc < 0)
-			PMPI_Comm_call_errhandler(q->st->comm, MPI_ERR_OTHER);
-		return rc < 0 ? MPI_ERR_OTHER : via_shm(q->c);
+			PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+		return rc < 0 ? MPI_ERR_OTHER : via_shm(c);
 	}
 	nb_put_back(q);
 	return via_shm(q->c);
@@ -2974,9 +2997,11 @@ static int nb_unpack_v(struct nbreq *q, struct vcall *v, void *buf, MPI_Datatype
  * that started theirs fail now). */
 static int nb_setup_failed(struct nbreq *q, const char *what, int rc, MPI_Request *request)
 {
+	MPI_Comm comm = q->st->comm;
+
 	*request = q->req;
 	nb_complete(q, nb_failed(q, what, rc));
-	PMPI_Comm_call_errhandler(q->st->comm, MPI_ERR_OTHER);
+	PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
 	return MPI_ERR_OTHER;
 }
 

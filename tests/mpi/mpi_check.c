@@ -1548,6 +1548,42 @@ static void check_nbc_many(struct ctx *x, int n, const char *label)
 	}
 }
 
+/* MPI_Comm_free while non-blocking calls on the communicator are outstanding: MPI keeps it
+ * until they complete, so their waits return their results (a vector type's, unpacked at
+ * completion, too) and the interposer frees its state only after the last. x's communicator
+ * is freed here. */
+static void check_nbc_freed(struct ctx *x, MPI_Comm *comm)
+{
+	const struct type *vec = move_type("vector(2,1,2,int)");
+	size_t n = 100, bytes = n * sizeof(int), vbytes = 5 * (size_t)vec->extent * (size_t)x->size;
+	uint8_t *gref = x->ref2, *ggot = x->got2;
+	MPI_Request q[2];
+	MPI_Status sts[2];
+	int i, rc;
+
+	for (i = 0; i < (int)n; i++)
+		((int *)(void *)x->send)[i] = (x->rank + 1) * 13 + i;
+	memset(x->got, SENTINEL, bytes);
+	PMPI_Allreduce(x->send, x->ref, (int)n, MPI_INT, MPI_SUM, x->comm);
+	fill_move(x, vec, x->send2, 5, 9);
+	memset(gref, SENTINEL, vbytes + 8);
+	memset(ggot, SENTINEL, vbytes + 8);
+	PMPI_Allgather(x->send2, 5, vec->dt, gref, 5, vec->dt, x->comm);
+	rc = MPI_Iallreduce(x->send, x->got, (int)n, MPI_INT, MPI_SUM, x->comm, &q[0]);
+	if (rc == MPI_SUCCESS)
+		rc = MPI_Iallgather(x->send2, 5, vec->dt, ggot, 5, vec->dt, x->comm, &q[1]);
+	expect(x, C_IALLREDUCE, !x->spans);
+	expect(x, C_IALLGATHER, !x->spans);
+	MPI_Comm_free(comm);
+	if (rc == MPI_SUCCESS)
+		rc = MPI_Waitall(2, q, sts);
+	fail_rc(x, "MPI_Iallreduce, Iallgather, the communicator freed before the wait", rc);
+	compare(x, "MPI_Iallreduce, the communicator freed before the wait", x->got, x->ref,
+	        bytes);
+	compare(x, "MPI_Iallgather vector(2,1,2,int), the communicator freed before the wait",
+	        ggot, gref, vbytes + 8);
+}
+
 /* The non-blocking v-collectives and prefix reductions */
 
 /* Whether MPI_X calls reach libshmcoll-mpi.so at all: preloaded and not switched off. Only
@@ -2179,6 +2215,12 @@ int main(int argc, char **argv)
 	run_matrix(&x, quick ? TINY : SMALL, "");
 	ctx_fini(&x, &total);
 	MPI_Comm_free(&c);
+
+	/* A dup freed while calls on it are outstanding. */
+	MPI_Comm_dup(MPI_COMM_WORLD, &c);
+	ctx_init(&x, c, "dup(MPI_COMM_WORLD), freed early");
+	check_nbc_freed(&x, &c);
+	ctx_fini(&x, &total);
 
 	/* Odd and even ranks, split, used and freed again and again: each
 	 * free must release the communicator's state, each split start anew. */
