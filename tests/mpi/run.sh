@@ -8,22 +8,31 @@
 # calls the interposer should take and how many pass on), and no arena of the
 # run is left in /dev/shm.
 #
-# usage: run.sh [--skip-all REASON] [--mpi NAME CHECK LIB]... [--missing NAME REASON]...
+# usage: run.sh [--skip-all REASON] [--sanitized] [--mpi NAME CHECK LIB]...
+#               [--missing NAME REASON]...
 #   NAME      ompi (Open MPI) or mpich
 #   CHECK     mpi_check built against that MPI; LIB its libshmcoll-mpi.so
 #   --missing every case of NAME is a SKIP with REASON (no build of it)
 #   --skip-all every case is a SKIP with REASON
+#   --sanitized CHECK and LIB are built with ASan+UBSan: the cases with the
+#             interposer only (a few, the calls being the same), the MPI's
+#             own leaks not reported
 # Environment: MPI_CHECK_TIMEOUT bounds each run (seconds, default 900).
 set -u
 export LC_ALL=C # a decimal point in $EPOCHREALTIME
 
 declare -A check lib missing
 skip_all=
+sanitized=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--skip-all)
 		skip_all=$2
 		shift 2
+		;;
+	--sanitized)
+		sanitized=1
+		shift
 		;;
 	--mpi)
 		check[$2]=$3
@@ -60,22 +69,29 @@ trap 'rm -f "$log"' EXIT
 # collective composes there, and a call that fell back to PMPI on a
 # communicator that spans nodes would show as one fallback too many.
 cases=()
-for p in 1 2 3 4; do
-	cases+=("$p|0||none|P=$p without the interposer")
-done
-for p in 1 2 3 4; do
-	cases+=("$p|1||all|P=$p with the interposer")
-done
-cases+=("4|1|SHMCOLL_MPI=0|off|P=4 with the interposer switched off (SHMCOLL_MPI=0)")
-cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=2|all|P=4 on 2 nodes of 2 ranks (SHMCOLL_MPI_NODE_SPLIT=2)")
-cases+=("3|1|SHMCOLL_MPI_NODE_SPLIT=2|all|P=3 on nodes of 2 and 1 ranks (SHMCOLL_MPI_NODE_SPLIT=2)")
-cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=cyclic:2|all|P=4 on 2 interleaved nodes (SHMCOLL_MPI_NODE_SPLIT=cyclic:2)")
-cases+=("3|1|SHMCOLL_MPI_NODE_SPLIT=cyclic:2|all|P=3 on interleaved nodes of 2 and 1 ranks (SHMCOLL_MPI_NODE_SPLIT=cyclic:2)")
-# Every rank a node of its own: nothing for shared memory to do, so the
-# interposer leaves every call to PMPI (mpi_check expects that there).
-cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=1|all|P=4 on 4 nodes of 1 rank, all to PMPI (SHMCOLL_MPI_NODE_SPLIT=1)")
-cases+=("2|1|SHMCOLL_MPI_NODE_SPLIT=1|all|P=2 on 2 nodes of 1 rank, all to PMPI (SHMCOLL_MPI_NODE_SPLIT=1)")
-cases+=("2|1|MPI_CHECK_ARGS=--threads|all|P=2 with the interposer, two threads at once (MPI_THREAD_MULTIPLE)")
+if [ $sanitized = 1 ]; then
+	export ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
+	cases+=("2|1||all|P=2 with the interposer, ASan+UBSan")
+	cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=2|all|P=4 on 2 nodes of 2 ranks, ASan+UBSan")
+	cases+=("2|1|MPI_CHECK_ARGS=--threads|all|P=2, two threads at once, ASan+UBSan")
+else
+	for p in 1 2 3 4; do
+		cases+=("$p|0||none|P=$p without the interposer")
+	done
+	for p in 1 2 3 4; do
+		cases+=("$p|1||all|P=$p with the interposer")
+	done
+	cases+=("4|1|SHMCOLL_MPI=0|off|P=4 with the interposer switched off (SHMCOLL_MPI=0)")
+	cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=2|all|P=4 on 2 nodes of 2 ranks (SHMCOLL_MPI_NODE_SPLIT=2)")
+	cases+=("3|1|SHMCOLL_MPI_NODE_SPLIT=2|all|P=3 on nodes of 2 and 1 ranks (SHMCOLL_MPI_NODE_SPLIT=2)")
+	cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=cyclic:2|all|P=4 on 2 interleaved nodes (SHMCOLL_MPI_NODE_SPLIT=cyclic:2)")
+	cases+=("3|1|SHMCOLL_MPI_NODE_SPLIT=cyclic:2|all|P=3 on interleaved nodes of 2 and 1 ranks (SHMCOLL_MPI_NODE_SPLIT=cyclic:2)")
+	# Every rank a node of its own: nothing for shared memory to do, so the
+	# interposer leaves every call to PMPI (mpi_check expects that there).
+	cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=1|all|P=4 on 4 nodes of 1 rank, all to PMPI (SHMCOLL_MPI_NODE_SPLIT=1)")
+	cases+=("2|1|SHMCOLL_MPI_NODE_SPLIT=1|all|P=2 on 2 nodes of 1 rank, all to PMPI (SHMCOLL_MPI_NODE_SPLIT=1)")
+	cases+=("2|1|MPI_CHECK_ARGS=--threads|all|P=2 with the interposer, two threads at once (MPI_THREAD_MULTIPLE)")
+fi
 
 mpis=(ompi mpich)
 declare -A mpi_label=([ompi]="Open MPI" [mpich]=MPICH)
@@ -141,6 +157,10 @@ arenas() {
 run_case() {
 	local impl=$1 p=$2 preload=$3 extra=$4 expect=$5 name=$6
 	local cmd=() envs=(SHMCOLL_MPI_STATS=1) args=() more=() why rc before after start took
+	local runtimes=
+
+	[ $sanitized = 1 ] &&
+		runtimes=$(ldd "${lib[$impl]}" | awk '$1 ~ /^lib(a|ub)san\./ { print $3 }' | paste -sd:)
 
 	case $impl in
 	ompi)
@@ -158,7 +178,8 @@ run_case() {
 		envs+=(MPIR_CVAR_REDUCE_DEVICE_COLLECTIVE=0)
 		;;
 	esac
-	[ "$preload" = 1 ] && envs+=("LD_PRELOAD=${lib[$impl]}")
+	# A sanitizer's runtime must come first of all libraries: before the interposer.
+	[ "$preload" = 1 ] && envs+=("LD_PRELOAD=${runtimes:+$runtimes:}${lib[$impl]}")
 	# More ranks than CPUs: an MPI call may wait out a scheduler time slice
 	# (MPICH's take ~6 ms then), so the full matrix would take minutes.
 	# Every type and op is checked at P <= CPUs; the mapping of types and
