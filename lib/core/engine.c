@@ -385,7 +385,11 @@ int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, co
 				return rc;
 		}
 	} else if (load_relaxed(&m->stamp) != step &&
-	           !seq_reached(load_relaxed(&shmcoll__ctrl(&n->arena, (uint32_t)p)->seq), step)) {
+	           (!t->wait_since ||
+	            !seq_reached(load_relaxed(&shmcoll__ctrl(&n->arena, (uint32_t)p)->seq), step))) {
+		/* A first miss does not read p's seq: that is another line from p's cache, and
+		 * a start usually finds its peers not there yet (see pending()). A peer in
+		 * another call is found at the next look. */
 		return pending(n, t, p, step);
 	} else {
 		t->wait_since = 0;
