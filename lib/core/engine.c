@@ -386,7 +386,8 @@ int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, co
 		}
 	} else if (load_relaxed(&m->stamp) != step &&
 	           (!t->wait_since ||
-	            !seq_reached(load_relaxed(&shmcoll__ctrl(&n->arena, (uint32_t)p)->seq), step))) {
+	            !seq_reached(load_relaxed(&shmcoll__ctrl(&n->arena, (uint32_t)p)->seq),
+	                         step))) {
 		/* A first miss does not read p's seq: that is another line from p's cache, and
 		 * a start usually finds its peers not there yet (see pending()). A peer in
 		 * another call is found at the next look. */
