@@ -154,7 +154,7 @@ static int own_mismatch(shmcoll_comm *c, const char *fn, const char *mine, size_
 
 /* The checks of each call. 0 (and *none set when no rank moves anything, so the call
  * returns without a step), or the error with a message. */
-static int check(shmcoll_comm *c, const struct vargs *a, int *none)
+static CHECK_INLINE int check(shmcoll_comm *c, const struct vargs *a, int *none)
 {
 	const char *fn = a->fn;
 	size_t es = shmcoll__dtype_size(a->dt), bytes, end, send_end, total = 0;
@@ -267,7 +267,8 @@ static int check(shmcoll_comm *c, const struct vargs *a, int *none)
 }
 
 /* The node's task of the call. */
-static void node_init(struct shmcoll_node *n, struct shmcoll_task *t, const struct vargs *a)
+static CHECK_INLINE void node_init(struct shmcoll_node *n, struct shmcoll_task *t,
+                                   const struct vargs *a)
 {
 	switch (a->kind) {
 	case KIND_ALLGATHERV:
@@ -301,7 +302,7 @@ static struct hier_task *hier_new(shmcoll_comm *c, const struct vargs *a)
 }
 
 /* Checks, enters, runs (req NULL) or starts (*req set) the call. */
-static int vcall(shmcoll_comm *c, const struct vargs *a, shmcoll_request **req)
+static CHECK_INLINE int vcall(shmcoll_comm *c, const struct vargs *a, shmcoll_request **req)
 {
 	struct shmcoll_task t;
 	struct hier_task *ht;
