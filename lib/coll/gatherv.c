@@ -7,22 +7,25 @@
  *   1. Every rank takes the call's tag (the communicator's count of calls that use
  *      point-to-point, the same on every rank since collectives are called in the same
  *      order everywhere) in a context of its own, so its messages never match the user's.
- *   2. A non-root publishes its message: its count and, when the block fits, the block. A
- *      larger block it sends to the root instead (eager, or by rendezvous, which the root
- *      reads in one copy or has streamed), and waits until it may reuse sendbuf. It waits
- *      for nobody in the step.
+ *   2. A non-root publishes its message: when the block fits, the block itself; else its
+ *      count and where the block is. A block that fits its slot's half it copies there
+ *      first (once the root has published the step before this one, so it read what the
+ *      rank staged in that half before); a larger one it sends to the root (eager, or by
+ *      rendezvous, which the root reads in one copy or has streamed), and waits until it
+ *      may reuse sendbuf. It waits for nobody else in the step.
  *   3. The root publishes an empty message, copies its own block (unless in place), and
  *      reads every peer's message: a count that is not recvcounts[p] is a mismatch
- *      (-EPROTO, the communicator broken); an inline block it copies, for a larger one it
- *      posts a receive into the block. Then it waits for those receives.
- * A small call costs what gather's inline one does; a large one, what point-to-point does. */
+ *      (-EPROTO, the communicator broken); an inline or staged block it copies, for a
+ *      larger one it posts a receive into the block. Then it waits for those receives.
+ * A small call costs what gather's inline one does, a middling one what gather's staged one
+ * does (two copies, no handshake), a large one what point-to-point does. */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
 
-enum { AT_GUARD = 1, AT_PEER, AT_WAIT };
+enum { AT_GUARD = 1, AT_PEER, AT_WAIT, AT_SGUARD };
 
 /* Rank t->p sends sent elements where the root expects recvcounts[t->p]: the communicator
  * breaks. */
@@ -41,8 +44,10 @@ static int mismatch(struct shmcoll_node *n, struct shmcoll_task *t, uint64_t sen
 
 /* A non-root's message: its block itself when it fits (the committed length is the block's
  * bytes: no head, so a block of up to 32 bytes stays in the line the root polls), else
- * OUT_OF_LINE as the length and the count (8 bytes) as the data. */
+ * OUT_OF_LINE (a point-to-point message) or STAGED (in the sender's slot half of the step)
+ * as the length and the count (8 bytes) as the data. */
 #define OUT_OF_LINE (SHMCOLL_INLINE_MAX + 1u)
+#define STAGED      (SHMCOLL_INLINE_MAX + 2u)
 
 static int gatherv_msg(struct shmcoll_node *n, struct shmcoll_task *t)
 {
@@ -56,6 +61,8 @@ static int gatherv_msg(struct shmcoll_node *n, struct shmcoll_task *t)
 	switch (t->at) {
 	case AT_GUARD:
 		goto guard;
+	case AT_SGUARD:
+		goto sguard;
 	case AT_PEER:
 		goto peer;
 	case AT_WAIT:
@@ -69,6 +76,17 @@ guard:
 	if (n->rank != t->root) {
 		if (bytes <= SHMCOLL_INLINE_MAX) {
 			shmcoll__msg_publish(n, t, t->send, bytes);
+			return 0;
+		}
+		if (bytes <= n->arena.lay.slot_half) {
+		sguard:
+			rc = shmcoll__await_guard(n, t);
+			if (rc)
+				return shmcoll__suspend(t, AT_SGUARD, rc);
+			count = t->scount;
+			memcpy(shmcoll__slot(n, n->rank, t->d->step), t->send, bytes);
+			memcpy(shmcoll__msg_data(n, t), &count, sizeof(count));
+			shmcoll__msg_commit(n, t, STAGED);
 			return 0;
 		}
 		rc = shmcoll__vops_new(n, t, 1);
@@ -102,8 +120,14 @@ guard:
 			continue;
 		}
 		memcpy(&count, m, sizeof(count));
-		if (len != OUT_OF_LINE || count != t->rcounts[t->p])
+		if ((len != OUT_OF_LINE && len != STAGED) || count != t->rcounts[t->p] ||
+		    (len == STAGED && want > n->arena.lay.slot_half))
 			return mismatch(n, t, count);
+		if (len == STAGED) {
+			memcpy(t->recv + t->rdispls[t->p] * es, shmcoll__slot(n, t->p, t->d->step),
+			       want);
+			continue;
+		}
 		if (!t->ops) {
 			rc = shmcoll__vops_new(n, t, n->size);
 			if (rc)
