@@ -25,6 +25,7 @@ int bench_c2c_main(int argc, char **argv);
 int bench_copy_main(int argc, char **argv);
 int bench_p2p_main(int argc, char **argv);
 int bench_overlap_main(int argc, char **argv);
+int bench_nbc_main(int argc, char **argv);
 int bench_vcoll_main(int argc, char **argv);
 void bench_coll_usage(FILE *f);
 void bench_kernels_usage(FILE *f);
@@ -33,6 +34,7 @@ void bench_c2c_usage(FILE *f);
 void bench_copy_usage(FILE *f);
 void bench_p2p_usage(FILE *f);
 void bench_overlap_usage(FILE *f);
+void bench_nbc_usage(FILE *f);
 void bench_vcoll_usage(FILE *f);
 void bench_usage(FILE *f);
 

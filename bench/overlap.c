@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/mem.h"
 #include "bench/osu.h"
 #include "bench/sweep.h"
 
@@ -392,5 +393,285 @@ int bench_overlap_main(int argc, char **argv)
 			status = EXIT_FAIL;
 	}
 	bench_osu_rows_free(&rows);
+	return status;
+}
+
+/* ---- The nbc mode: shmcoll_i<op> + shmcoll_wait against shmcoll_<op>, back to back ----
+ *
+ * The overlap mode times each call alone between barriers, as OSU does, which is what the
+ * overlap needs and is noisy for a ratio of two ~100 ns calls. This mode times the way the
+ * collectives mode does, calls back to back, in blocks of --iters calls of one form, the two
+ * forms' blocks alternating (and which goes first alternating) --reps times; a block's time
+ * is the slowest rank's per-call average, and each size reports the medians of the two forms'
+ * blocks and of their per-repeat ratios. */
+
+#define NBC_MAX_REPS 99
+
+struct nbc_opts {
+	int op;
+	size_t minb, maxb;
+	int reps;
+	long iters;
+	const char *csv, *impl, *plot;
+};
+
+void bench_nbc_usage(FILE *f)
+{
+	fprintf(f,
+	        "  " PROG " nbc [OPTIONS]\n"
+	        "      A non-blocking collective and wait against its blocking form, back to\n"
+	        "      back (float32, sum): per size, blocks of calls of each form alternate;\n"
+	        "      run it under the launcher: shmcoll-run -n P " PROG " nbc [OPTIONS]\n"
+	        "      --op NAME         allreduce (default), reduce, bcast, allgather,\n"
+	        "                        reduce_scatter, alltoall, gather, scatter, barrier\n"
+	        "      --min-bytes N     smallest size, as the collectives mode counts it; K, M,\n"
+	        "                        G suffixes (default 4)\n"
+	        "      --max-bytes N     largest size (default 1K; at most 64M)\n"
+	        "      --reps N          blocks of each form per size, alternating; medians are\n"
+	        "                        reported (default 15, at most %d)\n"
+	        "      --iters N         calls per block (default 2000; a tenth above 8 KiB)\n"
+	        "      --impl NAME       the impl column (default shmcoll)\n"
+	        "      --csv FILE        also write the rows to FILE\n"
+	        "      --plot FILE.png   draw both forms' times and their ratio against size\n"
+	        "                        with gnuplot\n"
+	        "      Prints impl,op,ranks,bytes,nb_us,blocking_us,ratio (rank 0): the medians\n"
+	        "      of the non-blocking and blocking blocks and of their ratios; the sizes up\n"
+	        "      to 1 KiB whose ratio is above 1.2 (the target) are summed up on stderr.\n",
+	        NBC_MAX_REPS);
+}
+
+static int nbc_parse(int argc, char **argv, struct nbc_opts *o)
+{
+	const char *v;
+	char *end;
+	long n;
+	int i;
+
+	*o = (struct nbc_opts){.op = OP_ALLREDUCE,
+	                       .minb = 4,
+	                       .maxb = 1024,
+	                       .reps = 15,
+	                       .iters = 2000,
+	                       .csv = NULL,
+	                       .impl = "shmcoll",
+	                       .plot = NULL};
+	static const char *const known[] = {"--op",    "--min-bytes", "--max-bytes", "--reps",
+	                                    "--iters", "--impl",      "--csv",       "--plot"};
+	size_t k;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return 1;
+		for (k = 0; k < sizeof(known) / sizeof(known[0]) && strcmp(argv[i], known[k]); k++)
+			;
+		if (k == sizeof(known) / sizeof(known[0]))
+			return bench_usage_error("unknown option '%s' in the nbc mode", argv[i]),
+			       -1;
+		if (!(v = bench_optarg(argc, argv, &i)))
+			return -1;
+		if (!strcmp(argv[i - 1], "--op")) {
+			if ((o->op = bench_sweep_op(v)) < 0)
+				return bench_usage_error("unknown --op '%s'", v), -1;
+		} else if (!strcmp(argv[i - 1], "--min-bytes")) {
+			if (bench_parse_size(v, &o->minb) < 0)
+				return bench_usage_error("bad --min-bytes '%s'", v), -1;
+		} else if (!strcmp(argv[i - 1], "--max-bytes")) {
+			if (bench_parse_size(v, &o->maxb) < 0 || o->maxb > ((size_t)64 << 20))
+				return bench_usage_error("bad --max-bytes '%s' (at most 64M)", v),
+				       -1;
+		} else if (!strcmp(argv[i - 1], "--reps") || !strcmp(argv[i - 1], "--iters")) {
+			n = strtol(v, &end, 10);
+			if (end == v || *end || n < 1 ||
+			    (argv[i - 1][2] == 'r' ? n > NBC_MAX_REPS : n > 100000000))
+				return bench_usage_error("bad %s '%s'", argv[i - 1], v), -1;
+			if (argv[i - 1][2] == 'r')
+				o->reps = (int)n;
+			else
+				o->iters = n;
+		} else if (!strcmp(argv[i - 1], "--impl")) {
+			o->impl = v;
+		} else if (!strcmp(argv[i - 1], "--csv")) {
+			o->csv = v;
+		} else {
+			o->plot = v;
+		}
+	}
+	if (o->minb == 0)
+		o->minb = 4;
+	if (o->minb > o->maxb)
+		return bench_usage_error("--min-bytes %zu is above --max-bytes %zu", o->minb,
+		                         o->maxb),
+		       -1;
+	return 0;
+}
+
+/* One block: n calls of one form back to back; the slowest rank's per-call average (us). */
+static double nbc_block(const struct ovl *v, int op, int nb, size_t count, size_t bytes, long n)
+{
+	shmcoll_request *req = NULL;
+	double t0, mine, slowest = 0.0;
+	long i;
+	int rc;
+
+	barrier(v, bytes);
+	t0 = bench_now();
+	for (i = 0; i < n; i++) {
+		if (nb) {
+			rc = start_op(v, op, count, &req);
+			if (rc != 0)
+				op_failed(v, op, 1, bytes, rc);
+			wait_op(v, op, bytes, &req);
+		} else if ((rc = run_op(v, op, count)) != 0) {
+			op_failed(v, op, 0, bytes, rc);
+		}
+	}
+	mine = (bench_now() - t0) / (double)n * 1e6;
+	rc = shmcoll_allreduce(&mine, &slowest, 1, SHMCOLL_FLOAT64, SHMCOLL_MAX, v->comm);
+	if (rc != 0)
+		call_failed(v, "shmcoll_allreduce of the timings", bytes, rc);
+	return slowest;
+}
+
+/* Rows of the nbc mode, for --plot. */
+struct nbc_row {
+	size_t bytes;
+	double nb, blocking, ratio;
+};
+
+static int nbc_plot(const struct nbc_opts *o, int ranks, const struct nbc_row *row, int n)
+{
+	char *script = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&script, &len);
+	int i, k, rc;
+
+	if (!f) {
+		fprintf(stderr, PROG ": --plot: out of memory\n");
+		return -1;
+	}
+	fprintf(f, "set terminal pngcairo size 1280,600 enhanced font ',10'\nset output ");
+	bench_gp_quote(f, o->plot);
+	fprintf(f,
+	        "\nset multiplot layout 1,2 title \"" PROG
+	        " nbc, %s, %d ranks, back to back: i%s + wait against %s\" noenhanced\n"
+	        "set logscale x 2\nset xlabel 'bytes'\nset grid\nset key top left noenhanced\n",
+	        o->impl, ranks, bench_sweep_ops[o->op], bench_sweep_ops[o->op]);
+	fprintf(f,
+	        "set title 'time per call (medians)'\nset ylabel 'us'\n"
+	        "plot '-' using 1:2 with linespoints title 'i%s + wait', "
+	        "'-' using 1:2 with linespoints title '%s'\n",
+	        bench_sweep_ops[o->op], bench_sweep_ops[o->op]);
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < n; i++)
+			fprintf(f, "%zu %g\n", row[i].bytes ? row[i].bytes : 1,
+			        k ? row[i].blocking : row[i].nb);
+		fprintf(f, "e\n");
+	}
+	fprintf(f, "set title 'non-blocking / blocking (median of the ratios)'\n"
+	           "set ylabel 'ratio'\nset yrange [0:*]\n"
+	           "plot '-' using 1:2 with linespoints title 'ratio', 1.2 with lines dt 2 "
+	           "title 'target 1.2'\n");
+	for (i = 0; i < n; i++)
+		fprintf(f, "%zu %g\n", row[i].bytes ? row[i].bytes : 1, row[i].ratio);
+	fprintf(f, "e\nunset multiplot\n");
+	if (fclose(f) != 0) {
+		free(script);
+		fprintf(stderr, PROG ": --plot: out of memory\n");
+		return -1;
+	}
+	rc = bench_gnuplot(script);
+	free(script);
+	return rc;
+}
+
+int bench_nbc_main(int argc, char **argv)
+{
+	static const struct bench_osu_opts plain = {0}; /* buffers from malloc */
+	double t[2][NBC_MAX_REPS], ratio[NBC_MAX_REPS], med[3], worst = 0.0;
+	struct nbc_row row[64];
+	struct nbc_opts o;
+	struct bench_out out;
+	struct ovl v = {0};
+	size_t cap, bytes, count, worst_at = 0;
+	int rc, k, f, status = 0, over = 0, small = 0, nrows = 0;
+	long n;
+
+	rc = nbc_parse(argc, argv, &o);
+	if (rc > 0) {
+		if (bench_is_rank0())
+			bench_usage(stdout);
+		return 0;
+	}
+	if (rc < 0)
+		return bench_usage_exit(EXIT_USAGE);
+	if (bench_out_open(&out, o.csv, bench_is_rank0()) < 0)
+		return bench_usage_exit(EXIT_FAIL);
+	rc = shmcoll_init(&v.comm);
+	if (rc != 0) {
+		fprintf(stderr, PROG ": shmcoll_init failed: %d (%s): %s\n", rc,
+		        shmcoll_strerror(rc), shmcoll_last_error(NULL));
+		bench_out_close(&out);
+		return EXIT_FAIL;
+	}
+	v.o = &plain;
+	v.rank = shmcoll_comm_rank(v.comm);
+	v.size = shmcoll_comm_size(v.comm);
+	out.print = v.rank == 0;
+	bench_vals_init(&v.vals, DTYPE, SHMCOLL_SUM, v.size);
+	cap = (o.maxb / sizeof(float) + 64) * sizeof(float);
+	if (alloc_buffers(&v, cap) < 0) {
+		shmcoll_comm_abort(v.comm);
+		exit(EXIT_FAIL);
+	}
+	bench_out_line(&out, "impl,op,ranks,bytes,nb_us,blocking_us,ratio\n");
+	for (bytes = o.op == OP_BARRIER ? 0 : o.minb; bytes <= o.maxb; bytes *= 2) {
+		if (!bench_sweep_count(o.op, bytes, sizeof(float), v.size, &count))
+			continue;
+		if (o.op != OP_BARRIER && validate(&v, o.op, count, bytes)) {
+			status = EXIT_INVALID;
+			break;
+		}
+		n = bytes > 8192 ? (o.iters + 9) / 10 : o.iters;
+		nbc_block(&v, o.op, 0, count, bytes, n / 4 + 1);
+		nbc_block(&v, o.op, 1, count, bytes, n / 4 + 1);
+		for (k = 0; k < o.reps; k++)
+			for (f = 0; f < 2; f++)
+				t[f ^ (k & 1)][k] =
+				    nbc_block(&v, o.op, f ^ (k & 1), count, bytes, n);
+		for (k = 0; k < o.reps; k++)
+			ratio[k] = t[1][k] / t[0][k];
+		med[0] = bench_median(t[1], o.reps);
+		med[1] = bench_median(t[0], o.reps);
+		med[2] = bench_median(ratio, o.reps);
+		bench_out_line(&out, "%s,%s,%d,%zu,%.3f,%.3f,%.4f\n", o.impl, bench_sweep_ops[o.op],
+		               v.size, bytes, med[0], med[1], med[2]);
+		if (nrows < (int)(sizeof(row) / sizeof(row[0])))
+			row[nrows++] = (struct nbc_row){bytes, med[0], med[1], med[2]};
+		if (bytes <= 1024) {
+			small++;
+			over += med[2] > 1.2;
+			if (med[2] > worst) {
+				worst = med[2];
+				worst_at = bytes;
+			}
+		}
+		if (o.op == OP_BARRIER)
+			break;
+	}
+	if (free_buffers(&v) != 0 && !status)
+		status = EXIT_FAIL;
+	rc = shmcoll_comm_destroy(v.comm);
+	if (rc != 0 && !status)
+		status = EXIT_FAIL;
+	if (bench_out_close(&out) != 0 && !status)
+		status = EXIT_FAIL;
+	if (v.rank == 0 && !status && small)
+		fprintf(stderr,
+		        PROG ": %s: i%s + wait / %s, back to back (target: within 1.2x up to 1 "
+		             "KiB): %d of %d sizes above 1.2x, worst %.2fx at %zu B\n",
+		        o.impl, bench_sweep_ops[o.op], bench_sweep_ops[o.op], over, small, worst,
+		        worst_at);
+	if (v.rank == 0 && !status && o.plot && nbc_plot(&o, v.size, row, nrows) < 0)
+		status = EXIT_FAIL;
 	return status;
 }

@@ -17,6 +17,7 @@ static const struct mode {
     {"copy", bench_copy_main, bench_copy_usage},
     {"p2p", bench_p2p_main, bench_p2p_usage},
     {"overlap", bench_overlap_main, bench_overlap_usage},
+    {"nbc", bench_nbc_main, bench_nbc_usage},
     {"vcoll", bench_vcoll_main, bench_vcoll_usage},
 };
 

@@ -264,8 +264,8 @@ Test(bench, help_lists_the_memory_modes)
  * prints it, and no rank may exit before it has). */
 Test(bench, bad_option_is_reported_at_p3)
 {
-	static const char *const modes[] = {"coll", "kernels", "stream",  "c2c",
-	                                    "copy", "p2p",     "overlap", "vcoll"};
+	static const char *const modes[] = {"coll", "kernels", "stream", "c2c", "copy",
+	                                    "p2p",  "overlap", "vcoll",  "nbc"};
 	size_t i;
 
 	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
@@ -805,6 +805,39 @@ Test(bench, overlap_p2_test_every)
 	overlap_at(2, "1");
 }
 
+/* The nbc mode: a row per size, both forms timed, their ratio, and the summary. */
+static void nbc_row(char **f, int line, void *ctx)
+{
+	int *seen = ctx, size;
+	long bytes = atol(f[3]);
+
+	cr_assert_str_eq(f[0], "shmcoll", "row %d: impl", line);
+	cr_assert_str_eq(f[1], "allreduce", "row %d: op", line);
+	cr_assert_eq(atoi(f[2]), 2, "row %d: ranks %s", line, f[2]);
+	for (size = 0; size < 5 && (4L << size) != bytes; size++)
+		;
+	cr_assert(size < 5, "row %d: %ld bytes, want 4 .. 64", line, bytes);
+	cr_assert(!seen[size], "row %d: a second row for the same size", line);
+	seen[size] = 1;
+}
+
+Test(bench, nbc_p2)
+{
+	static const int positive[] = {4, 5, 6}; /* nb_us, blocking_us, ratio */
+	const char *opts[] = {"nbc",    "--min-bytes", "4",       "--max-bytes", "64",
+	                      "--reps", "3",           "--iters", "20",          NULL};
+	int seen[5] = {0};
+	struct run r;
+
+	run_mode(&r, 2, opts);
+	cr_assert_eq(check_csv(&r, "impl,op,ranks,bytes,nb_us,blocking_us,ratio", positive, 3,
+	                       nbc_row, seen),
+	             5, "want a row per size (4 .. 64 bytes)");
+	cr_assert(strstr(r.err, "iallreduce + wait / allreduce, back to back"),
+	          "no ratio summary on stderr:\n%s", r.err);
+	cleanup(&r);
+}
+
 /* One byte off in a received message, or one element off in a result, fails the run on every
  * rank with exit 3. */
 Test(bench, osu_modes_catch_a_wrong_result)
@@ -818,6 +851,7 @@ Test(bench, osu_modes_catch_a_wrong_result)
 	    {"p2p", {"p2p", "--test", "bw", "--max-bytes", "16", "--iters-scale", "0.01", NULL}},
 	    {"p2p", {"p2p", "--test", "bibw", "--max-bytes", "16", "--iters-scale", "0.01", NULL}},
 	    {"overlap", {"overlap", "--max-bytes", "16", "--iters-scale", "0.01", NULL}},
+	    {"overlap", {"nbc", "--max-bytes", "16", "--iters", "10", "--reps", "1", NULL}},
 	};
 	size_t i;
 
