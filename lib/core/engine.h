@@ -145,10 +145,9 @@ static inline uint32_t shmcoll__msg_len(const uint8_t *data)
  * prefetch. */
 static inline void shmcoll__msg_prefetch(const uint8_t *m, size_t off, size_t len)
 {
-	if (len && off + len <= SHMCOLL_INLINE_MAX) {
-		__builtin_prefetch(m + off);
-		__builtin_prefetch(m + off + len - 1);
-	}
+	if (len && off + len <= SHMCOLL_INLINE_MAX)
+		for (size_t i = off & ~(size_t)63; i < off + len; i += 64)
+			__builtin_prefetch(m + i);
 }
 
 /* After publishing its message: puts every rank's block of bytes bytes, in rank order, into
