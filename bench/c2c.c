@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bench/mem.h"
+#include "bench/plot.h"
 
 /*
  * The protocol (the "1 shared line" ping-pong of the core-to-core-latency tool):

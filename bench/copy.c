@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "bench/mem.h"
+#include "bench/plot.h"
 #include "lib/kernels/copy.h"
 #include "shm/arena.h"
 

@@ -1,11 +1,9 @@
 /* mem.c - the parts the memory-system modes share (mem.h). */
 #include <errno.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench/mem.h"
@@ -405,38 +403,6 @@ void *bench_shared_peer(shmcoll_comm *comm, void *mine, int p)
 	return shmcoll__probe_peer(comm, mine, p);
 }
 
-int bench_gnuplot(const char *script)
-{
-	struct sigaction ign = {.sa_handler = SIG_IGN}, old;
-	FILE *g;
-	int st;
-
-	fflush(NULL);
-	/* Where gnuplot is missing, the shell behind popen() exits before reading the script,
-	 * and writing it would kill this process with SIGPIPE before it could say why. gnuplot's
-	 * own output goes to stderr: stdout is the table. */
-	sigemptyset(&ign.sa_mask);
-	sigaction(SIGPIPE, &ign, &old);
-	g = popen("gnuplot 1>&2", "w");
-	if (!g) {
-		fprintf(stderr, PROG ": --plot: cannot start gnuplot: %s\n", strerror(errno));
-		sigaction(SIGPIPE, &old, NULL);
-		return -1;
-	}
-	fputs(script, g);
-	st = pclose(g);
-	sigaction(SIGPIPE, &old, NULL);
-	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
-			fprintf(stderr, PROG ": --plot needs gnuplot, which is not installed "
-			                     "(apt-get install gnuplot-nox)\n");
-		else
-			fprintf(stderr, PROG ": --plot: gnuplot failed (status %d)\n", st);
-		return -1;
-	}
-	return 0;
-}
-
 int bench_stop_together(shmcoll_comm *comm, int rc)
 {
 	shmcoll_barrier(comm);
@@ -465,17 +431,6 @@ char *bench_bytes_str(size_t bytes, char *s, size_t len)
 	else
 		snprintf(s, len, "%.1f %s", v, unit[u]);
 	return s;
-}
-
-void bench_gp_quote(FILE *script, const char *s)
-{
-	fputc('\'', script);
-	for (; *s; s++) {
-		if (*s == '\'')
-			fputc('\'', script);
-		fputc(*s, script);
-	}
-	fputc('\'', script);
 }
 
 void bench_cpu_model(char *s, size_t len)

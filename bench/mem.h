@@ -74,17 +74,10 @@ int bench_wait_ge(const _Atomic uint64_t *w, uint64_t want);
 void *bench_shared_alloc(shmcoll_comm *comm, size_t bytes);
 void *bench_shared_peer(shmcoll_comm *comm, void *mine, int p);
 
-/* Runs gnuplot on script (which must `set output` itself). 0, or -1 with the reason printed to
- * stderr (gnuplot missing, or it failed). */
-int bench_gnuplot(const char *script);
-
 /* A failure every rank found alike (a bad command line, too few CPUs): rank 0 has printed
  * why; all ranks meet before they exit, or the launcher, seeing one rank fail, could stop rank 0
  * before it said anything. Returns rc. */
 int bench_stop_together(shmcoll_comm *comm, int rc);
-
-/* s in single quotes for gnuplot, which doubles a quote inside them. */
-void bench_gp_quote(FILE *script, const char *s);
 
 /* The CPU's model name from /proc/cpuinfo ("AMD EPYC"), or "" where there is none. */
 void bench_cpu_model(char *s, size_t len);

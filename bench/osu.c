@@ -4,12 +4,11 @@
 
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
+#include "bench/plot.h"
 #include "bench/sweep.h"
 
 const char *bench_prog = PROG;
@@ -473,51 +472,6 @@ void bench_osu_ratio_summary(const struct bench_osu_rows *rows, const char *impl
 
 /* ---- the plot ---- */
 
-/* Runs gnuplot on script, as mem.c's bench_gnuplot does for the memory modes (which this
- * file cannot link: it is the library's side). */
-static int gnuplot(const char *script)
-{
-	struct sigaction ign = {.sa_handler = SIG_IGN}, old;
-	FILE *g;
-	int st;
-
-	fflush(NULL);
-	sigemptyset(&ign.sa_mask);
-	sigaction(SIGPIPE, &ign, &old);
-	g = popen("gnuplot 1>&2", "w");
-	if (!g) {
-		fprintf(stderr, "%s: --plot: cannot start gnuplot: %s\n", bench_prog,
-		        strerror(errno));
-		sigaction(SIGPIPE, &old, NULL);
-		return -1;
-	}
-	fputs(script, g);
-	st = pclose(g);
-	sigaction(SIGPIPE, &old, NULL);
-	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
-			fprintf(stderr,
-			        "%s: --plot needs gnuplot, which is not installed (apt-get install "
-			        "gnuplot-nox)\n",
-			        bench_prog);
-		else
-			fprintf(stderr, "%s: --plot: gnuplot failed (status %d)\n", bench_prog, st);
-		return -1;
-	}
-	return 0;
-}
-
-static void quote(FILE *f, const char *s)
-{
-	fputc('\'', f);
-	for (; *s; s++) {
-		if (*s == '\'')
-			fputc('\'', f);
-		fputc(*s, f);
-	}
-	fputc('\'', f);
-}
-
 static const char *size_str(size_t bytes, char *s, size_t len)
 {
 	if (bytes >= ((size_t)1 << 20) && bytes % ((size_t)1 << 20) == 0)
@@ -571,7 +525,7 @@ static void panel(FILE *f, const char *settings, const struct series *s, int ns,
 			continue;
 		fprintf(f, "%s $s%d using 1:2 with linespoints lw 2 title ", first ? "plot" : ",",
 		        *k + i);
-		quote(f, s[i].title);
+		bench_gp_quote(f, s[i].title);
 		first = 0;
 	}
 	if (first) /* nothing to draw: an empty frame, not a gnuplot error */
@@ -629,7 +583,7 @@ int bench_osu_plot(const char *path, int overlap, const char *impl, int ranks,
 		panels = 1;
 	fprintf(f, "set terminal pngcairo size %d,600 enhanced font ',10'\nset output ",
 	        panels * 640);
-	quote(f, path);
+	bench_gp_quote(f, path);
 	fprintf(f, "\nset key top left noenhanced\nset multiplot layout 1,%d title ", panels);
 	if (!overlap) {
 		fprintf(f, "\"%s p2p, %s, ranks 0 and 1 of %d (OSU conventions, window %d)\"\n",
@@ -696,7 +650,7 @@ int bench_osu_plot(const char *path, int overlap, const char *impl, int ranks,
 		fprintf(stderr, "%s: --plot: out of memory\n", bench_prog);
 		return -1;
 	}
-	rc = gnuplot(script);
+	rc = bench_gnuplot(script);
 	free(script);
 	return rc;
 }

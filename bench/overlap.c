@@ -14,6 +14,7 @@
 
 #include "bench/bench.h"
 #include "bench/mem.h"
+#include "bench/plot.h"
 #include "bench/osu.h"
 #include "bench/sweep.h"
 

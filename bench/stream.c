@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bench/mem.h"
+#include "bench/plot.h"
 
 #define SCALAR    3.0 /* as McCalpin's */
 #define NKERNELS  4

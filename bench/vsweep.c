@@ -2,13 +2,12 @@
 #include "bench/vsweep.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "bench/osu.h"
+#include "bench/plot.h"
 #include "bench/sweep.h"
 
 const char *const bench_vsweep_ops[V_COUNT] = {
@@ -635,50 +634,6 @@ void bench_vsweep_summary(const struct bench_vsweep_rows *rows, const struct ben
 
 /* ---- the plot ---- */
 
-/* Runs gnuplot on script, as osu.c does for its modes. */
-static int gnuplot(const char *script)
-{
-	struct sigaction ign = {.sa_handler = SIG_IGN}, old;
-	FILE *g;
-	int st;
-
-	fflush(NULL);
-	sigemptyset(&ign.sa_mask);
-	sigaction(SIGPIPE, &ign, &old);
-	g = popen("gnuplot 1>&2", "w");
-	if (!g) {
-		fprintf(stderr, "%s: --plot: cannot start gnuplot: %s\n", bench_prog,
-		        strerror(errno));
-		sigaction(SIGPIPE, &old, NULL);
-		return -1;
-	}
-	fputs(script, g);
-	st = pclose(g);
-	sigaction(SIGPIPE, &old, NULL);
-	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
-			fprintf(stderr,
-			        "%s: --plot needs gnuplot, which is not installed (apt-get install "
-			        "gnuplot-nox)\n",
-			        bench_prog);
-		else
-			fprintf(stderr, "%s: --plot: gnuplot failed (status %d)\n", bench_prog, st);
-		return -1;
-	}
-	return 0;
-}
-
-static void quote(FILE *f, const char *s)
-{
-	fputc('\'', f);
-	for (; *s; s++) {
-		if (*s == '\'')
-			fputc('\'', f);
-		fputc(*s, f);
-	}
-	fputc('\'', f);
-}
-
 static void xaxis(FILE *f, const struct bench_vsweep_rows *rows)
 {
 	size_t i, lo = SIZE_MAX, hi = 0, b;
@@ -729,7 +684,7 @@ int bench_vsweep_plot(const char *path, const struct bench_vsweep_opts *o, int r
 		fprintf(f, "EOD\n");
 	}
 	fprintf(f, "set terminal pngcairo size 1280,600 enhanced font ',10'\nset output ");
-	quote(f, path);
+	bench_gp_quote(f, path);
 	fprintf(f,
 	        "\nset key top left noenhanced\nset multiplot layout 1,2 title \"%s vcoll, %s, %d "
 	        "ranks, %s, counts %s, median of %d repeats\" noenhanced\n",
@@ -746,7 +701,7 @@ int bench_vsweep_plot(const char *path, const struct bench_vsweep_opts *o, int r
 		if (!have[op])
 			continue;
 		fprintf(f, ", $v%d using 1:4 with linespoints lw 2 lc %d title ", op, op + 1);
-		quote(f, bench_vsweep_ops[op]);
+		bench_gp_quote(f, bench_vsweep_ops[op]);
 	}
 	fprintf(f, "\n");
 
@@ -761,11 +716,11 @@ int bench_vsweep_plot(const char *path, const struct bench_vsweep_opts *o, int r
 			continue;
 		fprintf(f, "%s $v%d using 1:2 with linespoints lw 2 lc %d title ",
 		        first ? "plot" : ",", op, op + 1);
-		quote(f, bench_vsweep_ops[op]);
+		bench_gp_quote(f, bench_vsweep_ops[op]);
 		snprintf(title, sizeof(title), "%s (vs %s)",
 		         bench_sweep_ops[bench_vsweep_equal(op)], bench_vsweep_ops[op]);
 		fprintf(f, ", $v%d using 1:3 with linespoints lw 1 dt 2 lc %d title ", op, op + 1);
-		quote(f, title);
+		bench_gp_quote(f, title);
 		first = 0;
 	}
 	if (first) /* nothing to draw: an empty frame, not a gnuplot error */
@@ -776,7 +731,7 @@ int bench_vsweep_plot(const char *path, const struct bench_vsweep_opts *o, int r
 		fprintf(stderr, "%s: --plot: out of memory\n", bench_prog);
 		return -1;
 	}
-	rc = gnuplot(script);
+	rc = bench_gnuplot(script);
 	free(script);
 	return rc;
 }
