@@ -614,14 +614,13 @@ LAUNCHED_FAULT(launched_leader_stopped_2x2, "stop", 2, 2, 2, "uring")
 
 /* ---- point-to-point across nodes ---- */
 
-/* nodep2p's phases (every size between every pair, tags, ordering, wildcards, probes,
- * truncation, windows of requests, beside collectives) on a job of s's shape, each node
- * started by its own shmcoll-run: every launcher exits 0, and every rank reports that all
- * its checks passed. */
-static void run_p2p(const struct shape *s)
+/* A test program (the path in environment variable prog) on a job of s's shape, each node
+ * started by its own shmcoll-run, the job failed at 20 s by a peer that never comes: every
+ * launcher exits 0, every rank prints "ok <what> rank G of SIZE", and the leader used s's
+ * transport. */
+static void run_launched_checks(const struct shape *s, const char *prog, const char *what)
 {
-	const char *argv[] = {env_path("SHMCOLL_NODEP2P"), NULL};
-	/* A message that never comes fails the job in 20 s, not at RUN_CAP_S. */
+	const char *argv[] = {env_path(prog), NULL};
 	struct mn_job j = {.nnodes = s->nnodes,
 	                   .nproc = s->nproc,
 	                   .net = s->net,
@@ -635,7 +634,7 @@ static void run_p2p(const struct shape *s)
 	for (n = 0; n < s->nnodes; n++) {
 		missing[0] = '\0';
 		for (g = n * s->nproc; g < (n + 1) * s->nproc; g++) {
-			snprintf(line, sizeof(line), "ok p2p rank %d of %d\n", g, size);
+			snprintf(line, sizeof(line), "ok %s rank %d of %d\n", what, g, size);
 			if (!strstr(l.out[n], line))
 				snprintf(missing + strlen(missing),
 				         sizeof(missing) - strlen(missing), " %d", g);
@@ -646,6 +645,13 @@ static void run_p2p(const struct shape *s)
 	}
 	cr_expect(strstr(l.out[0], s->net[0] == 'u' ? "transport io_uring" : "transport poll"),
 	          "the leader did not use the %s transport:\n%s", s->net, l.out[0]);
+}
+
+/* nodep2p's phases (every size between every pair, tags, ordering, wildcards, probes,
+ * truncation, windows of requests, beside collectives) on a job of s's shape. */
+static void run_p2p(const struct shape *s)
+{
+	run_launched_checks(s, "SHMCOLL_NODEP2P", "p2p");
 }
 
 #define P2P(N, P, NET)                                                                             \
@@ -712,36 +718,10 @@ P2P_FAULT(p2p_recv_leader_aborts_3x2, "abort", 3, 2, 4, "uring")
 /* nodevcoll's phases (every v-call and prefix reduction, blocking and not, at sizes up to
  * padded calls of several of the leaders' chunks, counts that differ per rank with zeros,
  * reverse displacements with gaps, in place; then many outstanding at once) on a job of s's
- * shape, each node started by its own shmcoll-run: every launcher exits 0, and every rank
- * reports that all its checks passed. */
+ * shape. */
 static void run_vcoll(const struct shape *s)
 {
-	const char *argv[] = {env_path("SHMCOLL_NODEVCOLL"), NULL};
-	/* A peer that never comes fails the job in 20 s, not at RUN_CAP_S. */
-	struct mn_job j = {.nnodes = s->nnodes,
-	                   .nproc = s->nproc,
-	                   .net = s->net,
-	                   .timeout_ms = 20000,
-	                   .argv = argv};
-	static struct mn_launch l;
-	char line[64], missing[MN_MAX_RANKS * 4];
-	int n, g, size = s->nnodes * s->nproc;
-
-	mn_launch(&j, &l);
-	for (n = 0; n < s->nnodes; n++) {
-		missing[0] = '\0';
-		for (g = n * s->nproc; g < (n + 1) * s->nproc; g++) {
-			snprintf(line, sizeof(line), "ok vcoll rank %d of %d\n", g, size);
-			if (!strstr(l.out[n], line))
-				snprintf(missing + strlen(missing),
-				         sizeof(missing) - strlen(missing), " %d", g);
-		}
-		cr_expect(exit_code(l.status[n]) == 0 && !missing[0],
-		          "node %d's launcher exited %d; ranks without their ok line:%s\n%s", n,
-		          exit_code(l.status[n]), missing[0] ? missing : " none", l.out[n]);
-	}
-	cr_expect(strstr(l.out[0], s->net[0] == 'u' ? "transport io_uring" : "transport poll"),
-	          "the leader did not use the %s transport:\n%s", s->net, l.out[0]);
+	run_launched_checks(s, "SHMCOLL_NODEVCOLL", "vcoll");
 }
 
 #define VCOLL(N, P, NET)                                                                           \
