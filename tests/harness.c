@@ -771,9 +771,7 @@ int th_check_sym_fits(const th_checker *ck, const th_case *kc)
 	            ck->symcap);
 }
 
-/* The value of an integer input, sign- or zero-extended to 64 bits: any
- * value of the type, so SUM and PROD wrap and AVG needs the exact sum. */
-static uint64_t gen_int(shmcoll_dtype dt, uint64_t h)
+uint64_t th_input_int(shmcoll_dtype dt, uint64_t h)
 {
 	switch (dt) {
 	case SHMCOLL_INT8:
@@ -789,14 +787,7 @@ static uint64_t gen_int(shmcoll_dtype dt, uint64_t h)
 	}
 }
 
-/* Float inputs keep every exact result exact in float32 in any order, so the
- * contract's "accumulate in at least float32, round once" has one answer:
- * SUM/AVG: multiples of 1/16 in [-16, 16), exact in every float type; a sum
- * over 8 ranks needs up to 12 significant bits, so float16 and bfloat16 sums
- * round (once) where a type-width accumulator would round at every step.
- * PROD: {+-0.5, +-1, +-2} (|product| in [2^-8, 2^8]). MIN/MAX: quarters in
- * [-8, 7.75]. */
-static double gen_float(shmcoll_op op, uint64_t h)
+double th_input_float(shmcoll_op op, uint64_t h)
 {
 	double m;
 
@@ -812,7 +803,7 @@ static double gen_float(shmcoll_op op, uint64_t h)
 	}
 }
 
-static void store_float(shmcoll_dtype dt, void *dst, double d)
+void th_store_float(shmcoll_dtype dt, void *dst, double d)
 {
 	float f = (float)d;
 	uint16_t h;
@@ -913,14 +904,14 @@ static uint64_t in_int(const th_case *kc, uint64_t salt, int r, size_t idx)
 {
 	uint64_t h = th_hash(salt, r, idx);
 
-	return kc->edge ? edge_int(kc->dtype, h) : gen_int(kc->dtype, h);
+	return kc->edge ? edge_int(kc->dtype, h) : th_input_int(kc->dtype, h);
 }
 
 static double in_float(const th_case *kc, uint64_t salt, int r, size_t idx)
 {
 	if (kc->edge)
 		return edge_float(kc->dtype, kc->op, r, idx);
-	return gen_float(kc->op, th_hash(salt, r, idx));
+	return th_input_float(kc->op, th_hash(salt, r, idx));
 }
 
 /* Element idx of rank r's send data for this call. Data movement gets raw
@@ -933,7 +924,7 @@ static void gen_elem(const th_case *kc, uint64_t salt, int r, size_t idx, unsign
 	if (!th_coll_reduces(kc->coll)) {
 		memcpy(dst, &h, es); /* x86: the low bytes */
 	} else if (th_dtype_is_float(kc->dtype)) {
-		store_float(kc->dtype, dst, in_float(kc, salt, r, idx));
+		th_store_float(kc->dtype, dst, in_float(kc, salt, r, idx));
 	} else {
 		u = in_int(kc, salt, r, idx);
 		memcpy(dst, &u, es);
@@ -969,7 +960,7 @@ static void expect_reduce(const th_case *kc, uint64_t salt, int size, size_t bas
 				acc = acc / size;
 			else if (op == SHMCOLL_AVG) /* float32 division, then one rounding */
 				acc = (double)((float)acc / (float)size);
-			store_float(dt, out + i * es, acc);
+			th_store_float(dt, out + i * es, acc);
 		} else if (op == SHMCOLL_AVG) {
 			/* The exact sum: 128 bits hold it for any type and size. */
 			i128 sacc = 0;

@@ -106,6 +106,18 @@ static inline uint64_t th_hash(uint64_t salt, int rank, uint64_t idx)
 /* IEEE binary16 and bfloat16, written apart from the library: round to
  * nearest even, NaN stays a (quiet) NaN, overflow gives infinity. */
 uint16_t th_f32_to_f16(float f);
+
+/* Reduction inputs from a hash h, the same for every suite. Integers: any value of the type,
+ * sign- or zero-extended to 64 bits, so SUM and PROD wrap and AVG needs the exact sum.
+ * Floats keep every exact result exact in float32 in any order, so the contract's
+ * "accumulate in at least float32, round once" has one answer: SUM/AVG multiples of 1/16 in
+ * [-16, 16), exact in every float type (a sum over 8 ranks needs up to 12 significant bits,
+ * so float16 and bfloat16 sums round once where a type-width accumulator would round at
+ * every step); PROD {+-0.5, +-1, +-2} (|product| in [2^-8, 2^8]); MIN/MAX quarters in
+ * [-8, 7.75]. th_store_float stores d as dt at dst (float16 and bfloat16 rounded once). */
+uint64_t th_input_int(shmcoll_dtype dt, uint64_t h);
+double th_input_float(shmcoll_op op, uint64_t h);
+void th_store_float(shmcoll_dtype dt, void *dst, double d);
 float th_f16_to_f32(uint16_t h);
 uint16_t th_f32_to_bf16(float f);
 float th_bf16_to_f32(uint16_t h);

@@ -73,65 +73,6 @@ static unsigned char pat(uint64_t salt, size_t off)
 	return (unsigned char)(0xa5u ^ (unsigned)(off * 29u) ^ (unsigned)(salt * 59u));
 }
 
-/* Reduction inputs as the correctness matrix's (tests/harness.c): integers any value of the
- * type (SUM and PROD wrap, AVG needs the exact sum); floats such that every result is exact
- * in float32 in any order, or rounds once: SUM/AVG multiples of 1/16 in [-16, 16), PROD
- * {+-0.5, +-1, +-2}, MIN/MAX quarters in [-8, 7.75]. */
-static uint64_t red_int(shmcoll_dtype dt, uint64_t h)
-{
-	switch (dt) {
-	case SHMCOLL_INT8:
-		return (uint64_t)(int64_t)(int8_t)(uint8_t)h;
-	case SHMCOLL_UINT8:
-		return (uint8_t)h;
-	case SHMCOLL_INT32:
-		return (uint64_t)(int64_t)(int32_t)(uint32_t)h;
-	case SHMCOLL_UINT32:
-		return (uint32_t)h;
-	default:
-		return h;
-	}
-}
-
-static double red_float(shmcoll_op op, uint64_t h)
-{
-	double m;
-
-	switch (op) {
-	case SHMCOLL_SUM:
-	case SHMCOLL_AVG:
-		return ((int)(h % 512) - 256) / 16.0;
-	case SHMCOLL_PROD:
-		m = (h >> 12) % 8 == 0 ? 2.0 : (h >> 12) % 8 == 1 ? 0.5 : 1.0;
-		return (h & 1) ? -m : m;
-	default:
-		return ((int)(h % 64) - 32) * 0.25;
-	}
-}
-
-static void put_float(shmcoll_dtype dt, double d, unsigned char *dst)
-{
-	float f = (float)d;
-	uint16_t h;
-
-	switch (dt) {
-	case SHMCOLL_FLOAT16:
-		h = th_f32_to_f16(f);
-		memcpy(dst, &h, 2);
-		break;
-	case SHMCOLL_BFLOAT16:
-		h = th_f32_to_bf16(f);
-		memcpy(dst, &h, 2);
-		break;
-	case SHMCOLL_FLOAT32:
-		memcpy(dst, &f, 4);
-		break;
-	default:
-		memcpy(dst, &d, 8);
-		break;
-	}
-}
-
 static uint64_t red_h(const struct vc *c, int r, size_t idx)
 {
 	return th_hash(c->salt ^ 0x726564ull, r, idx);
@@ -143,10 +84,10 @@ static void red_in(const struct vc *c, int r, size_t idx, unsigned char *dst)
 	uint64_t v;
 
 	if (th_dtype_is_float(c->dt)) {
-		put_float(c->dt, red_float(c->op, red_h(c, r, idx)), dst);
+		th_store_float(c->dt, dst, th_input_float(c->op, red_h(c, r, idx)));
 		return;
 	}
-	v = red_int(c->dt, red_h(c, r, idx));
+	v = th_input_int(c->dt, red_h(c, r, idx));
 	memcpy(dst, &v, th_dtype_size(c->dt));
 }
 
@@ -163,10 +104,10 @@ static void red_fold(const struct vc *c, int nr, int P, size_t idx, unsigned cha
 	int r, sgn = th_dtype_is_signed(dt);
 
 	if (th_dtype_is_float(dt)) {
-		double acc = red_float(op, red_h(c, 0, idx)), v;
+		double acc = th_input_float(op, red_h(c, 0, idx)), v;
 
 		for (r = 1; r < nr; r++) {
-			v = red_float(op, red_h(c, r, idx));
+			v = th_input_float(op, red_h(c, r, idx));
 			if (op == SHMCOLL_SUM || op == SHMCOLL_AVG)
 				acc += v;
 			else if (op == SHMCOLL_PROD)
@@ -180,7 +121,7 @@ static void red_fold(const struct vc *c, int nr, int P, size_t idx, unsigned cha
 			acc = acc / P;
 		else if (op == SHMCOLL_AVG) /* in float32, then the one rounding */
 			acc = (double)((float)acc / (float)P);
-		put_float(dt, acc, dst);
+		th_store_float(dt, dst, acc);
 		return;
 	}
 	if (op == SHMCOLL_AVG) {
@@ -189,7 +130,7 @@ static void red_fold(const struct vc *c, int nr, int P, size_t idx, unsigned cha
 		uint64_t v;
 
 		for (r = 0; r < nr; r++) {
-			v = red_int(dt, red_h(c, r, idx));
+			v = th_input_int(dt, red_h(c, r, idx));
 			s += (int64_t)v;
 			u += v;
 		}
@@ -197,10 +138,10 @@ static void red_fold(const struct vc *c, int nr, int P, size_t idx, unsigned cha
 		memcpy(dst, &v, es);
 		return;
 	}
-	uint64_t acc = red_int(dt, red_h(c, 0, idx)), v;
+	uint64_t acc = th_input_int(dt, red_h(c, 0, idx)), v;
 
 	for (r = 1; r < nr; r++) {
-		v = red_int(dt, red_h(c, r, idx));
+		v = th_input_int(dt, red_h(c, r, idx));
 		switch (op) {
 		case SHMCOLL_SUM:
 			acc += v;
