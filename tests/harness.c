@@ -1173,32 +1173,34 @@ static int cmp_pattern(th_checker *ck, const th_case *kc, const char *buf_name,
 	            buf_name, (ptrdiff_t)bad - (ptrdiff_t)off, p[bad], pat_byte(seed, bad));
 }
 
-static int call(const th_checker *ck, const th_case *kc, const void *s, void *r)
+int th_call(shmcoll_comm *c, th_coll coll, const void *s, void *r, size_t n, shmcoll_dtype dt,
+            shmcoll_op op, int root)
 {
-	shmcoll_comm *c = ck->comm;
-	size_t n = kc->count;
-	shmcoll_dtype dt = kc->dtype;
-
-	switch (kc->coll) {
+	switch (coll) {
 	case TH_ALLREDUCE:
-		return shmcoll_allreduce(s, r, n, dt, kc->op, c);
+		return shmcoll_allreduce(s, r, n, dt, op, c);
 	case TH_REDUCE:
-		return shmcoll_reduce(s, r, n, dt, kc->op, kc->root, c);
+		return shmcoll_reduce(s, r, n, dt, op, root, c);
 	case TH_BCAST:
-		return shmcoll_bcast(r, n, dt, kc->root, c);
+		return shmcoll_bcast(r, n, dt, root, c);
 	case TH_ALLGATHER:
 		return shmcoll_allgather(s, r, n, dt, c);
 	case TH_REDUCE_SCATTER:
-		return shmcoll_reduce_scatter(s, r, n, dt, kc->op, c);
+		return shmcoll_reduce_scatter(s, r, n, dt, op, c);
 	case TH_GATHER:
-		return shmcoll_gather(s, r, n, dt, kc->root, c);
+		return shmcoll_gather(s, r, n, dt, root, c);
 	case TH_SCATTER:
-		return shmcoll_scatter(s, r, n, dt, kc->root, c);
+		return shmcoll_scatter(s, r, n, dt, root, c);
 	case TH_ALLTOALL:
 		return shmcoll_alltoall(s, r, n, dt, c);
 	default:
 		return shmcoll_barrier(c);
 	}
+}
+
+static int call(const th_checker *ck, const th_case *kc, const void *s, void *r)
+{
+	return th_call(ck->comm, kc->coll, s, r, kc->count, kc->dtype, kc->op, kc->root);
 }
 
 void th_shape_of(th_coll coll, size_t count, int rank, int size, int root_rank, th_shape *sh)

@@ -211,6 +211,11 @@ typedef struct th_shape {
 	int has_output;      /* recvn elements are this rank's result, else untouched */
 } th_shape;
 void th_shape_of(th_coll coll, size_t count, int rank, int size, int root, th_shape *sh);
+
+/* The blocking call of coll on c with these arguments (op for the reductions, root for the
+ * rooted ones): its result. */
+int th_call(shmcoll_comm *c, th_coll coll, const void *s, void *r, size_t n, shmcoll_dtype dt,
+            shmcoll_op op, int root);
 /* A count whose largest region exceeds 2 * arena_bytes (the smallest such,
  * plus 13 elements so it divides evenly by nothing in particular). */
 size_t th_large_count(th_coll c, shmcoll_dtype dt, int size, size_t arena_bytes);

@@ -535,30 +535,7 @@ static void expect(const struct soak_call *c, int me, int P, unsigned char *ex)
 
 static int call(struct soak_state *st, const struct soak_call *c, const void *s, void *r)
 {
-	shmcoll_comm *m = st->comm;
-	size_t n = c->count;
-	shmcoll_dtype dt = c->dtype;
-
-	switch (c->coll) {
-	case TH_ALLREDUCE:
-		return shmcoll_allreduce(s, r, n, dt, c->op, m);
-	case TH_REDUCE:
-		return shmcoll_reduce(s, r, n, dt, c->op, c->root, m);
-	case TH_BCAST:
-		return shmcoll_bcast(r, n, dt, c->root, m);
-	case TH_ALLGATHER:
-		return shmcoll_allgather(s, r, n, dt, m);
-	case TH_REDUCE_SCATTER:
-		return shmcoll_reduce_scatter(s, r, n, dt, c->op, m);
-	case TH_GATHER:
-		return shmcoll_gather(s, r, n, dt, c->root, m);
-	case TH_SCATTER:
-		return shmcoll_scatter(s, r, n, dt, c->root, m);
-	case TH_ALLTOALL:
-		return shmcoll_alltoall(s, r, n, dt, m);
-	default:
-		return shmcoll_barrier(m);
-	}
+	return th_call(st->comm, c->coll, s, r, c->count, c->dtype, c->op, c->root);
 }
 
 /* The hidden self-test (see struct soak_corrupt): damage what this rank
