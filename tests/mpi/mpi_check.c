@@ -1548,12 +1548,22 @@ static void check_nbc_many(struct ctx *x, int n, const char *label)
 	}
 }
 
+static int interposed(void);
+
 /* MPI_Comm_free while non-blocking calls on the communicator are outstanding: MPI keeps it
  * until they complete, so their waits return their results (a vector type's, unpacked at
  * completion, too) and the interposer frees its state only after the last. x's communicator
- * is freed here. */
+ * is freed here. Open MPI 4.1's own non-blocking collectives (libnbc) may crash when their
+ * communicator is freed under them (a segfault in mca_pml_ob1_isend from NBC_Progress in the
+ * wait, at P=4, with the interposer off as well): where the calls go to Open MPI, the waits
+ * come first. */
 static void check_nbc_freed(struct ctx *x, MPI_Comm *comm)
 {
+#ifdef OPEN_MPI
+	int wait_first = !interposed() || x->spans || x->alone;
+#else
+	int wait_first = 0;
+#endif
 	const struct type *vec = move_type("vector(2,1,2,int)");
 	size_t n = 100, bytes = n * sizeof(int), vbytes = 5 * (size_t)vec->extent * (size_t)x->size;
 	uint8_t *gref = x->ref2, *ggot = x->got2;
@@ -1574,9 +1584,12 @@ static void check_nbc_freed(struct ctx *x, MPI_Comm *comm)
 		rc = MPI_Iallgather(x->send2, 5, vec->dt, ggot, 5, vec->dt, x->comm, &q[1]);
 	expect(x, C_IALLREDUCE, !x->spans);
 	expect(x, C_IALLGATHER, !x->spans);
-	MPI_Comm_free(comm);
+	if (!wait_first)
+		MPI_Comm_free(comm);
 	if (rc == MPI_SUCCESS)
 		rc = MPI_Waitall(2, q, sts);
+	if (wait_first)
+		MPI_Comm_free(comm);
 	fail_rc(x, "MPI_Iallreduce, Iallgather, the communicator freed before the wait", rc);
 	compare(x, "MPI_Iallreduce, the communicator freed before the wait", x->got, x->ref, bytes);
 	compare(x, "MPI_Iallgather vector(2,1,2,int), the communicator freed before the wait", ggot,
