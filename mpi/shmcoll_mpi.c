@@ -9,9 +9,9 @@
  *
  * What goes through shmcoll: MPI_Allreduce, MPI_Reduce, MPI_Bcast,
  * MPI_Allgather, MPI_Reduce_scatter_block, MPI_Gather, MPI_Scatter,
- * MPI_Alltoall and MPI_Barrier on an intra-communicator, and
- * MPI_Allgatherv, MPI_Gatherv, MPI_Scatterv, MPI_Alltoallv,
- * MPI_Reduce_scatter, MPI_Scan and MPI_Exscan on one within a node, with
+ * MPI_Alltoall, MPI_Barrier, MPI_Allgatherv, MPI_Gatherv, MPI_Scatterv and
+ * MPI_Reduce_scatter on an intra-communicator, and MPI_Alltoallv, MPI_Scan
+ * and MPI_Exscan on one within a node, with
  *   - reductions: a predefined integer type of 8, 32 or 64 bits (the C
  *     integers, the fixed-width ones, MPI_AINT, MPI_COUNT),
  *     MPI_FLOAT or MPI_DOUBLE, and MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX, or
@@ -33,7 +33,8 @@
  * but for the LOC ops.
  * Everything else - reductions on derived datatypes, user-defined ops,
  * 16-bit integers, MPI_OFFSET, long double, complex, the LOC ops across
- * nodes or beyond that size, inter-communicators - goes to PMPI
+ * nodes or beyond that size, MPI_Alltoallv, MPI_Scan and MPI_Exscan across
+ * nodes, inter-communicators - goes to PMPI
  * with the caller's arguments unchanged. A call of zero bytes returns at once: MPI asks nothing of
  * it, not even synchronisation.
  *
@@ -47,16 +48,23 @@
  *      MPI_MIN) makes the whole communicator fall back to PMPI for good, so
  *      the ranks never disagree on which path a collective takes.
  * A communicator that spans nodes also gets a communicator of the node
- * leaders (local rank 0), and composes every one of the nine: shmcoll inside
- * each node, PMPI among the leaders. A node's ranks need not be consecutive
- * in the communicator, so the collectives that move blocks by rank
- * (allgather, reduce_scatter_block, gather, scatter, alltoall) have the
- * leaders exchange whole node blocks in node order (PMPI's v-collectives)
- * and copy them into or out of rank order, a copy skipped where every
- * node's ranks are consecutive. The leaders' counts are ints: a call whose
- * leader would hold more than INT_MAX bytes (elements, in
- * reduce_scatter_block) goes to PMPI, which every rank decides alike from
- * sizes all of them know.
+ * leaders (local rank 0), and composes every one of the nine, and the
+ * blocking MPI_Allgatherv, MPI_Reduce_scatter, MPI_Gatherv and MPI_Scatterv:
+ * shmcoll inside each node, PMPI among the leaders. A node's ranks need not
+ * be consecutive in the communicator, so the collectives that move blocks
+ * by rank (allgather, reduce_scatter_block, gather, scatter, alltoall,
+ * allgatherv, reduce_scatter) have the leaders exchange whole node blocks in
+ * node order (PMPI's v-collectives) and copy them into or out of rank order,
+ * a copy skipped where every node's ranks are consecutive (and, in an
+ * allgatherv, its blocks back to back). The leaders' counts are ints: a
+ * call whose leader would hold more than INT_MAX bytes (elements, in the
+ * reduce-scatters) goes to PMPI, which every rank decides alike from sizes
+ * all of them know. In a gatherv or scatterv only the root knows the
+ * counts, so no rank could decide that: each node but the root's sends the
+ * root its part (counts, then blocks, in pieces of at most INT_MAX bytes)
+ * or gets it, the root's node leader relaying when the root is not it, and
+ * a count that disagrees with the root's is an MPI error on the rank that
+ * sees it.
  * The state is cached as an attribute of the communicator; its delete
  * callback (MPI_Comm_free, MPI_Comm_disconnect, and this library's
  * MPI_Finalize, which deletes every one still alive) releases it.
@@ -823,9 +831,11 @@ static int shm_done(struct cstate *st, enum coll c, const char *fn, int rc)
 }
 
 /* Scratch buffer i (0 or 1 of a leader, or of a root off its node's
- * leader; 2 and 3 of a rank packing its data, 3 for a logical op's inputs or a
- * LOC op's gathered pairs), grown as needed and kept: a program calls the same
- * collectives over and over. Growing it loses what it held. */
+ * leader, or 0 of any rank in a composed allgatherv, or 0 and 1 of a
+ * composed gatherv's or scatterv's root; 2 and 3 of a rank packing its
+ * data, 3 for a logical op's inputs or a LOC op's gathered pairs), grown as
+ * needed and kept: a program calls the same collectives over and over.
+ * Growing it loses what it held. */
 static void *scratch(struct cstate *st, int i, size_t bytes)
 {
 	void *p;
@@ -1995,14 +2005,15 @@ EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
 }
 
 /* Prefix reductions and reduce_scatter with counts: a reduction of a mapped
- * type and op, on one node (across nodes they go to PMPI: a node's ranks
- * need not be consecutive, so no composition keeps the prefix order
- * cheaply). Every rank decides alike: the datatype, op and communicator are
- * the same on all of them. These and the v-collectives below are decided
- * and prepared by helpers their non-blocking forms (MPI_Iscan ...,
- * "Non-blocking collectives") share: a *_state or *_sides helper takes the
- * path from the arguments alone, a *_prep helper sets up what shmcoll
- * reads and writes, in buffers call_buf gives. */
+ * type and op, on one node (across nodes the scans go to PMPI: a node's
+ * ranks need not be consecutive, so no composition keeps the prefix order
+ * cheaply; reduce_scatter is composed, reduce_scatterv_multi). Every rank
+ * decides alike: the datatype, op and communicator are the same on all of
+ * them. These and the v-collectives below are decided and prepared by
+ * helpers their non-blocking forms (MPI_Iscan ..., "Non-blocking
+ * collectives") share: a *_state or *_sides helper takes the path from the
+ * arguments alone, a *_prep helper sets up what shmcoll reads and writes,
+ * in buffers call_buf gives. */
 
 /* The non-blocking forms own their buffers (defined with them). */
 struct nbreq;
@@ -2133,19 +2144,25 @@ EXPORT int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
 
 /* comm's state for MPI_Reduce_scatter with these arguments, sdt and sop filled; NULL:
  * PMPI, also for a negative count (erroneous: PMPI says so; every rank sees the same
- * counts). The LOC ops fail red_args, as in scan_state. */
+ * counts). The LOC ops fail red_args, as in scan_state. Across nodes only the blocking form
+ * (nb 0) is composed, and only while the vector's elements, the leaders' counts' sum, fit
+ * an int: every rank knows them from recvcounts. */
 static struct cstate *rs_state(const int *recvcounts, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                               shmcoll_dtype *sdt, shmcoll_op *sop)
+                               int nb, shmcoll_dtype *sdt, shmcoll_op *sop)
 {
 	struct cstate *st;
+	long long total = 0;
 	int i;
 
-	if (!recvcounts || red_args(dt, op, sdt, sop) < 0 || !(st = state_of(comm)) || st->multi)
+	if (!recvcounts || red_args(dt, op, sdt, sop) < 0 || !(st = state_of(comm)) ||
+	    (st->multi && nb))
 		return NULL;
-	for (i = 0; i < st->size; i++)
+	for (i = 0; i < st->size; i++) {
 		if (recvcounts[i] < 0)
 			return NULL;
-	return st;
+		total += recvcounts[i];
+	}
+	return st->multi && total > INT_MAX ? NULL : st;
 }
 
 /* Its counts as size_t (in st->vz, or the request's own) and their total; unless that is 0,
@@ -2178,12 +2195,75 @@ static int rs_prep(struct cstate *st, struct nbreq *q, struct rcall *c, const vo
 			return -ENOMEM;
 		to_logical(in, c->in, c->total, sdt);
 		c->in = in;
-	} else if (sendbuf == MPI_IN_PLACE) {
+	} else if (sendbuf == MPI_IN_PLACE && !st->multi) {
+		/* Across nodes the result goes to recvbuf's start (reduce_scatterv_multi). */
 		c->out = (char *)recvbuf + before * es;
 		if (before)
 			c->after = (struct move){recvbuf, c->out, c->counts[st->rank] * es};
 	}
 	return MPI_SUCCESS;
+}
+
+/* reduce_scatter_multi with a count per rank (c from rs_prep: counts, total, in; out is
+ * recvbuf): reduce all of the vector to each node's leader; the leader puts the blocks in node
+ * order; the leaders reduce-scatter it with whole node counts (vc, elements), each getting its
+ * node's blocks; scatterv in the node with the node's counts. The leader's buffers are
+ * reduce_scatter_multi's (part in rank order, vec in node order, res the node's blocks; one
+ * of them spared when ordered). vz is c->counts in its first P, then each rank's element
+ * offset in rank order, then the node's local counts and offsets for the scatterv. As there,
+ * the input (recvbuf in place) has been read before the scatterv writes recvbuf. */
+static int reduce_scatterv_multi(struct cstate *st, const struct rcall *c, MPI_Datatype dt,
+                                 MPI_Op op, shmcoll_dtype sdt, shmcoll_op sop)
+{
+	size_t es = shmcoll_dtype_size(sdt), *cnt = c->counts, *roff = st->vz + st->size;
+	size_t *lc = st->vz + 2 * (size_t)st->size, *ld = st->vz + 3 * (size_t)st->size, at = 0;
+	int P = st->size, first = st->node_start[st->my_node], ln = node_size(st, st->my_node);
+	int i, n, rc;
+	char *part = NULL, *vec = NULL, *res = NULL;
+
+	for (i = 0; i < P; i++) {
+		roff[i] = at;
+		at += cnt[i];
+	}
+	if (st->lrank == 0) {
+		for (i = 0, at = 0; i < ln; i++) {
+			lc[i] = cnt[st->rank_at[first + i]];
+			ld[i] = at;
+			at += lc[i];
+		}
+		/* at: the node's elements (a byte more: res is passed even when empty) */
+		part = scratch(st, 0, c->total * es);
+		res = scratch(st, 1, st->ordered ? at * es + 1 : c->total * es);
+		if (!part || !res)
+			return fail(st, C_REDUCE_SCATTER, "scratch buffer", MPI_ERR_NO_MEM);
+		vec = part;
+		if (!st->ordered) {
+			vec = res;
+			res = part;
+		}
+	}
+	rc = shmcoll_reduce(c->in, part, c->total, sdt, sop, 0, st->shm);
+	if (rc < 0)
+		return fail(st, C_REDUCE_SCATTER, "shmcoll_reduce", rc);
+	if (st->lrank == 0) {
+		for (n = 0; n < st->nnodes; n++) {
+			for (at = 0, i = st->node_start[n]; i < st->node_start[n + 1]; i++)
+				at += cnt[st->rank_at[i]];
+			st->vc[n] = (int)at;
+		}
+		if (!st->ordered)
+			for (i = 0, at = 0; i < P; i++) {
+				memcpy(vec + at * es, part + roff[st->rank_at[i]] * es,
+				       cnt[st->rank_at[i]] * es);
+				at += cnt[st->rank_at[i]];
+			}
+		rc = PMPI_Reduce_scatter(vec, res, st->vc, dt, op, st->leaders);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_REDUCE_SCATTER, "MPI_Reduce_scatter among leaders", rc);
+	}
+	rc = shmcoll_scatterv(res, st->lrank == 0 ? lc : NULL, st->lrank == 0 ? ld : NULL, c->out,
+	                      cnt[st->rank], sdt, 0, st->shm);
+	return shm_done(st, C_REDUCE_SCATTER, "shmcoll_scatterv", rc);
 }
 
 EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
@@ -2198,21 +2278,24 @@ EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recv
 	if (is_loc(op))
 		return loc_reduce_scatter(C_REDUCE_SCATTER, sendbuf, recvbuf, recvcounts, 0,
 		                          datatype, op, comm);
-	if (!(st = rs_state(recvcounts, datatype, op, comm, &sdt, &sop)))
+	if (!(st = rs_state(recvcounts, datatype, op, comm, 0, &sdt, &sop)))
 		return pmpi(C_REDUCE_SCATTER,
 		            PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm));
 	if ((rc = rs_prep(st, NULL, &c, sendbuf, recvbuf, recvcounts, sdt, op)) != MPI_SUCCESS)
 		return prep_failed(st, C_REDUCE_SCATTER, c.what, rc);
 	if (!c.total)
 		return via_shm(C_REDUCE_SCATTER);
+	if (st->multi)
+		return reduce_scatterv_multi(st, &c, datatype, op, sdt, sop);
 	rc = shmcoll_reduce_scatterv(c.in, c.out, c.counts, sdt, sop, st->shm);
 	if (rc == 0)
 		do_move(&c.after);
 	return shm_done(st, C_REDUCE_SCATTER, "shmcoll_reduce_scatterv", rc);
 }
 
-/* The v-collectives, within a node (across nodes: PMPI, decided alike on
- * every rank). Blocks move as bytes, as the equal-count calls' do: a side
+/* The v-collectives, within a node (across nodes, allgatherv, gatherv and
+ * scatterv are composed, their *_multi; alltoallv goes to PMPI, decided alike
+ * on every rank). Blocks move as bytes, as the equal-count calls' do: a side
  * whose datatype holds its bytes in order is read or written in place, at
  * byte displacement displs[i] * extent; any other goes through a packed
  * buffer where the blocks lie back to back, each unpacked to its
@@ -2337,14 +2420,18 @@ static int unpack_recv(struct cstate *st, enum coll c, int rc, void *recvbuf, MP
 	return rc;
 }
 
+/* Across nodes (blocking only: the non-blocking form goes to PMPI there), the leaders' counts
+ * are ints: a call whose bytes, which every rank knows from recvcounts, pass INT_MAX goes to
+ * PMPI on every rank. */
 static int allgatherv_sides(struct cstate *st, struct vcall *v, const void *sendbuf, int sendcount,
                             MPI_Datatype sendtype, const int *recvcounts, const int *displs,
                             MPI_Datatype recvtype)
 {
-	if (!st || st->multi)
+	if (!st)
 		return -1;
 	v->vz = st->vz;
-	if (vside_of(v->vz, st->size, 1, recvtype, recvcounts, displs, &v->r) < 0)
+	if (vside_of(v->vz, st->size, 1, recvtype, recvcounts, displs, &v->r) < 0 ||
+	    (st->multi && v->r.total > INT_MAX))
 		return -1;
 	v->mine = v->r.bc[st->rank];
 	if (sendbuf == MPI_IN_PLACE)
@@ -2352,13 +2439,16 @@ static int allgatherv_sides(struct cstate *st, struct vcall *v, const void *send
 	return side_of(sendtype, sendcount, &v->w) < 0 || (size_t)v->w.bytes != v->mine ? -1 : 0;
 }
 
+/* Across nodes (blocking only) a gatherv is always composed: no rank but the root knows the
+ * total, and gatherv_multi's messages between leaders go in pieces of at most INT_MAX bytes,
+ * so nothing needs it. */
 static int gatherv_sides(struct cstate *st, struct vcall *v, const void *sendbuf, int sendcount,
                          MPI_Datatype sendtype, const int *recvcounts, const int *displs,
                          MPI_Datatype recvtype, int root)
 {
 	int is_root;
 
-	if (!st || st->multi || root < 0 || root >= st->size)
+	if (!st || root < 0 || root >= st->size)
 		return -1;
 	v->vz = st->vz;
 	is_root = st->rank == root;
@@ -2393,6 +2483,55 @@ static int gatherv_prep(struct cstate *st, struct nbreq *q, struct vcall *v, con
 	                     : vpack(0, recvbuf, recvtype, &v->r, st->size, st->rank, v->out, comm);
 }
 
+/* Across nodes: gatherv of the node's blocks to its leader, packed back to back in node order
+ * (off, cnt: vz's first 2 * P, free in an allgatherv), into scratch buffer 0; an allgatherv of
+ * whole node parts among the leaders (bytes); bcast of all of it in the node; every rank copies
+ * each block to where v->out wants it, so recvbuf's gaps between blocks are never written.
+ * Where v->out is laid out that way already (blocks back to back in node order: packed and
+ * ordered, or a contiguous type whose displacements are so), the stages work in it and
+ * nothing is copied; an in-place rank's block, at v->out then, is where its node's gather
+ * wants it (shmcoll's in-place form). Unpacking, if r is packed, follows as on one node. */
+static int allgatherv_multi(struct cstate *st, struct vcall *v)
+{
+	size_t *off = v->vz, *cnt = v->vz + st->size, at = 0;
+	int P = st->size, first = st->node_start[st->my_node], direct = 1, i, n, rc;
+	char *buf = v->out;
+
+	for (i = 0; i < P; i++) {
+		off[i] = at;
+		cnt[i] = v->r.bc[st->rank_at[i]];
+		direct &= v->r.bd[st->rank_at[i]] == at;
+		at += cnt[i];
+	}
+	if (!direct && !(buf = scratch(st, 0, at + 1)))
+		return fail(st, C_ALLGATHERV, "scratch buffer", MPI_ERR_NO_MEM);
+	rc = shmcoll_gatherv(v->in, v->mine, st->lrank == 0 ? buf : NULL, cnt + first, off + first,
+	                     SHMCOLL_UINT8, 0, st->shm);
+	if (rc < 0)
+		return fail(st, C_ALLGATHERV, "shmcoll_gatherv", rc);
+	if (st->lrank == 0) {
+		for (n = 0; n < st->nnodes; n++) {
+			size_t end = st->node_start[n + 1] < P ? off[st->node_start[n + 1]] : at;
+
+			st->vc[st->nnodes + n] = (int)off[st->node_start[n]];
+			st->vc[n] = (int)(end - off[st->node_start[n]]);
+		}
+		rc = PMPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buf, st->vc, st->vc + st->nnodes,
+		                     MPI_BYTE, st->leaders);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_ALLGATHERV, "MPI_Allgatherv among leaders", rc);
+	}
+	rc = shmcoll_bcast(buf, at, SHMCOLL_UINT8, 0, st->shm);
+	if (rc < 0)
+		return fail(st, C_ALLGATHERV, "shmcoll_bcast", rc);
+	if (!direct)
+		for (i = 0; i < P; i++)
+			if (cnt[i])
+				memcpy((char *)v->out + v->r.bd[st->rank_at[i]], buf + off[i],
+				       cnt[i]);
+	return via_shm(C_ALLGATHERV);
+}
+
 EXPORT int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                           const int recvcounts[], const int displs[], MPI_Datatype recvtype,
                           MPI_Comm comm)
@@ -2408,10 +2547,133 @@ EXPORT int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendt
 	rc = gatherv_prep(st, NULL, &v, sendbuf, sendcount, sendtype, recvbuf, recvtype, 1, comm);
 	if (rc != MPI_SUCCESS)
 		return prep_failed(st, C_ALLGATHERV, v.what, rc);
-	rc = shm_done(
-	    st, C_ALLGATHERV, "shmcoll_allgatherv",
-	    shmcoll_allgatherv(v.in, v.mine, v.out, v.r.bc, v.r.bd, SHMCOLL_UINT8, st->shm));
+	if (st->multi)
+		rc = v.r.total ? allgatherv_multi(st, &v) : via_shm(C_ALLGATHERV);
+	else
+		rc = shm_done(st, C_ALLGATHERV, "shmcoll_allgatherv",
+		              shmcoll_allgatherv(v.in, v.mine, v.out, v.r.bc, v.r.bd, SHMCOLL_UINT8,
+		                                 st->shm));
 	return unpack_recv(st, C_ALLGATHERV, rc, recvbuf, recvtype, &v, comm);
+}
+
+/* Gatherv and scatterv across nodes. Only the root knows the counts, so the leaders cannot
+ * run PMPI's v-collectives (every leader would need every node's total); instead each node
+ * other than the root's sends the root one part, and the root's node runs shmcoll's call with
+ * the root itself as its root. A part is two messages on the leaders' communicator (or, when
+ * the root is not its node's leader, forwarded by that leader on the node's): the node's
+ * per-rank byte counts (uint64_t, in local order), then their blocks back to back, in pieces
+ * of at most INT_MAX bytes, whose total both ends know from the counts. The helper
+ * communicators carry nothing else, so the messages match nothing of the program's. */
+
+/* bytes at buf sent to (send) or received from peer on comm, in pieces of at most INT_MAX. */
+static int part_bytes(int send, void *buf, size_t bytes, int peer, MPI_Comm comm)
+{
+	size_t at, k;
+	int rc = MPI_SUCCESS;
+
+	for (at = 0; at < bytes && rc == MPI_SUCCESS; at += k) {
+		k = bytes - at < INT_MAX ? bytes - at : INT_MAX;
+		rc = send ? PMPI_Send((char *)buf + at, (int)k, MPI_BYTE, peer, 0, comm)
+		          : PMPI_Recv((char *)buf + at, (int)k, MPI_BYTE, peer, 0, comm,
+		                      MPI_STATUS_IGNORE);
+	}
+	return rc;
+}
+
+/* Sends (send) or receives one part of ns ranks: counts (ns uint64_t, scratch buffer 1 when
+ * received), then data (its blocks, scratch buffer 0 when received); *total is their sum. */
+static int part_move(struct cstate *st, int send, int ns, uint64_t **counts, char **data,
+                     size_t *total, int peer, MPI_Comm comm)
+{
+	int i, rc;
+
+	if (!send && !(*counts = scratch(st, 1, (size_t)ns * sizeof(uint64_t) + 1)))
+		return MPI_ERR_NO_MEM;
+	rc = send ? PMPI_Send(*counts, ns * (int)sizeof(uint64_t), MPI_BYTE, peer, 0, comm)
+	          : PMPI_Recv(*counts, ns * (int)sizeof(uint64_t), MPI_BYTE, peer, 0, comm,
+	                      MPI_STATUS_IGNORE);
+	if (rc != MPI_SUCCESS)
+		return rc;
+	for (*total = 0, i = 0; i < ns; i++)
+		*total += (size_t)(*counts)[i];
+	if (!send && !(*data = scratch(st, 0, *total + 1)))
+		return MPI_ERR_NO_MEM;
+	return part_bytes(send, *data, *total, peer, comm);
+}
+
+/* The root's node: shmcoll_gatherv to the root, which passes its recvcounts for the node's
+ * ranks (in vz's first 2 * P: the root's r is in the last), so shmcoll finds a rank whose
+ * count disagrees (-EPROTO). Every other node: a gather of each rank's count (8 bytes) to
+ * the leader, a gatherv of the blocks to it back to back (scratch buffer 0), and the part to
+ * the root; the root's node's leader, if not the root, forwards each part in node order.
+ * The root takes each part's blocks to where v->out wants them, after comparing the counts
+ * with its recvcounts: any that disagrees is MPI_ERR_COUNT on the root, and nothing of that
+ * part or those after it is written (each is still received, so no sender waits). */
+static int gatherv_multi(struct cstate *st, struct vcall *v, int root)
+{
+	int rnode = st->node_of[root], rlocal = st->lrank_of[root], is_root = st->rank == root;
+	int ns = node_size(st, st->my_node), first = st->node_start[st->my_node], bad = 0;
+	int n, l, rc = MPI_SUCCESS;
+	size_t *lc = v->vz, *ld = v->vz + st->size, total = 0;
+	uint64_t mine = v->mine, *cnt = NULL;
+	char *data = NULL;
+
+	if (st->my_node == rnode) {
+		if (is_root)
+			for (l = 0; l < ns; l++) {
+				lc[l] = v->r.bc[st->rank_at[first + l]];
+				ld[l] = v->r.bd[st->rank_at[first + l]];
+			}
+		rc = shmcoll_gatherv(v->in, v->mine, is_root ? v->out : NULL, is_root ? lc : NULL,
+		                     is_root ? ld : NULL, SHMCOLL_UINT8, rlocal, st->shm);
+		if (rc < 0)
+			return fail(st, C_GATHERV, "shmcoll_gatherv", rc);
+	} else {
+		if (st->lrank == 0 && !(cnt = scratch(st, 1, (size_t)ns * sizeof(uint64_t))))
+			return fail(st, C_GATHERV, "scratch buffer", MPI_ERR_NO_MEM);
+		rc = shmcoll_gather(&mine, cnt, 1, SHMCOLL_UINT64, 0, st->shm);
+		if (rc < 0)
+			return fail(st, C_GATHERV, "shmcoll_gather", rc);
+		if (st->lrank == 0) {
+			for (l = 0; l < ns; l++) {
+				lc[l] = (size_t)cnt[l];
+				ld[l] = total;
+				total += lc[l];
+			}
+			if (!(data = scratch(st, 0, total + 1)))
+				return fail(st, C_GATHERV, "scratch buffer", MPI_ERR_NO_MEM);
+		}
+		rc = shmcoll_gatherv(v->in, v->mine, data, lc, ld, SHMCOLL_UINT8, 0, st->shm);
+		if (rc < 0)
+			return fail(st, C_GATHERV, "shmcoll_gatherv", rc);
+		if (st->lrank == 0 && (rc = part_move(st, 1, ns, &cnt, &data, &total, rnode,
+		                                      st->leaders)) != MPI_SUCCESS)
+			return fail(st, C_GATHERV, "a node's part to the root", rc);
+		return via_shm(C_GATHERV);
+	}
+	for (n = 0; n < st->nnodes; n++) {
+		if (n == rnode || (!is_root && st->lrank != 0))
+			continue;
+		rc = part_move(st, 0, node_size(st, n), &cnt, &data, &total,
+		               rlocal && is_root ? 0 : n,
+		               rlocal && is_root ? st->node : st->leaders);
+		if (rc == MPI_SUCCESS && !is_root)
+			rc = part_move(st, 1, node_size(st, n), &cnt, &data, &total, rlocal,
+			               st->node);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_GATHERV, "a node's part to the root", rc);
+		if (!is_root)
+			continue;
+		for (l = 0; l < node_size(st, n); l++)
+			bad |= cnt[l] != v->r.bc[st->rank_at[st->node_start[n] + l]];
+		for (l = 0, total = 0; !bad && l < node_size(st, n); l++) {
+			memcpy((char *)v->out + v->r.bd[st->rank_at[st->node_start[n] + l]],
+			       data + total, (size_t)cnt[l]);
+			total += (size_t)cnt[l];
+		}
+	}
+	return bad ? fail(st, C_GATHERV, "a count other than the root's recvcounts", MPI_ERR_COUNT)
+	           : via_shm(C_GATHERV);
 }
 
 EXPORT int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
@@ -2431,19 +2693,24 @@ EXPORT int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 	                  comm);
 	if (rc != MPI_SUCCESS)
 		return prep_failed(st, C_GATHERV, v.what, rc);
-	rc = shm_done(st, C_GATHERV, "shmcoll_gatherv",
-	              shmcoll_gatherv(v.in, v.mine, v.out, is_root ? v.r.bc : NULL,
-	                              is_root ? v.r.bd : NULL, SHMCOLL_UINT8, root, st->shm));
+	if (st->multi)
+		rc = gatherv_multi(st, &v, root);
+	else
+		rc = shm_done(st, C_GATHERV, "shmcoll_gatherv",
+		              shmcoll_gatherv(v.in, v.mine, v.out, is_root ? v.r.bc : NULL,
+		                              is_root ? v.r.bd : NULL, SHMCOLL_UINT8, root,
+		                              st->shm));
 	return is_root ? unpack_recv(st, C_GATHERV, rc, recvbuf, recvtype, &v, comm) : rc;
 }
 
+/* Across nodes (blocking only) a scatterv is always composed, as a gatherv is. */
 static int scatterv_sides(struct cstate *st, struct vcall *v, const int *sendcounts,
                           const int *displs, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                           MPI_Datatype recvtype, int root)
 {
 	int is_root;
 
-	if (!st || st->multi || root < 0 || root >= st->size)
+	if (!st || root < 0 || root >= st->size)
 		return -1;
 	v->vz = st->vz;
 	is_root = st->rank == root;
@@ -2493,6 +2760,73 @@ static int scatterv_prep(struct cstate *st, struct nbreq *q, struct vcall *v, co
 	return (v->out = call_buf(st, q, 3, (size_t)v->w.bytes + 1)) ? MPI_SUCCESS : -ENOMEM;
 }
 
+/* gatherv_multi backwards: the root sends every other node its part, in node order (through
+ * its node's leader if it is not that leader), the blocks packed back to back from v->in into
+ * scratch buffer 0; each such node's leader scatters its part in the node with the counts it
+ * came with. Then the root's node scatters from the root with its sendcounts for the node's
+ * ranks (in vz's last 2 * P: the root's s is in the first). shmcoll_scatterv compares every
+ * rank's recvcount with its count (-EPROTO on that rank), in every node. */
+static int scatterv_multi(struct cstate *st, struct vcall *v, int root)
+{
+	int rnode = st->node_of[root], rlocal = st->lrank_of[root], is_root = st->rank == root;
+	int ns = node_size(st, st->my_node), first = st->node_start[st->my_node];
+	int n, l, rc = MPI_SUCCESS;
+	size_t *lc = v->vz + 2 * (size_t)st->size, *ld = lc + st->size, total = 0;
+	uint64_t *cnt = NULL;
+	char *data = NULL;
+
+	for (n = 0; n < st->nnodes && st->my_node == rnode; n++) {
+		int nn = node_size(st, n), at = st->node_start[n];
+
+		if (n == rnode || (!is_root && st->lrank != 0))
+			continue;
+		if (is_root) {
+			if (!(cnt = scratch(st, 1, (size_t)nn * sizeof(uint64_t))))
+				return fail(st, C_SCATTERV, "scratch buffer", MPI_ERR_NO_MEM);
+			for (total = 0, l = 0; l < nn; l++)
+				total += (size_t)(cnt[l] = v->s.bc[st->rank_at[at + l]]);
+			if (!(data = scratch(st, 0, total + 1)))
+				return fail(st, C_SCATTERV, "scratch buffer", MPI_ERR_NO_MEM);
+			for (total = 0, l = 0; l < nn; l++) {
+				memcpy(data + total,
+				       (const char *)v->in + v->s.bd[st->rank_at[at + l]],
+				       (size_t)cnt[l]);
+				total += (size_t)cnt[l];
+			}
+			rc = part_move(st, 1, nn, &cnt, &data, &total, rlocal ? 0 : n,
+			               rlocal ? st->node : st->leaders);
+		} else {
+			rc = part_move(st, 0, nn, &cnt, &data, &total, rlocal, st->node);
+			if (rc == MPI_SUCCESS)
+				rc = part_move(st, 1, nn, &cnt, &data, &total, n, st->leaders);
+		}
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_SCATTERV, "the root's part to a node", rc);
+	}
+	if (st->my_node == rnode) {
+		if (is_root)
+			for (l = 0; l < ns; l++) {
+				lc[l] = v->s.bc[st->rank_at[first + l]];
+				ld[l] = v->s.bd[st->rank_at[first + l]];
+			}
+		rc = shmcoll_scatterv(v->in, is_root ? lc : NULL, is_root ? ld : NULL, v->out,
+		                      v->mine, SHMCOLL_UINT8, rlocal, st->shm);
+		return shm_done(st, C_SCATTERV, "shmcoll_scatterv", rc);
+	}
+	if (st->lrank == 0) {
+		rc = part_move(st, 0, ns, &cnt, &data, &total, rnode, st->leaders);
+		if (rc != MPI_SUCCESS)
+			return fail(st, C_SCATTERV, "the root's part to a node", rc);
+		for (total = 0, l = 0; l < ns; l++) {
+			lc[l] = (size_t)cnt[l];
+			ld[l] = total;
+			total += lc[l];
+		}
+	}
+	rc = shmcoll_scatterv(data, lc, ld, v->out, v->mine, SHMCOLL_UINT8, 0, st->shm);
+	return shm_done(st, C_SCATTERV, "shmcoll_scatterv", rc);
+}
+
 EXPORT int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
                         MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
                         int root, MPI_Comm comm)
@@ -2509,9 +2843,13 @@ EXPORT int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int d
 	if ((rc = scatterv_prep(st, NULL, &v, sendbuf, sendtype, recvbuf, root, comm)) !=
 	    MPI_SUCCESS)
 		return prep_failed(st, C_SCATTERV, v.what, rc);
-	rc = shm_done(st, C_SCATTERV, "shmcoll_scatterv",
-	              shmcoll_scatterv(v.in, is_root ? v.s.bc : NULL, is_root ? v.s.bd : NULL,
-	                               v.out, v.mine, SHMCOLL_UINT8, root, st->shm));
+	if (st->multi)
+		rc = scatterv_multi(st, &v, root);
+	else
+		rc = shm_done(st, C_SCATTERV, "shmcoll_scatterv",
+		              shmcoll_scatterv(v.in, is_root ? v.s.bc : NULL,
+		                               is_root ? v.s.bd : NULL, v.out, v.mine,
+		                               SHMCOLL_UINT8, root, st->shm));
 	if (rc == MPI_SUCCESS && recvbuf != MPI_IN_PLACE && !v.w.contig &&
 	    (rc = pack_side(1, recvbuf, recvcount, recvtype, &v.w, v.out, comm)) != MPI_SUCCESS)
 		return fail(st, C_SCATTERV, "MPI_Unpack", rc);
@@ -3339,8 +3677,9 @@ EXPORT int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype send
 	struct nbreq *q;
 	int rc;
 
-	if (allgatherv_sides(st, &v, sendbuf, sendcount, sendtype, recvcounts, displs, recvtype) <
-	    0)
+	if (!st || st->multi ||
+	    allgatherv_sides(st, &v, sendbuf, sendcount, sendtype, recvcounts, displs, recvtype) <
+	        0)
 		return pmpi(C_IALLGATHERV,
 		            PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
 		                             displs, recvtype, comm, request));
@@ -3368,7 +3707,8 @@ EXPORT int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
 	struct nbreq *q;
 	int is_root, rc;
 
-	if (gatherv_sides(st, &v, sendbuf, sendcount, sendtype, recvcounts, displs, recvtype,
+	if (!st || st->multi ||
+	    gatherv_sides(st, &v, sendbuf, sendcount, sendtype, recvcounts, displs, recvtype,
 	                  root) < 0)
 		return pmpi(C_IGATHERV,
 		            PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
@@ -3398,7 +3738,8 @@ EXPORT int MPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int 
 	struct nbreq *q;
 	int is_root, rc;
 
-	if (scatterv_sides(st, &v, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+	if (!st || st->multi ||
+	    scatterv_sides(st, &v, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
 	                   root) < 0)
 		return pmpi(C_ISCATTERV,
 		            PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
@@ -3460,7 +3801,7 @@ EXPORT int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int rec
 	shmcoll_op sop;
 	int rc = 0;
 
-	if (!(st = rs_state(recvcounts, datatype, op, comm, &sdt, &sop)))
+	if (!(st = rs_state(recvcounts, datatype, op, comm, 1, &sdt, &sop)))
 		return pmpi(C_IREDUCE_SCATTER, PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts,
 		                                                    datatype, op, comm, request));
 	if (!(q = nb_new(st, C_IREDUCE_SCATTER, "shmcoll_ireduce_scatterv")))

@@ -469,8 +469,9 @@ static int every_rank_alone(int n)
 }
 
 /* Whether SHMCOLL_MPI_NODE_SPLIT makes a communicator of n ranks span
- * several nodes, where the interposer composes the nine and leaves
- * MPI_Scan, MPI_Exscan and MPI_Reduce_scatter to PMPI. */
+ * several nodes, where the interposer composes the nine, MPI_Allgatherv,
+ * MPI_Reduce_scatter, MPI_Gatherv and MPI_Scatterv, and leaves MPI_Scan,
+ * MPI_Exscan, MPI_Alltoallv and the non-blocking calls to PMPI. */
 static int spans_nodes(int n)
 {
 	const char *e = getenv("SHMCOLL_MPI_NODE_SPLIT");
@@ -657,7 +658,8 @@ static void check_reduce_scatter(struct ctx *x, const struct red *r, int n, cons
 		total += (size_t)counts[i];
 		most = counts[i] > most ? counts[i] : most;
 	}
-	shm = red_via_shm(x, r, (size_t)most) && !x->spans;
+	/* composed across nodes too, but for the LOC ops (red_via_shm) */
+	shm = red_via_shm(x, r, (size_t)most);
 	mine = (size_t)counts[x->rank] * ext;
 	fill_red(x, r->t, r->o->cls, x->send, total);
 	memset(x->ref, SENTINEL, mine + 8);
@@ -899,8 +901,10 @@ static void a2av_layout(const struct ctx *x, int n, int *sc, int *sd, int *rc, i
 
 static void check_vcolls(struct ctx *x, const struct type *t, int n, int root, const char *label)
 {
-	int rc[V_MAX_RANKS], rd[V_MAX_RANKS], sc[V_MAX_RANKS], sd[V_MAX_RANKS], rcode;
-	int me = x->rank == root, shm = !x->spans;
+	int rc[V_MAX_RANKS], rd[V_MAX_RANKS], sc[V_MAX_RANKS], sd[V_MAX_RANKS], rcode, i;
+	/* Across nodes the interposer composes all but MPI_Alltoallv, which goes to PMPI there
+	 * (shm); composed: the others, taken on every communicator. */
+	int me = x->rank == root, shm = !x->spans, composed = 1;
 	size_t ext = (size_t)t->extent, span, sspan, mine;
 	char what[200];
 
@@ -914,15 +918,36 @@ static void check_vcolls(struct ctx *x, const struct type *t, int n, int root, c
 	memset(x->got, SENTINEL, span * ext + 8);
 	PMPI_Allgatherv(x->send, rc[x->rank], t->dt, x->ref, rc, rd, t->dt, x->comm);
 	rcode = MPI_Allgatherv(x->send, rc[x->rank], t->dt, x->got, rc, rd, t->dt, x->comm);
-	expect(x, C_ALLGATHERV, shm);
+	expect(x, C_ALLGATHERV, composed);
 	snprintf(what, sizeof(what), "MPI_Allgatherv %s n=%d%s", t->name, n, label);
 	fail_rc(x, what, rcode);
 	compare(x, what, x->got, x->ref, span * ext + 8);
 	memset(x->got, SENTINEL, span * ext + 8);
 	memcpy(x->got + (size_t)rd[x->rank] * ext, x->send, mine);
 	rcode = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, rc, rd, t->dt, x->comm);
-	expect(x, C_ALLGATHERV, shm);
+	expect(x, C_ALLGATHERV, composed);
 	snprintf(what, sizeof(what), "MPI_Allgatherv %s n=%d in place%s", t->name, n, label);
+	fail_rc(x, what, rcode);
+	compare(x, what, x->got, x->ref, span * ext + 8);
+	/* the blocks back to back in rank order, as most programs lay them out: across nodes of
+	 * consecutive ranks the interposer then gathers and exchanges in recvbuf itself */
+	for (span = 0, i = 0; i < x->size; i++) {
+		rd[i] = (int)span;
+		span += (size_t)rc[i];
+	}
+	memset(x->ref, SENTINEL, span * ext + 8);
+	memset(x->got, SENTINEL, span * ext + 8);
+	PMPI_Allgatherv(x->send, rc[x->rank], t->dt, x->ref, rc, rd, t->dt, x->comm);
+	rcode = MPI_Allgatherv(x->send, rc[x->rank], t->dt, x->got, rc, rd, t->dt, x->comm);
+	expect(x, C_ALLGATHERV, composed);
+	snprintf(what, sizeof(what), "MPI_Allgatherv %s n=%d packed%s", t->name, n, label);
+	fail_rc(x, what, rcode);
+	compare(x, what, x->got, x->ref, span * ext + 8);
+	memset(x->got, SENTINEL, span * ext + 8);
+	memcpy(x->got + (size_t)rd[x->rank] * ext, x->send, mine);
+	rcode = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, rc, rd, t->dt, x->comm);
+	expect(x, C_ALLGATHERV, composed);
+	snprintf(what, sizeof(what), "MPI_Allgatherv %s n=%d packed in place%s", t->name, n, label);
 	fail_rc(x, what, rcode);
 	compare(x, what, x->got, x->ref, span * ext + 8);
 
@@ -935,7 +960,7 @@ static void check_vcolls(struct ctx *x, const struct type *t, int n, int root, c
 	PMPI_Gatherv(x->send, rc[x->rank], t->dt, me ? x->ref : NULL, rc, rd, t->dt, root, x->comm);
 	rcode = MPI_Gatherv(x->send, rc[x->rank], t->dt, me ? x->got : NULL, rc, rd, t->dt, root,
 	                    x->comm);
-	expect(x, C_GATHERV, shm);
+	expect(x, C_GATHERV, composed);
 	snprintf(what, sizeof(what), "MPI_Gatherv %s n=%d root=%d%s", t->name, n, root, label);
 	fail_rc(x, what, rcode);
 	compare(x, what, x->got, x->ref, span * ext + 8);
@@ -948,7 +973,7 @@ static void check_vcolls(struct ctx *x, const struct type *t, int n, int root, c
 		rcode = MPI_Gatherv(x->send, rc[x->rank], t->dt, NULL, NULL, NULL,
 		                    MPI_DATATYPE_NULL, root, x->comm);
 	}
-	expect(x, C_GATHERV, shm);
+	expect(x, C_GATHERV, composed);
 	snprintf(what, sizeof(what), "MPI_Gatherv %s n=%d root=%d in place%s", t->name, n, root,
 	         label);
 	fail_rc(x, what, rcode);
@@ -965,7 +990,7 @@ static void check_vcolls(struct ctx *x, const struct type *t, int n, int root, c
 	              x->comm);
 	rcode = MPI_Scatterv(me ? x->send : NULL, sc, sd, t->dt, x->got, sc[x->rank], t->dt, root,
 	                     x->comm);
-	expect(x, C_SCATTERV, shm);
+	expect(x, C_SCATTERV, composed);
 	snprintf(what, sizeof(what), "MPI_Scatterv %s n=%d root=%d%s", t->name, n, root, label);
 	fail_rc(x, what, rcode);
 	compare(x, what, x->got, x->ref, mine + 8);
@@ -976,7 +1001,7 @@ static void check_vcolls(struct ctx *x, const struct type *t, int n, int root, c
 	else
 		rcode = MPI_Scatterv(NULL, NULL, NULL, MPI_DATATYPE_NULL, x->got, sc[x->rank],
 		                     t->dt, root, x->comm);
-	expect(x, C_SCATTERV, shm);
+	expect(x, C_SCATTERV, composed);
 	snprintf(what, sizeof(what), "MPI_Scatterv %s n=%d root=%d in place%s", t->name, n, root,
 	         label);
 	fail_rc(x, what, rcode);

@@ -66,8 +66,10 @@ trap 'rm -f "$log"' EXIT
 # the calls mpi_check expects the interposer to take ran through shmcoll, and
 # exactly the others fell back), off (none ran through shmcoll). Across
 # simulated nodes (SHMCOLL_MPI_NODE_SPLIT) it is all as well: every
-# collective composes there, and a call that fell back to PMPI on a
-# communicator that spans nodes would show as one fallback too many.
+# collective that composes there (the nine, and the blocking MPI_Allgatherv,
+# MPI_Reduce_scatter, MPI_Gatherv and MPI_Scatterv) must, and a call that fell
+# back to PMPI on a communicator that spans nodes would show as one fallback
+# too many.
 cases=()
 if [ $sanitized = 1 ]; then
 	export ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
