@@ -2439,12 +2439,15 @@ static int allgatherv_sides(struct cstate *st, struct vcall *v, const void *send
 	return side_of(sendtype, sendcount, &v->w) < 0 || (size_t)v->w.bytes != v->mine ? -1 : 0;
 }
 
-/* Across nodes (blocking only) a gatherv is always composed: no rank but the root knows the
- * total, and gatherv_multi's messages between leaders go in pieces of at most INT_MAX bytes,
- * so nothing needs it. */
-static int gatherv_sides(struct cstate *st, struct vcall *v, const void *sendbuf, int sendcount,
-                         MPI_Datatype sendtype, const int *recvcounts, const int *displs,
-                         MPI_Datatype recvtype, int root)
+/* A rooted v-call's sides, 0 or -1 for PMPI: side (which: 1 receives, gatherv's; 0 sends,
+ * scatterv's) of vtype, counts and displs at the root; w, wcount of wtype, on every rank but an
+ * in-place root, whose block the v-side gives. Across nodes (blocking only) the call is
+ * always composed: no rank but the root knows the total, and gatherv_multi's and
+ * scatterv_multi's messages between leaders go in pieces of at most INT_MAX bytes, so nothing
+ * needs it. */
+static int vrooted_sides(struct cstate *st, struct vcall *v, struct vside *side, int which,
+                         MPI_Datatype vtype, const int *counts, const int *displs, int inplace,
+                         MPI_Datatype wtype, int wcount, int root)
 {
 	int is_root;
 
@@ -2452,17 +2455,24 @@ static int gatherv_sides(struct cstate *st, struct vcall *v, const void *sendbuf
 		return -1;
 	v->vz = st->vz;
 	is_root = st->rank == root;
-	if (is_root && vside_of(v->vz, st->size, 1, recvtype, recvcounts, displs, &v->r) < 0)
+	if (is_root && vside_of(v->vz, st->size, which, vtype, counts, displs, side) < 0)
 		return -1;
-	if (is_root && sendbuf == MPI_IN_PLACE) {
-		v->mine = v->r.bc[root];
+	if (is_root && inplace) {
+		v->mine = side->bc[root];
 		return 0;
 	}
-	if (side_of(sendtype, sendcount, &v->w) < 0 ||
-	    (is_root && (size_t)v->w.bytes != v->r.bc[root]))
+	if (side_of(wtype, wcount, &v->w) < 0 || (is_root && (size_t)v->w.bytes != side->bc[root]))
 		return -1;
 	v->mine = (size_t)v->w.bytes;
 	return 0;
+}
+
+static int gatherv_sides(struct cstate *st, struct vcall *v, const void *sendbuf, int sendcount,
+                         MPI_Datatype sendtype, const int *recvcounts, const int *displs,
+                         MPI_Datatype recvtype, int root)
+{
+	return vrooted_sides(st, v, &v->r, 1, recvtype, recvcounts, displs, sendbuf == MPI_IN_PLACE,
+	                     sendtype, sendcount, root);
 }
 
 /* An allgatherv's, or a gatherv's (receives: at the root). In place, this rank's block is
@@ -2703,28 +2713,12 @@ EXPORT int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 	return is_root ? unpack_recv(st, C_GATHERV, rc, recvbuf, recvtype, &v, comm) : rc;
 }
 
-/* Across nodes (blocking only) a scatterv is always composed, as a gatherv is. */
 static int scatterv_sides(struct cstate *st, struct vcall *v, const int *sendcounts,
                           const int *displs, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                           MPI_Datatype recvtype, int root)
 {
-	int is_root;
-
-	if (!st || root < 0 || root >= st->size)
-		return -1;
-	v->vz = st->vz;
-	is_root = st->rank == root;
-	if (is_root && vside_of(v->vz, st->size, 0, sendtype, sendcounts, displs, &v->s) < 0)
-		return -1;
-	if (is_root && recvbuf == MPI_IN_PLACE) {
-		v->mine = v->s.bc[root];
-		return 0;
-	}
-	if (side_of(recvtype, recvcount, &v->w) < 0 ||
-	    (is_root && (size_t)v->w.bytes != v->s.bc[root]))
-		return -1;
-	v->mine = (size_t)v->w.bytes;
-	return 0;
+	return vrooted_sides(st, v, &v->s, 0, sendtype, sendcounts, displs, recvbuf == MPI_IN_PLACE,
+	                     recvtype, recvcount, root);
 }
 
 /* The root's blocks from sendbuf, or packed into buffer 2; this rank's block into recvbuf,
