@@ -141,6 +141,13 @@ int shmcoll__live_check(void *ctx)
 
 		if (load_acquire(&pc->left) &&
 		    !seq_reached(load_relaxed(&pc->seq), n->live.waiting_step)) {
+			/* Unless it broke the communicator before leaving (its own timeout or
+			 * fault): then it left because of that, and the caller, which looked
+			 * at the abort word before this check, finds the break on its next
+			 * look and reports its cause. The acquire of left orders the break
+			 * before this load. */
+			if (load_relaxed(&n->arena.hdr->aborted))
+				return 0;
 			n->live.left_rank = p;
 			return -EPROTO;
 		}

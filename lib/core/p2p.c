@@ -1180,6 +1180,10 @@ int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready
 				shmcoll__node_progress(n);
 				if (ready(arg))
 					return 0;
+				/* It broke the communicator before leaving (the acquire of left
+				 * orders that before this load): report the break. */
+				if (load_relaxed(w->abort_word))
+					return broken(n, fn);
 				shmcoll__node_break(n, EPROTO);
 				shmcoll__node_fail(
 				    n, -EPROTO,
