@@ -89,6 +89,8 @@ struct red {
 /* What one thread checks with: its communicator and buffers. */
 struct ctx {
 	MPI_Comm comm;
+	int self_tag; /* fill_move's tag on MPI_COMM_SELF, this context's own: its messages
+	                 to itself never meet another thread's */
 	const char *comm_name;
 	int rank, size;
 	int world_rank;
@@ -366,8 +368,8 @@ static void fill_move(struct ctx *x, const struct type *t, void *buf, size_t n, 
 	for (i = 0; i < bytes; i++)
 		x->tmp[i] = (uint8_t)hash3(x->seed + (unsigned)tag, x->rank, i);
 	memset(buf, SENTINEL, bytes);
-	PMPI_Sendrecv(x->tmp, (int)n, t->dt, 0, 0, buf, (int)n, t->dt, 0, 0, MPI_COMM_SELF,
-	              MPI_STATUS_IGNORE);
+	PMPI_Sendrecv(x->tmp, (int)n, t->dt, 0, x->self_tag, buf, (int)n, t->dt, 0, x->self_tag,
+	              MPI_COMM_SELF, MPI_STATUS_IGNORE);
 }
 
 static void compare(struct ctx *x, const char *what, const void *got, const void *want,
@@ -2104,11 +2106,14 @@ static void run_matrix(struct ctx *x, enum level level, const char *label)
 	check_barrier(x);
 }
 
+static atomic_int self_tags;
+
 static int ctx_init(struct ctx *x, MPI_Comm comm, const char *name)
 {
 	memset(x, 0, sizeof(*x));
 	x->comm = comm;
 	x->comm_name = name;
+	x->self_tag = atomic_fetch_add(&self_tags, 1);
 	MPI_Comm_rank(MPI_COMM_WORLD, &x->world_rank);
 	MPI_Comm_rank(comm, &x->rank);
 	MPI_Comm_size(comm, &x->size);

@@ -72,7 +72,8 @@ trap 'rm -f "$log"' EXIT
 # too many.
 cases=()
 if [ $sanitized = 1 ]; then
-	export ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
+	# Last: a later setting of an option wins (scripts/test sets detect_leaks=1).
+	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 	cases+=("2|1||all|P=2 with the interposer, ASan+UBSan")
 	cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=2|all|P=4 on 2 nodes of 2 ranks, ASan+UBSan")
 	cases+=("2|1|MPI_CHECK_ARGS=--threads|all|P=2, two threads at once, ASan+UBSan")
