@@ -901,6 +901,33 @@ static void a2av_layout(const struct ctx *x, int n, int *sc, int *sd, int *rc, i
 	}
 }
 
+/* MPI_Allgatherv of x->send (this rank's rc[rank] elements) into blocks at rd, spanning span
+ * elements, against PMPI's, then in place. */
+static void check_allgatherv(struct ctx *x, const struct type *t, int n, const int *rc,
+                             const int *rd, size_t span, const char *layout, const char *label)
+{
+	size_t ext = (size_t)t->extent, mine = (size_t)rc[x->rank] * ext;
+	char what[200];
+	int rcode;
+
+	memset(x->ref, SENTINEL, span * ext + 8);
+	memset(x->got, SENTINEL, span * ext + 8);
+	PMPI_Allgatherv(x->send, rc[x->rank], t->dt, x->ref, rc, rd, t->dt, x->comm);
+	rcode = MPI_Allgatherv(x->send, rc[x->rank], t->dt, x->got, rc, rd, t->dt, x->comm);
+	expect(x, C_ALLGATHERV, 1);
+	snprintf(what, sizeof(what), "MPI_Allgatherv %s n=%d%s%s", t->name, n, layout, label);
+	fail_rc(x, what, rcode);
+	compare(x, what, x->got, x->ref, span * ext + 8);
+	memset(x->got, SENTINEL, span * ext + 8);
+	memcpy(x->got + (size_t)rd[x->rank] * ext, x->send, mine);
+	rcode = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, rc, rd, t->dt, x->comm);
+	expect(x, C_ALLGATHERV, 1);
+	snprintf(what, sizeof(what), "MPI_Allgatherv %s n=%d%s in place%s", t->name, n, layout,
+	         label);
+	fail_rc(x, what, rcode);
+	compare(x, what, x->got, x->ref, span * ext + 8);
+}
+
 static void check_vcolls(struct ctx *x, const struct type *t, int n, int root, const char *label)
 {
 	int rc[V_MAX_RANKS], rd[V_MAX_RANKS], sc[V_MAX_RANKS], sd[V_MAX_RANKS], rcode, i;
@@ -912,46 +939,18 @@ static void check_vcolls(struct ctx *x, const struct type *t, int n, int root, c
 
 	if (x->size > V_MAX_RANKS)
 		return;
-	/* allgatherv */
+	/* allgatherv: the sweep's layout, then the blocks back to back in rank order, as most
+	 * programs lay them out (across nodes of consecutive ranks the interposer then gathers
+	 * and exchanges in recvbuf itself) */
 	span = v_layout(x->size, n, 0, rc, rd);
 	mine = (size_t)rc[x->rank] * ext;
 	fill_move(x, t, x->send, (size_t)rc[x->rank], 21);
-	memset(x->ref, SENTINEL, span * ext + 8);
-	memset(x->got, SENTINEL, span * ext + 8);
-	PMPI_Allgatherv(x->send, rc[x->rank], t->dt, x->ref, rc, rd, t->dt, x->comm);
-	rcode = MPI_Allgatherv(x->send, rc[x->rank], t->dt, x->got, rc, rd, t->dt, x->comm);
-	expect(x, C_ALLGATHERV, composed);
-	snprintf(what, sizeof(what), "MPI_Allgatherv %s n=%d%s", t->name, n, label);
-	fail_rc(x, what, rcode);
-	compare(x, what, x->got, x->ref, span * ext + 8);
-	memset(x->got, SENTINEL, span * ext + 8);
-	memcpy(x->got + (size_t)rd[x->rank] * ext, x->send, mine);
-	rcode = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, rc, rd, t->dt, x->comm);
-	expect(x, C_ALLGATHERV, composed);
-	snprintf(what, sizeof(what), "MPI_Allgatherv %s n=%d in place%s", t->name, n, label);
-	fail_rc(x, what, rcode);
-	compare(x, what, x->got, x->ref, span * ext + 8);
-	/* the blocks back to back in rank order, as most programs lay them out: across nodes of
-	 * consecutive ranks the interposer then gathers and exchanges in recvbuf itself */
+	check_allgatherv(x, t, n, rc, rd, span, "", label);
 	for (span = 0, i = 0; i < x->size; i++) {
 		rd[i] = (int)span;
 		span += (size_t)rc[i];
 	}
-	memset(x->ref, SENTINEL, span * ext + 8);
-	memset(x->got, SENTINEL, span * ext + 8);
-	PMPI_Allgatherv(x->send, rc[x->rank], t->dt, x->ref, rc, rd, t->dt, x->comm);
-	rcode = MPI_Allgatherv(x->send, rc[x->rank], t->dt, x->got, rc, rd, t->dt, x->comm);
-	expect(x, C_ALLGATHERV, composed);
-	snprintf(what, sizeof(what), "MPI_Allgatherv %s n=%d packed%s", t->name, n, label);
-	fail_rc(x, what, rcode);
-	compare(x, what, x->got, x->ref, span * ext + 8);
-	memset(x->got, SENTINEL, span * ext + 8);
-	memcpy(x->got + (size_t)rd[x->rank] * ext, x->send, mine);
-	rcode = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->got, rc, rd, t->dt, x->comm);
-	expect(x, C_ALLGATHERV, composed);
-	snprintf(what, sizeof(what), "MPI_Allgatherv %s n=%d packed in place%s", t->name, n, label);
-	fail_rc(x, what, rcode);
-	compare(x, what, x->got, x->ref, span * ext + 8);
+	check_allgatherv(x, t, n, rc, rd, span, " packed", label);
 
 	/* gatherv, to root */
 	span = v_layout(x->size, n, 1, rc, rd);
