@@ -649,6 +649,18 @@ size_t th_large_count(th_coll c, shmcoll_dtype dt, int size, size_t arena_bytes)
 	return m ? 2 * arena_bytes / m + 13 : 0;
 }
 
+int th_large_wanted(shmcoll_dtype dt, shmcoll_op op)
+{
+#ifdef TH_SANITIZED
+	return op == SHMCOLL_SUM && (dt == SHMCOLL_INT8 || dt == SHMCOLL_FLOAT16 ||
+	                             dt == SHMCOLL_FLOAT32 || dt == SHMCOLL_FLOAT64);
+#else
+	(void)dt;
+	(void)op;
+	return 1;
+#endif
+}
+
 /* ---- checked collective calls ---- */
 
 /* Reference data of one case shape, kept from call to call: the rows (each

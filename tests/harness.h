@@ -219,6 +219,13 @@ int th_call(shmcoll_comm *c, th_coll coll, const void *s, void *r, size_t n, shm
 /* A count whose largest region exceeds 2 * arena_bytes (the smallest such,
  * plus 13 elements so it divides evenly by nothing in particular). */
 size_t th_large_count(th_coll c, shmcoll_dtype dt, int size, size_t arena_bytes);
+/* Whether a matrix runs its largest counts (past the arena: the chunked protocols) for
+ * (dt, op). In a plain build, every pair. Under a sanitizer (TH_SANITIZED, set by
+ * tests/meson.build), which makes those cases 2-10x slower and whose findings there depend
+ * on the element size, not on the type or the op: one type of each size (int8, float16,
+ * float32, float64) with SUM. Every pair still runs at the smaller counts, 4097 (every
+ * kernel with a tail, at an odd address too) included. */
+int th_large_wanted(shmcoll_dtype dt, shmcoll_op op);
 
 typedef struct th_checker th_checker;
 

@@ -104,8 +104,9 @@ int th_matrix_body(shmcoll_comm *comm, int rank, void *arg)
 				run_point(ck, m, P, dt, op, 1, 0);
 				run_point(ck, m, P, dt, op, SMALL_SYM_COUNT, 0);
 				run_point(ck, m, P, dt, op, MID_COUNT, 0);
-				run_point(ck, m, P, dt, op,
-				          th_large_count(m->coll, dt, P, ARENA_SMALL), 0);
+				if (th_large_wanted(dt, op))
+					run_point(ck, m, P, dt, op,
+					          th_large_count(m->coll, dt, P, ARENA_SMALL), 0);
 				if (th_coll_reduces(m->coll)) {
 					run_point(ck, m, P, dt, op, SMALL_SYM_COUNT, 1);
 					run_point(ck, m, P, dt, op, MID_COUNT, 1);
@@ -115,7 +116,8 @@ int th_matrix_body(shmcoll_comm *comm, int rank, void *arg)
 			run_point(ck, m, P, dt, op, MID_COUNT, 0);
 			/* The ~300 KB symmetric reductions: SUM and MAX only
 			 * (every op runs at 4097), to bound the time. */
-			if (!th_coll_reduces(m->coll) || op == SHMCOLL_SUM || op == SHMCOLL_MAX)
+			if ((!th_coll_reduces(m->coll) || op == SHMCOLL_SUM || op == SHMCOLL_MAX) &&
+			    th_large_wanted(dt, op))
 				run_point(ck, m, P, dt, op, sym_large_count(m->coll, dt, P), 0);
 		}
 	}

@@ -78,8 +78,9 @@ static int tmatrix_body(shmcoll_comm *comm, int rank, void *arg)
 			run_point(ck, m->coll, P, dt, thread_ops[oi], 1);
 			run_point(ck, m->coll, P, dt, thread_ops[oi], SMALL_SYM_COUNT);
 			run_point(ck, m->coll, P, dt, thread_ops[oi], 4097);
-			run_point(ck, m->coll, P, dt, thread_ops[oi],
-			          th_large_count(m->coll, dt, P, ARENA_SMALL));
+			if (th_large_wanted(dt, thread_ops[oi]))
+				run_point(ck, m->coll, P, dt, thread_ops[oi],
+				          th_large_count(m->coll, dt, P, ARENA_SMALL));
 		}
 	}
 	err = th_check_first_error(ck);
