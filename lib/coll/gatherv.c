@@ -108,8 +108,9 @@ guard:
 		rc = shmcoll__await_msg(n, t, t->p, &m);
 		if (rc)
 			return shmcoll__suspend(t, AT_PEER, rc);
-		len = shmcoll__msg_len(m);
 		want = t->rcounts[t->p] * es;
+		shmcoll__msg_prefetch(m, 0, want);
+		len = shmcoll__msg_len(m);
 		if (len <= SHMCOLL_INLINE_MAX) {
 			if (len != want)
 				return mismatch(n, t, len / es);
