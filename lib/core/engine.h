@@ -137,9 +137,10 @@ static inline uint32_t shmcoll__msg_len(const uint8_t *data)
 	return ((const struct shmcoll_msg *)(data - offsetof(struct shmcoll_msg, data)))->len;
 }
 
-/* Before reading message data at an offset the message itself gives (a table entry): starts
- * the transfer of [off, off + len) of data m, off a guess the caller makes from its own
- * counts (right when the blocks are even). The read of the entry and the transfer of the
+/* Before reading message data at an offset the message itself gives (a table entry), or
+ * whose length it checks first (gatherv's root): starts the transfer of [off, off + len) of
+ * data m, off and len a guess the caller makes from its own counts (right when the blocks
+ * are even). The read of the entry and the transfer of the
  * block then overlap instead of following each other: measured, a cross-core hop less per
  * call once the block leaves the message's first line. A wrong guess costs nothing but the
  * prefetch. */
