@@ -968,6 +968,9 @@ enum {
 	MM_ALLTOALLV_SMALL, /* rank 0 sends rank 1 one element more than rank 1 expects */
 	MM_ALLTOALLV_LARGE,
 	MM_ALLTOALLV_OWN, /* rank 0's sendcounts[0] is not its recvcounts[0] */
+	/* Without SHMCOLL_CHECK: the inline messages' counts. */
+	MM_ALLTOALLV_TABLE, /* as MM_ALLTOALLV_SMALL: rank 0's blocks differ, so a table */
+	MM_ALLTOALLV_EVEN,  /* rank 0 sends every rank one more: its blocks even, no table */
 	MM_COUNT
 };
 
@@ -989,6 +992,8 @@ static const char *const mm_name[MM_COUNT] = {
     "alltoallv, small",
     "alltoallv, large",
     "alltoallv, own counts",
+    "alltoallv, inline with a table",
+    "alltoallv, inline without a table",
 };
 
 /* The rank that must see the mismatch (-EPROTO), or -1: every rank waits for every other,
@@ -1009,6 +1014,9 @@ static int mm_detector(int m, int P)
 	case MM_SCATTERV_LARGE:
 	case MM_SCATTERV_LONGER:
 		return P - 1;
+	case MM_ALLTOALLV_TABLE:
+	case MM_ALLTOALLV_EVEN:
+		return 1; /* rank 0, whose peers send it what it expects, may return 0 */
 	default:
 		return -1;
 	}
@@ -1085,6 +1093,19 @@ static int mm_call(int m, shmcoll_comm *comm, int me, int P, int32_t *sb, int32_
 	default: /* alltoallv */
 		memcpy(c2, cnt, sizeof(c2));
 		memcpy(d2, dsp, sizeof(d2));
+		if (m == MM_ALLTOALLV_EVEN) {
+			/* Receive displacements room for n + 1 on every rank. */
+			for (p = 0; p < P; p++) {
+				dsp[p] = (n + 1) * (size_t)p;
+				if (me == 0) {
+					c2[p] = n + 1;
+					d2[p] = (n + 1) * (size_t)p;
+				}
+			}
+			if (me == 0)
+				cnt[0] = n + 1; /* its own block */
+			return shmcoll_alltoallv(sb, c2, d2, rb, cnt, dsp, SHMCOLL_INT32, comm);
+		}
 		if (me == 0 && m != MM_ALLTOALLV_OWN) {
 			c2[1] = n + 1; /* to rank 1, which expects n */
 			d2[1] = n * (size_t)P;
@@ -1207,6 +1228,13 @@ Test(vcoll, mismatch_allgatherv, .timeout = 300)
 Test(vcoll, mismatch_reduce_scatterv, .timeout = 300)
 {
 	run_mm_range(MM_RSV_SMALL, MM_RSV_LARGE);
+}
+
+/* Without SHMCOLL_CHECK a small call goes inline: each rank checks the count a peer's
+ * message gives it, read from the message's table or, every block the same, its length. */
+Test(vcoll, mismatch_alltoallv_inline, .timeout = 300)
+{
+	run_mm_range(MM_ALLTOALLV_TABLE, MM_ALLTOALLV_EVEN);
 }
 
 /* SHMCOLL_CHECK=1 is read when the communicator is made: set here, before the harness makes

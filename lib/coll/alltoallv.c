@@ -7,7 +7,8 @@
  * Message first (the default): the first step is every rank's message (engine.h's ring),
  * which says how many windows its longest block needs and, where its whole contribution is
  * small (a header, a table of each peer's offset and count, and the blocks, at most
- * SHMCOLL_INLINE_MAX bytes, and no block longer than a window), carries it inline; the
+ * SHMCOLL_INLINE_MAX bytes, and no block longer than a window), carries it inline (the
+ * blocks alone when every peer's count is the same: proto.h's even form); the
  * others stage their first window beside it. Each rank reads every peer's message - an
  * inline one's count for it against its recvcounts, a mismatch being -EPROTO - and copies
  * its blocks; the steps after the first are those of the flat protocol below. A call whose
@@ -206,8 +207,8 @@ static int goes_inline(const struct shmcoll_node *n, const struct shmcoll_task *
 	return 1;
 }
 
-/* Builds this rank's first-step message in buf (its data, SHMCOLL_INLINE_MAX bytes):
- * bytes written. */
+/* Builds this rank's first-step message in buf (its data, SHMCOLL_INLINE_MAX bytes): the
+ * length to commit (proto.h's even form when every peer's count is the same). */
 static size_t message(const struct shmcoll_node *n, const struct shmcoll_task *t, int inl,
                       size_t need, uint8_t *buf)
 {
@@ -217,6 +218,8 @@ static size_t message(const struct shmcoll_node *n, const struct shmcoll_task *t
 	size_t off = 0, len;
 	int q;
 
+	if (inl && shmcoll__even_blocks(n, t->scounts, n->rank, t->es, &len))
+		return shmcoll__even_pack(n, buf, t->send, t->sdispls, n->rank, len, t->es);
 	memcpy(buf, &head, VHEAD_BYTES);
 	if (!inl)
 		return VHEAD_BYTES;
@@ -236,11 +239,27 @@ static size_t message(const struct shmcoll_node *n, const struct shmcoll_task *t
  * its staging half), and its need. 0 or -EPROTO. */
 static int take_first(struct shmcoll_node *n, struct shmcoll_task *t, int p, const uint8_t *m)
 {
-	uint32_t head;
+	uint32_t head, len = shmcoll__msg_len(m);
 	struct ventry e;
-	size_t es = t->es, table = VHEAD_BYTES + (size_t)n->size * sizeof(e);
+	size_t es = t->es, table = VHEAD_BYTES + (size_t)n->size * sizeof(e), off;
 	const uint8_t *data;
 
+	if (len & SHMCOLL_MSG_EVEN) {
+		off = shmcoll__even_offset(n, m, p, len, t->rcounts[p] * es);
+		if (off == SIZE_MAX) {
+			shmcoll__node_break(n, EPROTO);
+			return shmcoll__node_fail(
+			    n, -EPROTO,
+			    "%s: mismatched counts: rank %d sends %zu elements to rank %d, which "
+			    "expects %zu (recvcounts[%d])",
+			    t->fn, p,
+			    (len & ~(uint32_t)SHMCOLL_MSG_EVEN) / es / (size_t)(n->size - 1),
+			    n->rank, t->rcounts[p], p);
+		}
+		if (t->rcounts[p])
+			memcpy(t->recv + t->rdispls[p] * es, m + off, t->rcounts[p] * es);
+		return 0;
+	}
 	/* This rank's block, if p's blocks were all as long as the one this rank expects. */
 	shmcoll__msg_prefetch(m, table + (size_t)(n->rank - (n->rank > p)) * t->rcounts[p] * es,
 	                      t->rcounts[p] * es);

@@ -65,6 +65,66 @@ int shmcoll__vops_new(struct shmcoll_node *n, struct shmcoll_task *t, int nops);
 int shmcoll__vops_finish(struct shmcoll_node *n, struct shmcoll_task *t, int nops,
                          const size_t *expect);
 
+/* Even inline messages (scatterv's root, alltoallv). An inline message of those calls
+ * carries a table of each block's offset and count before the blocks. When every peer's
+ * block has the same count, the message is the blocks alone, back to back in rank order
+ * without the writer's, and its committed length says so with SHMCOLL_MSG_EVEN. A reader
+ * finds its block at its place among the writer's peers and checks its own count against
+ * the length (count x peers), so a mismatch still shows. A 32-byte block at P=2 then stays in
+ * the line the reader polls, as the equal-count call's does; behind a table it took a
+ * second line (1.45-1.5x the equal call's time, docs/BENCHMARKS.md). */
+#define SHMCOLL_MSG_EVEN (1u << 31)
+
+/* Whether every rank but skip (size >= 2) has the same count *c in counts, their blocks
+ * together fitting a message. */
+static inline int shmcoll__even_blocks(const struct shmcoll_node *n, const size_t *counts, int skip,
+                                       size_t es, size_t *c)
+{
+	size_t first = counts[skip == 0];
+	int q;
+
+	for (q = 0; q < n->size; q++)
+		if (q != skip && counts[q] != first)
+			return 0;
+	*c = first;
+	return first * es <= SHMCOLL_INLINE_MAX &&
+	       first * es * (size_t)(n->size - 1) <= SHMCOLL_INLINE_MAX;
+}
+
+/* Packs the even blocks (c elements each, at displs of send) of every rank but skip into
+ * data: the length to commit, SHMCOLL_MSG_EVEN set. */
+static inline size_t shmcoll__even_pack(const struct shmcoll_node *n, uint8_t *data,
+                                        const uint8_t *send, const size_t *displs, int skip,
+                                        size_t c, size_t es)
+{
+	size_t off = 0;
+	int q;
+
+	for (q = 0; q < n->size && c; q++) { /* no blocks: sendbuf may be NULL */
+		if (q == skip)
+			continue;
+		shmcoll__memcpy_call(data + off, send + displs[q] * es, c * es);
+		off += c * es;
+	}
+	return off | SHMCOLL_MSG_EVEN;
+}
+
+/* This rank's block in writer p's even message m of length len (SHMCOLL_MSG_EVEN set),
+ * where it expects want bytes: the block's offset in the data, its lines on their way (as
+ * msg_prefetch), or SIZE_MAX when the length is not want bytes for every peer of p (a
+ * mismatch). */
+static inline size_t shmcoll__even_offset(const struct shmcoll_node *n, const uint8_t *m, int p,
+                                          uint32_t len, size_t want)
+{
+	size_t off = (size_t)(n->rank - (n->rank > p)) * want;
+
+	shmcoll__msg_prefetch(m, off, want);
+	if (want > SHMCOLL_INLINE_MAX ||
+	    want * (size_t)(n->size - 1) != (len & ~(uint32_t)SHMCOLL_MSG_EVEN))
+		return SIZE_MAX;
+	return off;
+}
+
 /* The direct protocol for the task's call (direct.c): the result goes to recv on every rank
  * (root < 0: allreduce) or on root (reduce). t->reduce is the kernel. */
 int shmcoll__direct_advance(struct shmcoll_node *n, struct shmcoll_task *t);

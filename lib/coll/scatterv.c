@@ -5,7 +5,8 @@
  *   1. Every rank takes the call's tag (the communicator's count of calls that use
  *      point-to-point) in a context of its own.
  *   2. The root publishes its message: when every peer's block fits in it together with a
- *      table of each block's offset and count, the blocks themselves; else, when they fit
+ *      table of each block's offset and count, the blocks themselves (without the table
+ *      when every peer's count is the same: proto.h's even form); else, when they fit
  *      its slot's half together, the table, with the blocks staged there (once every peer
  *      has published the step before this one, so it read what the root staged in that
  *      half before); else only that they come as messages, which it sends (eager, or by
@@ -22,11 +23,13 @@
 
 enum { AT_GUARD = 1, AT_SGUARD, AT_ROOT, AT_WAIT };
 
-/* The message: a 32-bit head (HEAD_P2P, HEAD_INLINE or HEAD_STAGED), then, inline, one
- * (offset, count) entry per rank and the blocks, or, staged, one (offset in the root's slot
- * half, count) entry per rank. Inline data is at most SHMCOLL_INLINE_MAX bytes, so 16 bits
- * hold any offset and count; staged data at most a slot half, if that fits 32 bits. */
-enum { HEAD_P2P, HEAD_INLINE, HEAD_STAGED };
+/* The message: with every peer's count the same and their blocks fitting, the blocks alone
+ * (proto.h's even form, HEAD_EVEN here); else a 32-bit head (HEAD_P2P, HEAD_INLINE or
+ * HEAD_STAGED), then, inline, one (offset, count) entry per rank and the blocks, or, staged,
+ * one (offset in the root's slot half, count) entry per rank. Inline data is at most
+ * SHMCOLL_INLINE_MAX bytes, so 16 bits hold any offset and count; staged data at most a slot
+ * half, if that fits 32 bits. */
+enum { HEAD_P2P, HEAD_INLINE, HEAD_STAGED, HEAD_EVEN /* no head: proto.h's even form */ };
 struct sentry {
 	uint16_t off, count;
 };
@@ -96,7 +99,8 @@ static void stage(struct shmcoll_node *n, struct shmcoll_task *t)
 
 static int scatterv_msg(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	size_t es = t->es, table = HEAD_BYTES + (size_t)n->size * sizeof(struct sentry), off, len;
+	size_t es = t->es, table = HEAD_BYTES + (size_t)n->size * sizeof(struct sentry), off, len,
+	       c;
 	uint8_t *buf;
 	const uint8_t *m, *own;
 	struct sentry e = {0, 0};
@@ -121,8 +125,15 @@ guard:
 	if (rc)
 		return shmcoll__suspend(t, AT_GUARD, rc);
 	if (n->rank == t->root) {
-		head = fits(n, t) ? HEAD_INLINE : stages(n, t) ? HEAD_STAGED : HEAD_P2P;
-		if (head == HEAD_STAGED) {
+		head = shmcoll__even_blocks(n, t->scounts, n->rank, es, &c) ? HEAD_EVEN
+		       : fits(n, t)                                         ? HEAD_INLINE
+		       : stages(n, t)                                       ? HEAD_STAGED
+		                                                            : HEAD_P2P;
+		if (head == HEAD_EVEN) {
+			shmcoll__msg_commit(n, t,
+			                    shmcoll__even_pack(n, shmcoll__msg_data(n, t), t->send,
+			                                       t->sdispls, n->rank, c, es));
+		} else if (head == HEAD_STAGED) {
 		sguard:
 			rc = shmcoll__await_guard(n, t);
 			if (rc)
@@ -169,6 +180,17 @@ root:
 	if (rc)
 		return shmcoll__suspend(t, AT_ROOT, rc);
 	shmcoll__msg_seen(n, t);
+	len = shmcoll__msg_len(m);
+	if (len & SHMCOLL_MSG_EVEN) {
+		off = shmcoll__even_offset(n, m, t->root, (uint32_t)len, t->scount * es);
+		if (off == SIZE_MAX) {
+			sent = (len & ~(size_t)SHMCOLL_MSG_EVEN) / es / (size_t)(n->size - 1);
+			goto bad;
+		}
+		if (t->scount)
+			memcpy(t->recv, m + off, t->scount * es);
+		return 0;
+	}
 	/* This rank's block, if every peer's were as long as its own. */
 	shmcoll__msg_prefetch(m, table + (size_t)(n->rank - (n->rank > t->root)) * t->scount * es,
 	                      t->scount * es);
