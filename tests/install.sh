@@ -3,7 +3,8 @@
 # programs written only against the contract built with
 # `cc ... $(pkg-config --cflags --libs shmcoll)` against the installed header,
 # the contract program run under the installed shmcoll-run for P = 1..8, and
-# the installed benchmark, shmcoll-bench, run under it.
+# the installed benchmark, shmcoll-bench, run under it, and the Python package imported
+# from where Debian's /usr/bin/python3 looks for it.
 # Output is TAP (one line per check) for meson.
 # usage: tests/install.sh BUILDDIR SOURCEDIR
 set -u
@@ -25,7 +26,7 @@ if [ -n "$sanitize" ] && [ "$sanitize" != none ]; then
 	echo "1..0 # SKIP sanitizer build (b_sanitize=$sanitize): installed programs are not instrumented"
 	exit 0
 fi
-echo "1..15"
+echo "1..18"
 check "meson install into a staging root" meson install -C "$build" --destdir "$root/stage" --no-rebuild
 pc=$(find "$root/stage" -name shmcoll.pc | head -n 1)
 run=$(find "$root/stage" -name shmcoll-run -type f | head -n 1)
@@ -55,3 +56,31 @@ export SHMCOLL_ARENA_BYTES=98304 SHMCOLL_TIMEOUT_MS=60000
 for p in 1 2 3 4 5 6 7 8; do
 	check "contract program under shmcoll-run -n $p" timeout 600 "$run" -n "$p" "$root/contract"
 done
+# The Python package: installed into a directory on the sys.path of the interpreter it was
+# built for (python_exe), so "import shmcoll" works there without PYTHONPATH once installed.
+py=$(meson introspect --buildoptions "$build" 2>/dev/null |
+	python3 -c 'import json,sys; print(next((o["value"] for o in json.load(sys.stdin) if o["name"] == "python_exe"), ""))' 2>/dev/null)
+ext=$(find "$root/stage" -name '_shmcoll*.so' | head -n 1)
+if [ -z "$ext" ]; then
+	for what in "installed: the Python package shmcoll" "on the sys.path of $py" \
+		"the installed package under the installed shmcoll-run -n 2"; do
+		n=$((n + 1))
+		echo "ok $n - $what # SKIP the package was not built (no python3-dev for ${py:-python3})"
+	done
+	exit 0
+fi
+pkgdir=$(dirname "$(dirname "$ext")")
+check "installed: the Python package shmcoll" test -f "$pkgdir/shmcoll/__init__.py" -a -f "$pkgdir/shmcoll/_comm.py"
+check "on the sys.path of $py: ${pkgdir#"$root/stage"}" \
+	"$py" -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "${pkgdir#"$root/stage"}"
+cat >"$root/prog.py" <<'PY'
+import array, shmcoll
+c = shmcoll.init()
+x = array.array("d", [c.rank + 1.0])
+c.Allreduce(shmcoll.IN_PLACE, x)
+assert x[0] == c.size * (c.size + 1) / 2, x
+assert c.allgather(c.rank) == list(range(c.size))
+PY
+check "the installed package under the installed shmcoll-run -n 2" \
+	env PYTHONPATH="$pkgdir" timeout 600 "$run" -n 2 "$py" "$root/prog.py"
+
