@@ -1242,6 +1242,225 @@ fail:
 	return NULL;
 }
 
+/* ---- variable counts ---- */
+
+/* counts or displacements: None, or a sequence of size non-negative ints, into *out
+ * (PyMem, the caller frees). 0, or -1 with an exception set. */
+static int size_array(PyObject *obj, Py_ssize_t size, size_t **out, const char *what,
+                      const char *name)
+{
+	PyObject *seq;
+	Py_ssize_t i;
+	size_t *a;
+
+	*out = NULL;
+	if (obj == Py_None)
+		return 0;
+	seq = PySequence_Fast(obj, "counts and displacements must be sequences of ints");
+	if (!seq)
+		return -1;
+	if (PySequence_Fast_GET_SIZE(seq) != size) {
+		PyErr_Format(PyExc_ValueError, "%s: %s has %zd entries, not one per rank (%zd)",
+		             what, name, PySequence_Fast_GET_SIZE(seq), size);
+		Py_DECREF(seq);
+		return -1;
+	}
+	a = PyMem_Malloc(sizeof(*a) * (size_t)(size ? size : 1));
+	if (!a) {
+		Py_DECREF(seq);
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (i = 0; i < size; i++) {
+		Py_ssize_t v =
+		    PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i), PyExc_OverflowError);
+
+		if (v < 0) {
+			if (!PyErr_Occurred())
+				PyErr_Format(PyExc_ValueError, "%s: %s[%zd] is negative", what,
+				             name, i);
+			PyMem_Free(a);
+			Py_DECREF(seq);
+			return -1;
+		}
+		a[i] = (size_t)v;
+	}
+	Py_DECREF(seq);
+	*out = a;
+	return 0;
+}
+
+/* Every block (counts[p] elements at displs[p]) inside b: the library writes and reads them
+ * without knowing the buffer's length. */
+static int blocks_fit(const struct buf *b, const size_t *counts, const size_t *displs,
+                      Py_ssize_t size, const char *what, const char *which)
+{
+	Py_ssize_t p;
+
+	for (p = 0; p < size; p++)
+		if (counts[p] && (displs[p] > b->count || counts[p] > b->count - displs[p])) {
+			PyErr_Format(
+			    PyExc_ValueError,
+			    "%s: %s block %zd (%zu elements at %zu) is past the buffer's end "
+			    "(%zu elements)",
+			    what, which, p, counts[p], displs[p], b->count);
+			return -1;
+		}
+	return 0;
+}
+
+enum vkind { V_ALLGATHERV, V_GATHERV, V_SCATTERV, V_ALLTOALLV, V_REDUCE_SCATTER };
+
+/* _vcall(kind, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, root, op): the
+ * variable-count calls with counts and displacements already taken out of mpi4py's buffer
+ * specs (shmcoll/_comm.py does that). None where the call has no such argument, or where
+ * this rank's role ignores it (a non-root's gatherv receive). */
+static PyObject *comm_vcall(CommObject *self, PyObject *args)
+{
+	static const char *const names[] = {"Allgatherv", "Gatherv", "Scatterv", "Alltoallv",
+	                                    "Reduce_scatter"};
+	PyObject *so, *sco, *sdo, *ro, *rco, *rdo, *opo;
+	size_t *sc = NULL, *sd = NULL, *rc_ = NULL, *rd = NULL;
+	shmcoll_comm *c = live(self);
+	struct buf s, r;
+	const char *what;
+	int kind, root, rc = 0, is_root, dt;
+	Py_ssize_t P = self->size;
+	shmcoll_op op = SHMCOLL_SUM;
+	PyObject *res = NULL;
+
+	if (!c || !PyArg_ParseTuple(args, "iOOOOOOiO:_vcall", &kind, &so, &sco, &sdo, &ro, &rco,
+	                            &rdo, &root, &opo))
+		return NULL;
+	if (kind < V_ALLGATHERV || kind > V_REDUCE_SCATTER)
+		return PyErr_Format(PyExc_ValueError, "_vcall: unknown kind %d", kind);
+	what = names[kind];
+	if ((kind == V_GATHERV || kind == V_SCATTERV) && (root < 0 || root >= self->size))
+		return PyErr_Format(PyExc_ValueError, "%s: root %d out of range 0..%d", what, root,
+		                    self->size - 1);
+	is_root = root == self->rank;
+	if (get_buf(so, &s, 0, kind != V_ALLTOALLV && (kind != V_SCATTERV || is_root),
+	            kind == V_SCATTERV && !is_root, what) < 0)
+		return NULL;
+	if (get_buf(ro, &r, 1, kind == V_SCATTERV && is_root, kind == V_GATHERV && !is_root, what) <
+	    0) {
+		buf_release(&s);
+		return NULL;
+	}
+	if (size_array(sco, P, &sc, what, "the send counts") < 0 ||
+	    size_array(sdo, P, &sd, what, "the send displacements") < 0 ||
+	    size_array(rco, P, &rc_, what, "the receive counts") < 0 ||
+	    size_array(rdo, P, &rd, what, "the receive displacements") < 0)
+		goto out;
+	/* The element type: the typed side's (both, when both are typed, must agree). */
+	if (s.inplace || s.none) {
+		s.dt = r.dt;
+		s.es = r.es;
+	} else if (r.inplace || r.none) {
+		r.dt = s.dt;
+		r.es = s.es;
+	} else if (agree(&s, &r, kind == V_REDUCE_SCATTER, what) < 0) {
+		goto out;
+	}
+	if (kind == V_REDUCE_SCATTER &&
+	    (agree(&s, NULL, 1, what) < 0 || get_op(opo, s.dt, &op, what) < 0))
+		goto out;
+	dt = s.dt;
+	switch (kind) {
+	case V_ALLGATHERV:
+	case V_GATHERV:
+		if (kind == V_ALLGATHERV || is_root) {
+			if (!rc_ || !rd) {
+				PyErr_Format(PyExc_ValueError,
+				             "%s: the receive counts and displacements", what);
+				goto out;
+			}
+			if (blocks_fit(&r, rc_, rd, P, what, "receive") < 0)
+				goto out;
+			if (s.inplace) {
+				s.ptr = r.ptr + rd[self->rank] * r.es;
+				s.count = rc_[self->rank];
+			}
+		}
+		if (kind == V_ALLGATHERV)
+			NOGIL(rc = shmcoll_allgatherv(s.ptr, s.count, r.ptr, rc_, rd, cdt(dt), c));
+		else
+			NOGIL(rc = shmcoll_gatherv(s.ptr, s.count, r.ptr, is_root ? rc_ : NULL,
+			                           is_root ? rd : NULL, cdt(dt), root, c));
+		break;
+	case V_SCATTERV:
+		if (is_root) {
+			if (!sc || !sd) {
+				PyErr_Format(PyExc_ValueError,
+				             "Scatterv: the send counts and displacements");
+				goto out;
+			}
+			if (blocks_fit(&s, sc, sd, P, what, "send") < 0)
+				goto out;
+			if (r.inplace) {
+				r.ptr = s.ptr + sd[self->rank] * s.es;
+				r.count = sc[self->rank];
+			}
+		}
+		NOGIL(rc = shmcoll_scatterv(s.ptr, is_root ? sc : NULL, is_root ? sd : NULL, r.ptr,
+		                            r.count, cdt(dt), root, c));
+		break;
+	case V_ALLTOALLV:
+		if (!sc || !sd || !rc_ || !rd) {
+			PyErr_Format(PyExc_ValueError,
+			             "Alltoallv: counts and displacements on both sides");
+			goto out;
+		}
+		if (blocks_fit(&s, sc, sd, P, what, "send") < 0 ||
+		    blocks_fit(&r, rc_, rd, P, what, "receive") < 0)
+			goto out;
+		NOGIL(rc = shmcoll_alltoallv(s.ptr, sc, sd, r.ptr, rc_, rd, cdt(dt), c));
+		break;
+	default: { /* Reduce_scatter: recvcounts, the same on every rank */
+		size_t total = 0, before = 0;
+		Py_ssize_t p;
+
+		if (!rc_) {
+			PyErr_SetString(PyExc_ValueError, "Reduce_scatter: the receive counts");
+			goto out;
+		}
+		for (p = 0; p < P; p++) {
+			if (p < self->rank)
+				before += rc_[p];
+			total += rc_[p];
+		}
+		if (s.inplace) {
+			/* MPI's in-place form: the input in recvbuf, this rank's result at its
+			 * start. */
+			if (need(&r, total, what, "receive") < 0)
+				goto out;
+			NOGIL(rc = shmcoll_reduce_scatterv(r.ptr, r.ptr + before * r.es, rc_,
+			                                   cdt(dt), op, c));
+			if (!rc && before)
+				memmove(r.ptr, r.ptr + before * r.es, rc_[self->rank] * r.es);
+			break;
+		}
+		if (need(&s, total, what, "send") < 0 ||
+		    need(&r, rc_[self->rank], what, "receive") < 0)
+			goto out;
+		NOGIL(rc = shmcoll_reduce_scatterv(s.ptr, r.ptr, rc_, cdt(dt), op, c));
+		break;
+	}
+	}
+	if (rc)
+		raise_rc(c, rc);
+	else
+		res = Py_NewRef(Py_None);
+out:
+	buf_release(&s);
+	buf_release(&r);
+	PyMem_Free(sc);
+	PyMem_Free(sd);
+	PyMem_Free(rc_);
+	PyMem_Free(rd);
+	return res;
+}
+
 /* ---- point to point ---- */
 
 static PyObject *status_fill(PyObject *status, const shmcoll_status *st)
@@ -1273,6 +1492,12 @@ static PyObject *status_fill(PyObject *status, const shmcoll_status *st)
 	return Py_None;
 }
 
+/* MPI's null rank: a send to it and a receive from it do nothing (a receive's status says
+ * source PROC_NULL, tag ANY_TAG, no bytes). */
+#define PROC_NULL (-2)
+
+static const shmcoll_status null_status = {.source = PROC_NULL, .tag = SHMCOLL_ANY_TAG};
+
 /* Messages travel as bytes: a receive takes up to its buffer's bytes. */
 static PyObject *send(CommObject *self, PyObject *args, PyObject *kw, int nb)
 {
@@ -1289,6 +1514,8 @@ static PyObject *send(CommObject *self, PyObject *args, PyObject *kw, int nb)
 		return NULL;
 	if (get_buf(bo, &b, 0, 0, 0, what) < 0)
 		return NULL;
+	if (dest == PROC_NULL) /* a request that is complete already */
+		return called((PyObject *)self, c, 0, NULL, nb, &b, NULL, 0);
 	if (nb)
 		NOGIL(rc = shmcoll_isend(b.ptr, b.count * b.es, SHMCOLL_UINT8, dest, tag, c, &req));
 	else
@@ -1319,6 +1546,8 @@ static PyObject *comm_irecv(CommObject *self, PyObject *args, PyObject *kw)
 		return NULL;
 	if (get_buf(bo, &b, 1, 0, 0, "Irecv") < 0)
 		return NULL;
+	if (src == PROC_NULL)
+		return called((PyObject *)self, c, 0, NULL, 1, &b, NULL, 0);
 	NOGIL(rc = shmcoll_irecv(b.ptr, b.count * b.es, SHMCOLL_UINT8, src, tag, c, &req));
 	return called((PyObject *)self, c, rc, req, 1, &b, NULL, 1);
 }
@@ -1337,7 +1566,12 @@ static PyObject *comm_recv(CommObject *self, PyObject *args, PyObject *kw)
 		return NULL;
 	if (get_buf(bo, &b, 1, 0, 0, "Recv") < 0)
 		return NULL;
-	NOGIL(rc = shmcoll_recv(b.ptr, b.count * b.es, SHMCOLL_UINT8, src, tag, c, &st));
+	if (src == PROC_NULL) {
+		rc = 0;
+		st = null_status;
+	} else {
+		NOGIL(rc = shmcoll_recv(b.ptr, b.count * b.es, SHMCOLL_UINT8, src, tag, c, &st));
+	}
 	buf_release(&b);
 	if (rc)
 		return raise_rc(c, rc);
@@ -1365,8 +1599,16 @@ static PyObject *comm_sendrecv(CommObject *self, PyObject *args, PyObject *kw)
 		buf_release(&s);
 		return NULL;
 	}
-	NOGIL(rc = shmcoll_sendrecv(s.ptr, s.count * s.es, SHMCOLL_UINT8, dest, stag, r.ptr,
-	                            r.count * r.es, SHMCOLL_UINT8, src, rtag, c, &st));
+	st = null_status;
+	if (dest == PROC_NULL && src == PROC_NULL)
+		rc = 0;
+	else if (dest == PROC_NULL)
+		NOGIL(rc = shmcoll_recv(r.ptr, r.count * r.es, SHMCOLL_UINT8, src, rtag, c, &st));
+	else if (src == PROC_NULL)
+		NOGIL(rc = shmcoll_send(s.ptr, s.count * s.es, SHMCOLL_UINT8, dest, stag, c));
+	else
+		NOGIL(rc = shmcoll_sendrecv(s.ptr, s.count * s.es, SHMCOLL_UINT8, dest, stag, r.ptr,
+		                            r.count * r.es, SHMCOLL_UINT8, src, rtag, c, &st));
 	buf_release(&s);
 	buf_release(&r);
 	if (rc)
@@ -1499,6 +1741,8 @@ static PyMethodDef comm_methods[] = {
      "Iscatter(sendbuf, recvbuf, root=0) -> Request"},
     {"Ialltoall", KW(comm_ialltoall), METH_VARARGS | METH_KEYWORDS,
      "Ialltoall(sendbuf, recvbuf) -> Request"},
+    {"_vcall", (PyCFunction)comm_vcall, METH_VARARGS,
+     "_vcall(kind, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, root, op)"},
     {"Isend", KW(comm_isend), METH_VARARGS | METH_KEYWORDS, "Isend(buf, dest, tag=0) -> Request"},
     {"Irecv", KW(comm_irecv), METH_VARARGS | METH_KEYWORDS,
      "Irecv(buf, source=ANY_SOURCE, tag=ANY_TAG) -> Request"},
@@ -1673,6 +1917,7 @@ PyMODINIT_FUNC PyInit__shmcoll(void)
 	    PyModule_AddIntConstant(m, "ANY_SOURCE", SHMCOLL_ANY_SOURCE) < 0 ||
 	    PyModule_AddIntConstant(m, "ANY_TAG", SHMCOLL_ANY_TAG) < 0 ||
 	    PyModule_AddIntConstant(m, "UNDEFINED", SHMCOLL_UNDEFINED) < 0 ||
+	    PyModule_AddIntConstant(m, "PROC_NULL", PROC_NULL) < 0 ||
 	    PyModule_AddStringConstant(
 	        m, "__version__",
 	        Py_STRINGIFY(SHMCOLL_VERSION_MAJOR) "." Py_STRINGIFY(

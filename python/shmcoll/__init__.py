@@ -35,6 +35,7 @@ from ._shmcoll import (  # noqa: F401 (the package's names)
     INT32,
     INT64,
     MAX,
+    PROC_NULL,
     MIN,
     PROD,
     SUM,

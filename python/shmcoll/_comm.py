@@ -40,6 +40,47 @@ class Status:
         return "Status(source=%d, tag=%d, nbytes=%d)" % (self.source, self.tag, self.nbytes)
 
 
+def _vspec(spec, size, what):
+    """mpi4py's vector buffer forms -> (buffer, counts, displs): [buf, counts, displs, dtype],
+    [buf, (counts, displs), dtype], [buf, counts, dtype], [buf, (counts, displs)],
+    [buf, counts], or a buffer alone (split in equal blocks). Displacements left out are the
+    counts' prefix sums; counts and displacements are in elements."""
+    if spec is None or spec is _shmcoll.IN_PLACE:
+        return spec, None, None
+    dtype = None
+    if isinstance(spec, (list, tuple)):
+        items = list(spec)
+        buf = items.pop(0)
+        if items and isinstance(items[-1], _shmcoll.Datatype):
+            dtype = items.pop()
+        counts = displs = None
+        if len(items) == 2:
+            counts, displs = items
+        elif len(items) == 1:
+            counts = items[0]
+            if isinstance(counts, tuple) and len(counts) == 2 and not isinstance(counts[0], int):
+                counts, displs = counts
+        elif items:
+            raise TypeError("%s: a vector buffer is [buf, counts, displs, datatype]" % what)
+    else:
+        buf, counts, displs = spec, None, None
+    bufspec = [buf, dtype] if dtype is not None else buf
+    if counts is None:
+        n = len(memoryview(buf).cast("B")) if dtype is None else None
+        if n is None or isinstance(buf, (list, tuple)):
+            raise TypeError("%s: the counts of a vector buffer" % what)
+        return bufspec, None, None
+    if isinstance(counts, int):
+        counts = [counts] * size
+    counts = [int(c) for c in counts]
+    if displs is None:
+        displs, at = [], 0
+        for c in counts:
+            displs.append(at)
+            at += c
+    return bufspec, counts, list(displs)
+
+
 class Comm(_shmcoll._Comm):
     """One rank's communicator: Comm(rank, size, job, arena_bytes=0, timeout_ms=0) makes one
     over the ranks that pass the same job (processes or threads of this machine); init()
@@ -49,6 +90,49 @@ class Comm(_shmcoll._Comm):
     def __repr__(self):
         state = "freed" if self.freed else "rank %d of %d" % (self.rank, self.size)
         return "<shmcoll.Comm %s>" % state
+
+    # ---- variable counts (buffer specs parsed here, the call in _shmcoll.c) ----
+
+    def Allgatherv(self, sendbuf, recvbuf):
+        rb, rc, rd = _vspec(recvbuf, self.size, "Allgatherv")
+        if rc is None:
+            raise TypeError("Allgatherv: recvbuf needs its counts: [buf, counts, displs, type]")
+        self._vcall(0, sendbuf, None, None, rb, rc, rd, 0, _shmcoll.SUM)
+
+    def Gatherv(self, sendbuf, recvbuf, root=0):
+        rb, rc, rd = (None, None, None)
+        if self.rank == root:
+            rb, rc, rd = _vspec(recvbuf, self.size, "Gatherv")
+            if rc is None:
+                raise TypeError("Gatherv: the root's recvbuf needs its counts")
+        self._vcall(1, sendbuf, None, None, rb, rc, rd, root, _shmcoll.SUM)
+
+    def Scatterv(self, sendbuf, recvbuf, root=0):
+        sb, sc, sd = (None, None, None)
+        if self.rank == root:
+            sb, sc, sd = _vspec(sendbuf, self.size, "Scatterv")
+            if sc is None:
+                raise TypeError("Scatterv: the root's sendbuf needs its counts")
+        self._vcall(2, sb, sc, sd, recvbuf, None, None, root, _shmcoll.SUM)
+
+    def Alltoallv(self, sendbuf, recvbuf):
+        sb, sc, sd = _vspec(sendbuf, self.size, "Alltoallv")
+        rb, rc, rd = _vspec(recvbuf, self.size, "Alltoallv")
+        if sc is None or rc is None:
+            raise TypeError("Alltoallv: both buffers need their counts")
+        self._vcall(3, sb, sc, sd, rb, rc, rd, 0, _shmcoll.SUM)
+
+    def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=_shmcoll.SUM):
+        if recvcounts is None:
+            # mpi4py's default: every rank's receive buffer, as many elements as it holds.
+            import array
+
+            mine = array.array(_LEN, [len(memoryview(recvbuf).cast("B"))])
+            every = _lengths(self.size)
+            self.Allgather(mine, every)
+            size = memoryview(recvbuf).itemsize
+            recvcounts = [n // size for n in every]
+        self._vcall(4, sendbuf, None, None, recvbuf, list(recvcounts), None, 0, op)
 
     # ---- object methods (pickled, as mpi4py's) ----
 

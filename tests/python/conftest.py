@@ -12,15 +12,11 @@ import os
 import pytest
 
 import shmcoll
-
-_world = None
-
+from shmcoll import MPI
 
 def world():
-    global _world
-    if _world is None:
-        _world = shmcoll.init()
-    return _world
+    # The launcher's job, as mpi4py programs see it: one communicator for the session.
+    return MPI.COMM_WORLD
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -60,6 +56,5 @@ def job(request):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    global _world
-    if _world is not None and not _world.freed:
-        _world.Free()
+    if MPI.Is_initialized() and not MPI.COMM_WORLD.freed:
+        MPI.COMM_WORLD.Free()
