@@ -43,8 +43,8 @@ class Status:
 def _vspec(spec, size, what):
     """mpi4py's vector buffer forms -> (buffer, counts, displs): [buf, counts, displs, dtype],
     [buf, (counts, displs), dtype], [buf, counts, dtype], [buf, (counts, displs)],
-    [buf, counts], or a buffer alone (split in equal blocks). Displacements left out are the
-    counts' prefix sums; counts and displacements are in elements."""
+    [buf, counts], or a buffer alone (no counts). Displacements left out are the counts'
+    prefix sums; counts and displacements are in elements."""
     if spec is None or spec is _shmcoll.IN_PLACE:
         return spec, None, None
     dtype = None
@@ -66,10 +66,7 @@ def _vspec(spec, size, what):
         buf, counts, displs = spec, None, None
     bufspec = [buf, dtype] if dtype is not None else buf
     if counts is None:
-        n = len(memoryview(buf).cast("B")) if dtype is None else None
-        if n is None or isinstance(buf, (list, tuple)):
-            raise TypeError("%s: the counts of a vector buffer" % what)
-        return bufspec, None, None
+        return bufspec, None, None  # the caller says whether it needs them
     if isinstance(counts, int):
         counts = [counts] * size
     counts = [int(c) for c in counts]
