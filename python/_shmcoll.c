@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <shmcoll.h>
@@ -1242,6 +1243,56 @@ fail:
 	return NULL;
 }
 
+static int allreduce_loop(shmcoll_comm *c, const struct buf *s, Py_ssize_t iters, struct buf *r,
+                          double *secs)
+{
+	struct timespec t0, t1;
+	Py_ssize_t i;
+	int rc = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < iters && !rc; i++)
+		rc = shmcoll_allreduce(s->ptr, r->ptr, s->count, cdt(s->dt), SHMCOLL_SUM, c);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	*secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+	return rc;
+}
+
+/* _allreduce_loop(sendbuf, recvbuf, iters) -> seconds: iters back-to-back Allreduce(SUM)
+ * calls made from C on this communicator, the buffers resolved once and the GIL released
+ * once: the C side of bench/python/overhead.py, which times the same calls made one by one
+ * from Python against it. */
+static PyObject *comm_allreduce_loop(CommObject *self, PyObject *args)
+{
+	shmcoll_comm *c = live(self);
+	PyObject *so, *ro;
+	struct buf s, r;
+	Py_ssize_t iters;
+	double secs = 0;
+	int rc;
+
+	if (!c || !PyArg_ParseTuple(args, "OOn:_allreduce_loop", &so, &ro, &iters))
+		return NULL;
+	if (get_buf(so, &s, 0, 0, 0, "_allreduce_loop") < 0)
+		return NULL;
+	if (get_buf(ro, &r, 1, 0, 0, "_allreduce_loop") < 0) {
+		buf_release(&s);
+		return NULL;
+	}
+	if (agree(&s, &r, 1, "_allreduce_loop") < 0 ||
+	    need(&r, s.count, "_allreduce_loop", "receive") < 0) {
+		buf_release(&s);
+		buf_release(&r);
+		return NULL;
+	}
+	NOGIL(rc = allreduce_loop(c, &s, iters, &r, &secs));
+	buf_release(&s);
+	buf_release(&r);
+	if (rc)
+		return raise_rc(c, rc);
+	return PyFloat_FromDouble(secs);
+}
+
 /* ---- variable counts ---- */
 
 /* counts or displacements: None, or a sequence of size non-negative ints, into *out
@@ -1741,6 +1792,8 @@ static PyMethodDef comm_methods[] = {
      "Iscatter(sendbuf, recvbuf, root=0) -> Request"},
     {"Ialltoall", KW(comm_ialltoall), METH_VARARGS | METH_KEYWORDS,
      "Ialltoall(sendbuf, recvbuf) -> Request"},
+    {"_allreduce_loop", (PyCFunction)comm_allreduce_loop, METH_VARARGS,
+     "_allreduce_loop(sendbuf, recvbuf, iters) -> seconds: the same calls made from C"},
     {"_vcall", (PyCFunction)comm_vcall, METH_VARARGS,
      "_vcall(kind, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, root, op)"},
     {"Isend", KW(comm_isend), METH_VARARGS | METH_KEYWORDS, "Isend(buf, dest, tag=0) -> Request"},

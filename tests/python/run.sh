@@ -100,4 +100,14 @@ EOF
 		tail -n 40 "$tmp/P$P.log" | sed 's/^/#   /'
 	fi
 done
+# The Python benchmark runs and reports (its numbers are for docs/BENCHMARKS.md, not here).
+n=$((n + 1))
+bench=$dir/../../bench/python/overhead.py
+if env PYTHONPATH="$pkg${PYTHONPATH:+:$PYTHONPATH}" timeout -k 10 300 "$run" -n 2 "$py" "$bench" \
+	--reps 2 --iters 200 >"$tmp/bench.log" 2>&1 && grep -q "Python's cost per call" "$tmp/bench.log"; then
+	echo "ok $n - bench/python/overhead.py under shmcoll-run -n 2"
+else
+	echo "not ok $n - bench/python/overhead.py under shmcoll-run -n 2"
+	tail -n 20 "$tmp/bench.log" | sed 's/^/#   /'
+fi
 echo "1..$n"

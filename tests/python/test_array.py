@@ -360,3 +360,13 @@ def test_freed_communicator(job):
     with pytest.raises(shmcoll.Error) as e:
         c.Barrier()
     assert e.value.errno == errno.EINVAL
+
+
+def test_the_benchmarks_c_loop(comm):
+    # bench/python/overhead.py times Python's calls against this loop of the same calls in C.
+    x = np.full(2, comm.rank + 1, "float32")
+    y = np.zeros(2, "float32")
+    secs = comm._allreduce_loop(x, y, 10)
+    assert secs > 0
+    assert (y == comm.size * (comm.size + 1) / 2).all()
+
