@@ -28,10 +28,10 @@ tmp=$(mktemp -d /tmp/shmcoll-pytest.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
 # The arenas a run can leave: the launcher's jobs (j...) with their dups and splits, and the
-# tests' own jobs (pytest-...); not those of other suites running beside it.
+# tests' own jobs (pytest-...) and torch process groups' (pt...); not those of other suites.
 arenas() {
 	local f
-	for f in /dev/shm/shmcoll."$(id -u)".j* /dev/shm/shmcoll."$(id -u)".pytest-*; do
+	for f in /dev/shm/shmcoll."$(id -u)".j* /dev/shm/shmcoll."$(id -u)".pytest-* /dev/shm/shmcoll."$(id -u)".pt*; do
 		[ -e "$f" ] && echo "${f#/dev/shm/}"
 	done
 }

@@ -1,0 +1,533 @@
+"""The torch.distributed backend "shmcoll": ``import shmcoll.torch`` registers it.
+
+    import torch.distributed as dist
+    import shmcoll.torch  # noqa: F401
+    dist.init_process_group("shmcoll")           # under torchrun, or with an init_method
+
+The process group is a Python subclass of torch's ProcessGroup (torch accepts one from a
+registered creator, on 1.13 and on 2.x), so nothing is built against libtorch. Every call
+runs in the caller's thread on a shmcoll communicator, with the GIL released while it waits;
+a collective returns a work made from a completed future (it stays alive when handed to C++,
+as DistributedDataParallel does). isend/irecv return works that wait on shmcoll requests.
+
+What shmcoll cannot do itself goes to a gloo group made from the same store, created the
+first time it is needed (every rank of a group reaches that call together, as a collective):
+a reduction shmcoll cannot do (an op it lacks, such as PREMUL_SUM, or a dtype it cannot widen:
+bool reduces as bytes, int16 as int32, complex SUM as its real pairs), and everything when
+the ranks are on more than one machine (the library's two-level scheme is not yet reachable
+from torch: docs/PYTHON.md).
+"""
+
+import datetime
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+from torch.futures import Future
+
+from . import _shmcoll
+from ._comm import Comm
+
+__all__ = ["ProcessGroupShmcoll", "BACKEND"]
+
+BACKEND = "shmcoll"
+
+try:
+    _create_work = dist._create_work_from_future
+except AttributeError:  # torch 1.13 keeps it in the C module only
+    from torch._C._distributed_c10d import _create_work_from_future as _create_work
+
+_RO = dist.ReduceOp
+
+
+def _op_key(op):
+    """A ReduceOp (an object holding its RedOpType in .op, or the RedOpType itself) as an int."""
+    return int(getattr(op, "op", op))
+
+
+_OPS = {
+    _op_key(_RO.SUM): _shmcoll.SUM,
+    _op_key(_RO.PRODUCT): _shmcoll.PROD,
+    _op_key(_RO.MIN): _shmcoll.MIN,
+    _op_key(_RO.MAX): _shmcoll.MAX,
+    _op_key(_RO.BAND): _shmcoll.BAND,
+    _op_key(_RO.BOR): _shmcoll.BOR,
+    _op_key(_RO.BXOR): _shmcoll.BXOR,
+}
+if hasattr(_RO, "AVG"):
+    _OPS[_op_key(_RO.AVG)] = _shmcoll.AVG
+
+# The dtypes shmcoll reduces (api.md's ten, less the unsigned ones torch 1.13 lacks).
+_REDUCIBLE = {
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int8,
+    torch.uint8,
+    torch.int32,
+    torch.int64,
+}
+for _name in ("uint32", "uint64"):  # torch >= 2.3
+    if hasattr(torch, _name):
+        _REDUCIBLE.add(getattr(torch, _name))
+_FLOATS = {torch.float32, torch.float64, torch.float16, torch.bfloat16}
+_BITWISE = {_shmcoll.BAND, _shmcoll.BOR, _shmcoll.BXOR}
+
+
+def _op_of(opts):
+    """The shmcoll op of torch's options (or of a ReduceOp given alone); None if it has none."""
+    try:
+        return _OPS.get(_op_key(getattr(opts, "reduceOp", opts)))
+    except TypeError:
+        return None
+
+
+def _done(result):
+    fut = Future()
+    fut.set_result(result)
+    return _create_work(fut)
+
+
+def _flat(t):
+    """t as a 1-D contiguous tensor sharing its memory, as its own dtype when shmcoll knows it
+    and as bytes otherwise (moving data does not look at the elements)."""
+    if not t.is_contiguous():
+        raise ValueError("shmcoll: tensors must be contiguous (as with gloo); call "
+                         ".contiguous() first")
+    if t.device.type != "cpu":
+        raise ValueError("shmcoll: tensors must be on the CPU, not %s" % t.device)
+    t = t.reshape(-1)
+    if t.dtype in _REDUCIBLE:
+        return t
+    if t.dtype.is_complex:
+        t = torch.view_as_real(t).reshape(-1)
+    return t.view(torch.uint8)
+
+
+def _reducible(t, op):
+    return op is not None and t.dtype in _REDUCIBLE and not (op in _BITWISE and t.dtype in _FLOATS)
+
+
+# bool reduces as bytes: SUM, MAX and BOR are "any", PROD, MIN and BAND "all" (as NCCL does).
+_BOOL_OPS = {
+    _shmcoll.SUM: _shmcoll.BOR,
+    _shmcoll.MAX: _shmcoll.BOR,
+    _shmcoll.BOR: _shmcoll.BOR,
+    _shmcoll.PROD: _shmcoll.BAND,
+    _shmcoll.MIN: _shmcoll.BAND,
+    _shmcoll.BAND: _shmcoll.BAND,
+    _shmcoll.BXOR: _shmcoll.BXOR,
+}
+
+
+def _reduction(t, op):
+    """(flat tensor to reduce, op, tensor to copy the result back into or None) for t and op,
+    or None when shmcoll cannot reduce them (the caller hands the call to gloo)."""
+    if _reducible(t, op):
+        return _flat(t), op, None
+    if op is None or not t.is_contiguous():
+        return None
+    if t.dtype == torch.bool and op in _BOOL_OPS:
+        return t.reshape(-1).view(torch.uint8), _BOOL_OPS[op], None
+    if t.dtype == torch.int16:
+        # Widened: int32 arithmetic modulo 2^32 narrows to int16's modulo 2^16.
+        return t.reshape(-1).to(torch.int32), op, t
+    if t.dtype.is_complex and op in (_shmcoll.SUM, _shmcoll.AVG):
+        return torch.view_as_real(t).reshape(-1), op, None
+    return None
+
+
+def _reduce_all(tensors, op):
+    """The plans of _reduction for every tensor, or None if one cannot be reduced here."""
+    plans = [_reduction(t, op) for t in tensors]
+    return None if any(p is None for p in plans) else plans
+
+
+def _copy_back(plan):
+    flat, _, back = plan
+    if back is not None:
+        back.copy_(flat.reshape(back.shape))
+
+
+class _P2PWork(dist.Work):
+    """A send or a receive in flight: wait() and is_completed() ask the shmcoll request."""
+
+    def __init__(self, req, tensors, src=-1):
+        super().__init__()
+        self._req = req
+        self._tensors = tensors
+        self._src = src
+        self._status = None if src >= 0 else _Src()
+        self._waited = False
+
+    def wait(self, timeout=None):
+        if not self._waited:
+            self._req.Wait(self._status)
+            self._waited = True
+        return True
+
+    def is_completed(self):
+        if not self._waited and self._req.Test(self._status):
+            self._waited = True
+        return self._waited
+
+    def is_success(self):
+        return self.is_completed()
+
+    def exception(self):
+        return None
+
+    def _source_rank(self):
+        self.wait()
+        return self._status.source if self._status is not None else self._src
+
+    def source_rank(self):
+        return self._source_rank()
+
+    def result(self):
+        self.wait()
+        return self._tensors
+
+    def get_future(self):
+        self.wait()
+        fut = Future()
+        fut.set_result(self._tensors)
+        return fut
+
+
+class _Src:
+    source = -1
+    tag = -1
+    nbytes = 0
+
+
+def _timeout_ms(timeout):
+    if timeout is None:
+        return 0
+    if isinstance(timeout, datetime.timedelta):
+        return max(1, int(timeout.total_seconds() * 1000))
+    return max(1, int(timeout))
+
+
+def _machine():
+    """What two processes of one machine (and one boot of it) share."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return "%s/%s/%d" % (socket.gethostname(), boot, os.getuid())
+
+
+class ProcessGroupShmcoll(dist.ProcessGroup):
+    """A torch process group over a shmcoll communicator (see the module's docstring).
+
+    Made by torch through the registered creator: ``ProcessGroupShmcoll(store, rank, size,
+    timeout)``. Rank 0 names the group's job and publishes it in the store; every rank checks
+    that the group lies on one machine."""
+
+    def __init__(self, store, rank, size, timeout=None):
+        super().__init__(rank, size)
+        self._store = store
+        self._timeout = timeout if timeout is not None else datetime.timedelta(minutes=30)
+        self._gloo_pg = None
+        self._comm = None
+        store.set("shmcoll/machine/%d" % rank, _machine())
+        if rank == 0:
+            store.set("shmcoll/job", "pt%d-%s" % (os.getpid(), os.urandom(6).hex()))
+        job = store.get("shmcoll/job").decode()
+        here = _machine()
+        one_machine = all(
+            store.get("shmcoll/machine/%d" % r).decode() == here for r in range(size)
+        )
+        if one_machine:
+            self._comm = Comm(rank, size, job, timeout_ms=_timeout_ms(timeout))
+
+    # ---- what torch asks of every process group ----
+
+    def getBackendName(self):
+        return BACKEND
+
+    def name(self):
+        return BACKEND
+
+    def _get_backend_name(self):
+        return BACKEND
+
+    def __repr__(self):
+        return "ProcessGroupShmcoll(rank=%d, size=%d%s)" % (
+            self.rank(),
+            self.size(),
+            "" if self._comm is not None else ", through gloo",
+        )
+
+    def _gloo(self):
+        """The group's gloo twin, made from the same store on first use (a collective)."""
+        if self._gloo_pg is None:
+            store = dist.PrefixStore("shmcoll/gloo", self._store)
+            self._gloo_pg = dist.ProcessGroupGloo(store, self.rank(), self.size(), self._timeout)
+        return self._gloo_pg
+
+    def _to_gloo(self, method, *args, opts=None):
+        fn = getattr(self._gloo(), method)
+        return fn(*args) if opts is None else fn(*args, opts)
+
+    def shutdown(self):
+        if self._comm is not None:
+            self._comm.Free()
+            self._comm = None
+
+    # ---- collectives ----
+
+    def allreduce(self, tensors, opts=None):
+        op = _op_of(opts) if opts is not None else _shmcoll.SUM
+        plans = _reduce_all(tensors, op) if self._comm is not None else None
+        if plans is None:
+            return self._to_gloo("allreduce", tensors, opts=opts)
+        for plan in plans:
+            self._comm.Allreduce(_shmcoll.IN_PLACE, plan[0], plan[1])
+            _copy_back(plan)
+        return _done(tensors)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self.allreduce(tensors, opts)
+
+    def broadcast(self, tensors, opts=None):
+        if self._comm is None:
+            return self._to_gloo("broadcast", tensors, opts=opts)
+        root = opts.rootRank if opts is not None else 0
+        for t in tensors:
+            self._comm.Bcast(_flat(t), root)
+        return _done(tensors)
+
+    def reduce(self, tensors, opts=None):
+        plans = _reduce_all(tensors, _op_of(opts)) if self._comm is not None else None
+        if plans is None:
+            return self._to_gloo("reduce", tensors, opts=opts)
+        root = opts.rootRank
+        for plan in plans:
+            if self.rank() == root:
+                self._comm.Reduce(_shmcoll.IN_PLACE, plan[0], plan[1], root)
+                _copy_back(plan)
+            else:
+                self._comm.Reduce(plan[0], None, plan[1], root)
+        return _done(tensors)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        if self._comm is None:
+            return self._to_gloo("allgather", output_tensors, input_tensors, opts=opts)
+        for outs, t in zip(output_tensors, input_tensors):
+            self._check_list(outs, t, "all_gather")
+            stage = torch.empty((self.size(),) + tuple(t.shape), dtype=t.dtype)
+            self._comm.Allgather(_flat(t.contiguous()), _flat(stage))
+            for o, s in zip(outs, stage):
+                o.copy_(s)
+        return _done(output_tensors)
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        return self.allgather(output_lists, input_list, opts)
+
+    def _allgather_base(self, output, input, opts=None):
+        if self._comm is None:
+            return self._to_gloo("_allgather_base", output, input, opts=opts)
+        if output.numel() != input.numel() * self.size() or output.dtype != input.dtype:
+            raise ValueError(
+                "shmcoll: all_gather_into_tensor: the output must hold world_size (%d) times "
+                "the input's %d elements of %s, not %d of %s"
+                % (self.size(), input.numel(), input.dtype, output.numel(), output.dtype)
+            )
+        self._comm.Allgather(_flat(input), _flat(output))
+        return _done([output])
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            self._allgather_base(o, i, opts)
+        return _done(outputs)
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        if self._comm is None:
+            return self._to_gloo("gather", output_tensors, input_tensors, opts=opts)
+        root = opts.rootRank
+        t = input_tensors[0]
+        if self.rank() == root:
+            self._check_list(output_tensors[0], t, "gather")
+            stage = torch.empty((self.size(),) + tuple(t.shape), dtype=t.dtype)
+            self._comm.Gather(_flat(t.contiguous()), _flat(stage), root)
+            for o, s in zip(output_tensors[0], stage):
+                o.copy_(s)
+        else:
+            self._comm.Gather(_flat(t.contiguous()), None, root)
+        return _done(output_tensors)
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        if self._comm is None:
+            return self._to_gloo("scatter", output_tensors, input_tensors, opts=opts)
+        root = opts.rootRank
+        out = output_tensors[0]
+        if self.rank() == root:
+            self._check_list(input_tensors[0], out, "scatter")
+            stage = torch.stack([x.reshape(out.shape) for x in input_tensors[0]])
+            self._comm.Scatter(_flat(stage), _flat(out), root)
+        else:
+            self._comm.Scatter(None, _flat(out), root)
+        return _done(output_tensors)
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        out = output_tensors[0]
+        if self._comm is not None:
+            self._check_list(input_tensors[0], out, "reduce_scatter")
+            stage = torch.stack([x.reshape(out.shape) for x in input_tensors[0]])
+            return self._reduce_scatter_base(out, stage, opts, output_tensors)
+        return self._to_gloo("reduce_scatter", output_tensors, input_tensors, opts=opts)
+
+    def _reduce_scatter_base(self, output, input, opts=None, _result=None):
+        op = _op_of(opts)
+        if input.numel() != output.numel() * self.size() or output.dtype != input.dtype:
+            raise ValueError(
+                "shmcoll: reduce_scatter: the input must hold world_size (%d) times "
+                "the output's %d elements of %s, not %d of %s"
+                % (self.size(), output.numel(), output.dtype, input.numel(), input.dtype)
+            )
+        src = _reduction(input, op) if self._comm is not None else None
+        dst = _reduction(output, op) if src is not None else None
+        if dst is None:
+            return self._to_gloo("_reduce_scatter_base", output, input, opts=opts)
+        self._comm.Reduce_scatter_block(src[0], dst[0], dst[1])
+        _copy_back(dst)
+        return _done(_result if _result is not None else [output])
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            self._reduce_scatter_base(o, i, opts)
+        return _done(outputs)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        if self._comm is None:
+            return self._to_gloo(
+                "alltoall_base", output, input, output_split_sizes, input_split_sizes, opts=opts
+            )
+        P = self.size()
+        if not output_split_sizes and not input_split_sizes:
+            if input.numel() % P or output.numel() != input.numel() or output.dtype != input.dtype:
+                raise ValueError(
+                    "shmcoll: all_to_all_single: input and output must hold the same number of "
+                    "elements of one dtype, divisible by world_size (%d); got %d and %d"
+                    % (P, input.numel(), output.numel())
+                )
+            self._comm.Alltoall(_flat(input), _flat(output))
+            return _done([output])
+        sc = self._splits(input, input_split_sizes, "input")
+        rc = self._splits(output, output_split_sizes, "output")
+        fi, fo = _flat(input), _flat(output)
+        scale = fi.numel() // max(1, input.numel())  # elements of a byte view
+        sc = [n * scale for n in sc]
+        rc = [n * scale for n in rc]
+        self._comm._vcall(3, fi, sc, _displs(sc), fo, rc, _displs(rc), 0, _shmcoll.SUM)
+        return _done([output])
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        if self._comm is None:
+            return self._to_gloo("alltoall", output_tensors, input_tensors, opts=opts)
+        dt = input_tensors[0].dtype
+        if any(t.dtype != dt for t in list(input_tensors) + list(output_tensors)):
+            raise ValueError("shmcoll: all_to_all: every tensor must have one dtype")
+        src = torch.cat([_flat(t.contiguous()) for t in input_tensors])
+        dst = torch.empty(sum(_flat_len(t) for t in output_tensors), dtype=src.dtype)
+        sc = [_flat_len(t) for t in input_tensors]
+        rc = [_flat_len(t) for t in output_tensors]
+        self._comm._vcall(3, src, sc, _displs(sc), dst, rc, _displs(rc), 0, _shmcoll.SUM)
+        for t, piece in zip(output_tensors, torch.split(dst, rc)):
+            _flat_out(t).copy_(piece)
+        return _done(output_tensors)
+
+    def barrier(self, opts=None):
+        if self._comm is None:
+            return self._to_gloo("barrier", opts=opts)
+        self._comm.Barrier()
+        return _done([])
+
+    # ---- point to point ----
+
+    def send(self, tensors, dst, tag=0):
+        if self._comm is None:
+            return self._gloo().send(tensors, dst, tag)
+        t = tensors[0]
+        return _P2PWork(self._comm.Isend(_flat(t), dst, tag), tensors, self.rank())
+
+    def recv(self, tensors, src, tag=0):
+        if self._comm is None:
+            return self._gloo().recv(tensors, src, tag)
+        return _P2PWork(self._comm.Irecv(_flat(tensors[0]), src, tag), tensors, src)
+
+    def recv_anysource(self, tensors, tag=0):
+        if self._comm is None:
+            return self._gloo().recv_anysource(tensors, tag)
+        return _P2PWork(self._comm.Irecv(_flat(tensors[0]), _shmcoll.ANY_SOURCE, tag), tensors)
+
+    # ---- helpers ----
+
+    def _check_list(self, tensors, like, what):
+        if len(tensors) != self.size():
+            raise ValueError(
+                "shmcoll: %s: the list must hold world_size (%d) tensors, not %d"
+                % (what, self.size(), len(tensors))
+            )
+        for x in tensors:
+            if x.numel() != like.numel() or x.dtype != like.dtype:
+                raise ValueError(
+                    "shmcoll: %s: every tensor of the list must have the input's %d elements "
+                    "of %s (got %d of %s)" % (what, like.numel(), like.dtype, x.numel(), x.dtype)
+                )
+
+    def _splits(self, t, splits, what):
+        P = self.size()
+        rows = t.shape[0] if t.dim() else 1
+        per_row = t.numel() // rows if rows else 0
+        if not splits:
+            if rows % P:
+                raise ValueError(
+                    "shmcoll: all_to_all_single: the %s's %d rows do not split evenly among "
+                    "%d ranks" % (what, rows, P)
+                )
+            splits = [rows // P] * P
+        if len(splits) != P or sum(splits) != rows or min(splits) < 0:
+            raise ValueError(
+                "shmcoll: all_to_all_single: %s_split_sizes %s must be %d non-negative row "
+                "counts adding up to the %s's %d rows" % (what, list(splits), P, what, rows)
+            )
+        return [int(n) * per_row for n in splits]
+
+
+def _displs(counts):
+    out, at = [], 0
+    for n in counts:
+        out.append(at)
+        at += n
+    return out
+
+
+def _flat_len(t):
+    return _flat(t.contiguous()).numel()
+
+
+def _flat_out(t):
+    if not t.is_contiguous():
+        raise ValueError("shmcoll: output tensors must be contiguous")
+    return _flat(t)
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupShmcoll(store, rank, size, timeout)
+
+
+def _register():
+    if getattr(dist.Backend, BACKEND.upper(), None) is None:
+        try:
+            dist.Backend.register_backend(BACKEND, _create, devices=["cpu"])
+        except TypeError:  # torch < 2.0 has no devices argument
+            dist.Backend.register_backend(BACKEND, _create)
+
+
+_register()

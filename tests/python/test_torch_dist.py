@@ -1,0 +1,348 @@
+"""The torch.distributed backend "shmcoll" (python/shmcoll/torch.py): every collective and
+point-to-point call against a reference computed on every rank (and against gloo where gloo
+can do the call), reduce ops and dtypes, async works, subgroups, the gloo fallback, bad
+input, and DistributedDataParallel giving gloo's parameters. Skipped where Debian's
+python3-torch is not installed."""
+
+import datetime
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed")
+dist = pytest.importorskip("torch.distributed", reason="torch has no distributed package")
+import shmcoll.torch as sct  # noqa: E402 (after the skip)
+
+R = dist.ReduceOp
+
+
+@pytest.fixture(scope="module")
+def world():
+    rank, size = int(os.environ.get("SHMCOLL_RANK", 0)), int(os.environ.get("SHMCOLL_SIZE", 1))
+    job = os.environ.get("SHMCOLL_JOB", "solo%d" % os.getpid())
+    path = "/tmp/shmcoll-torch-%d-%s" % (os.getuid(), job)
+    dist.init_process_group(
+        "shmcoll",
+        init_method="file://" + path,
+        rank=rank,
+        world_size=size,
+        timeout=datetime.timedelta(seconds=60),
+    )
+    gloo = dist.new_group(backend="gloo")
+    yield rank, size, gloo
+    try:
+        dist.barrier()
+    except (RuntimeError, OSError):  # shmcoll.Error: a failed test broke the group (it said so)
+        pass
+    dist.destroy_process_group()
+    if rank == 0 and os.path.exists(path):
+        os.unlink(path)
+
+
+@pytest.fixture(autouse=True)
+def break_on_failure(request, world):
+    """A rank whose test fails breaks the group's communicator, so the others' next call
+    raises instead of waiting for it."""
+    yield
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed and dist.is_initialized():
+        comm = getattr(dist.group.WORLD, "_comm", None)
+        if comm is not None:
+            comm.Break()
+
+
+def value(rank, n, dtype):
+    """Rank's input: small integers (exact in every dtype), different on every rank."""
+    x = (torch.arange(n) % 5 + rank + 1).to(torch.int64)
+    if dtype == torch.bool:
+        return (x + rank) % 3 == 0
+    return x.to(dtype)
+
+
+def fold(size, n, dtype, fn):
+    acc = value(0, n, dtype)
+    for r in range(1, size):
+        acc = fn(acc, value(r, n, dtype))
+    return acc
+
+
+def reference(size, n, dtype, op):
+    if dtype == torch.bool:
+        if op in (R.SUM, R.MAX, R.BOR):
+            return fold(size, n, dtype, torch.logical_or)
+        if op == R.BXOR:
+            return fold(size, n, dtype, torch.logical_xor)
+        return fold(size, n, dtype, torch.logical_and)
+    wide = torch.float64 if dtype.is_floating_point else torch.int64
+    fns = {
+        R.SUM: torch.add,
+        R.PRODUCT: torch.mul,
+        R.MIN: torch.minimum,
+        R.MAX: torch.maximum,
+        R.BAND: torch.bitwise_and,
+        R.BOR: torch.bitwise_or,
+        R.BXOR: torch.bitwise_xor,
+    }
+    if op == R.AVG:
+        s = fold(size, n, wide, torch.add)
+        if dtype.is_floating_point:
+            return (s / size).to(dtype)
+        return torch.div(s, size, rounding_mode="trunc").to(dtype)
+    return fold(size, n, wide, fns[op]).to(dtype)
+
+
+FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+INTS = [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64]
+CASES = [(dt, op) for dt in FLOATS for op in (R.SUM, R.PRODUCT, R.MIN, R.MAX, R.AVG)]
+CASES += [(dt, op) for dt in INTS for op in (R.SUM, R.PRODUCT, R.MIN, R.MAX, R.BAND, R.BOR, R.BXOR)]
+CASES += [(torch.bool, op) for op in (R.SUM, R.PRODUCT, R.MIN, R.MAX, R.BAND, R.BOR, R.BXOR)]
+CASES += [(torch.int32, R.AVG), (torch.int64, R.AVG)]
+
+
+@pytest.mark.parametrize("dtype,op", CASES, ids=lambda v: str(v).replace("torch.", ""))
+def test_all_reduce(world, dtype, op):
+    rank, size, _ = world
+    for n in (1, 7, 3000):
+        t = value(rank, n, dtype)
+        dist.all_reduce(t, op=op)
+        want = reference(size, n, dtype, op)
+        assert torch.equal(t, want), (n, t[:8].tolist(), want[:8].tolist())
+
+
+def test_all_reduce_matches_gloo(world):
+    rank, size, gloo = world
+    torch.manual_seed(rank)
+    for n in (5, 4096, 70000):
+        x = torch.randn(n)
+        a, b = x.clone(), x.clone()
+        dist.all_reduce(a)
+        dist.all_reduce(b, group=gloo)
+        assert torch.allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_broadcast_and_reduce(world):
+    rank, size, _ = world
+    for root in range(size):
+        t = torch.full((100,), float(rank))
+        dist.broadcast(t, root)
+        assert (t == root).all()
+        t = value(rank, 50, torch.float32)
+        dist.reduce(t, root, op=R.MAX)
+        if rank == root:
+            assert torch.equal(t, reference(size, 50, torch.float32, R.MAX))
+        else:
+            assert torch.equal(t, value(rank, 50, torch.float32))  # non-roots keep their input
+
+
+def test_gathers_and_scatter(world):
+    rank, size, _ = world
+    mine = torch.full((2, 3), rank, dtype=torch.int64)
+    outs = [torch.zeros(2, 3, dtype=torch.int64) for _ in range(size)]
+    dist.all_gather(outs, mine)
+    assert [int(o[1, 2]) for o in outs] == list(range(size))
+    flat = torch.zeros(2 * size, 3, dtype=torch.int64)
+    dist.all_gather_into_tensor(flat, mine)
+    assert flat[:, 0].tolist() == [r for r in range(size) for _ in range(2)]
+    for root in range(size):
+        got = [torch.zeros(2, 3, dtype=torch.int64) for _ in range(size)] if rank == root else None
+        dist.gather(mine, got, dst=root)
+        if rank == root:
+            assert [int(g.sum()) for g in got] == [6 * r for r in range(size)]
+        out = torch.zeros(4)
+        parts = [torch.full((4,), 10.0 * r + root) for r in range(size)] if rank == root else None
+        dist.scatter(out, parts, src=root)
+        assert (out == 10.0 * rank + root).all()
+
+
+def test_reduce_scatter(world):
+    rank, size, _ = world
+    ins = [torch.full((3,), float(rank * size + r)) for r in range(size)]
+    out = torch.zeros(3)
+    dist.reduce_scatter(out, ins)
+    assert (out == sum(p * size + rank for p in range(size))).all()
+    big = torch.arange(4 * size, dtype=torch.float32) + rank
+    out = torch.zeros(4)
+    dist.reduce_scatter_tensor(out, big, op=R.MIN)
+    assert out.tolist() == [float(4 * rank + i) for i in range(4)]
+    bf = torch.ones(8 * size, dtype=torch.bfloat16)  # gloo 1.13 has neither call nor dtype
+    out = torch.zeros(8, dtype=torch.bfloat16)
+    dist.reduce_scatter_tensor(out, bf)
+    assert (out == size).all()
+
+
+def test_all_to_all(world):
+    rank, size, _ = world
+    x = torch.tensor([100 * rank + p for p in range(size)], dtype=torch.float64)
+    y = torch.zeros(size, dtype=torch.float64)
+    dist.all_to_all_single(y, x)
+    assert y.tolist() == [100.0 * p + rank for p in range(size)]
+    # Uneven: rank r sends p + 1 rows of 2 to rank p.
+    send = torch.cat([torch.full((p + 1, 2), rank * 10 + p) for p in range(size)])
+    recv = torch.zeros((rank + 1) * size, 2, dtype=send.dtype)
+    dist.all_to_all_single(
+        recv,
+        send,
+        output_split_sizes=[rank + 1] * size,
+        input_split_sizes=[p + 1 for p in range(size)],
+    )
+    want = torch.cat([torch.full((rank + 1, 2), p * 10 + rank) for p in range(size)])
+    assert torch.equal(recv, want)
+    ins = [torch.full((p + 1,), float(rank)) for p in range(size)]
+    outs = [torch.zeros(rank + 1) for _ in range(size)]
+    dist.all_to_all(outs, ins)
+    assert [o.tolist() for o in outs] == [[float(p)] * (rank + 1) for p in range(size)]
+
+
+def test_async_works(world):
+    rank, size, _ = world
+    t = torch.ones(10)
+    w = dist.all_reduce(t, async_op=True)
+    w.wait()
+    assert w.is_completed() and (t == size).all()
+    w = dist.broadcast(t, 0, async_op=True)
+    w.wait()
+    w = dist.barrier(async_op=True)
+    w.wait()
+    outs = [torch.zeros(1) for _ in range(size)]
+    dist.all_gather(outs, torch.ones(1) * rank, async_op=True).wait()
+    assert [o.item() for o in outs] == list(range(size))
+
+
+def test_send_recv(world):
+    rank, size, _ = world
+    if size == 1:
+        pytest.skip("point to point needs two ranks")
+    right, left = (rank + 1) % size, (rank - 1) % size
+    # Every rank sends first: isend must not wait for the receive.
+    out = torch.full((1000,), float(rank))
+    got = torch.zeros(1000)
+    s = dist.isend(out, right, tag=3)
+    r = dist.irecv(got, left, tag=3)
+    s.wait()
+    r.wait()
+    assert (got == left).all()
+    if rank == 0:
+        srcs = set()
+        for _ in range(size - 1):
+            t = torch.zeros(1, dtype=torch.int64)
+            srcs.add(dist.recv(t))  # any source: recv returns the sender
+            assert t.item() == 7
+        assert srcs == set(range(1, size))
+    else:
+        dist.send(torch.tensor([7]), 0)
+    ops = [
+        dist.P2POp(dist.isend, torch.full((3,), float(rank)), right),
+        dist.P2POp(dist.irecv, got[:3], left),
+    ]
+    for req in dist.batch_isend_irecv(ops):
+        req.wait()
+    assert (got[:3] == left).all()
+
+
+def test_ring_allreduce_from_send_recv(world):
+    """The tutorial's ring all-reduce, built from dist.send/dist.recv, equals all_reduce."""
+    rank, size, _ = world
+    if size == 1:
+        pytest.skip("a ring needs two ranks")
+    x = torch.arange(size * 4, dtype=torch.float64) * (rank + 1)
+    want = x.clone()
+    dist.all_reduce(want)
+    chunks = list(x.chunk(size))
+    right, left = (rank + 1) % size, (rank - 1) % size
+    buf = torch.zeros_like(chunks[0])
+    for step in range(size - 1):  # reduce-scatter
+        send_i, recv_i = (rank - step) % size, (rank - step - 1) % size
+        req = dist.isend(chunks[send_i].clone(), right)
+        dist.recv(buf, left)
+        req.wait()
+        chunks[recv_i] += buf
+    for step in range(size - 1):  # all-gather
+        send_i, recv_i = (rank - step + 1) % size, (rank - step) % size
+        req = dist.isend(chunks[send_i].clone(), right)
+        dist.recv(buf, left)
+        req.wait()
+        chunks[recv_i].copy_(buf)
+    assert torch.equal(torch.cat(chunks), want)
+
+
+def test_subgroups(world):
+    rank, size, _ = world
+    evens = list(range(0, size, 2))
+    g = dist.new_group(evens)  # every rank calls new_group; only members use it
+    if rank in evens:
+        t = torch.ones(5) * rank
+        dist.all_reduce(t, group=g)
+        assert (t == sum(evens)).all()
+        b = torch.zeros(2)
+        if rank == evens[-1]:
+            b += 9
+        dist.broadcast(b, evens[-1], group=g)
+        assert (b == 9).all()
+    dist.barrier()
+
+
+def test_gloo_fallback(world, monkeypatch):
+    """A group that does not lie on one machine runs everything through its gloo twin."""
+    rank, size, _ = world
+    monkeypatch.setattr(sct, "_machine", lambda: "machine-of-rank-%d" % rank)
+    g = dist.new_group(list(range(size)), backend="shmcoll")
+    assert g._comm is None or size == 1
+    t = torch.ones(3) * (rank + 1)
+    dist.all_reduce(t, group=g)
+    assert (t == size * (size + 1) // 2).all()
+    outs = [torch.zeros(1) for _ in range(size)]
+    dist.all_gather(outs, torch.ones(1) * rank, group=g)
+    assert [o.item() for o in outs] == list(range(size))
+    dist.barrier(group=g)
+
+
+def test_bad_input_raises_everywhere(world):
+    rank, size, _ = world
+    with pytest.raises(ValueError, match="world_size"):
+        dist.all_gather([torch.zeros(2)] * (size + 1), torch.zeros(2))
+    with pytest.raises(ValueError, match="world_size"):
+        dist.all_gather_into_tensor(torch.zeros(3 * size + 1), torch.zeros(3))
+    with pytest.raises(ValueError, match="contiguous"):
+        dist.all_reduce(torch.zeros(4, 4)[:, 1])
+    t = torch.ones(2)
+    dist.all_reduce(t)  # the group still works
+    assert (t == size).all()
+
+
+def test_requires_grad_and_bfloat16(world):
+    rank, size, _ = world
+    w = torch.ones(6, dtype=torch.bfloat16, requires_grad=True)
+    with torch.no_grad():
+        dist.all_reduce(w)
+    assert (w == size).all()
+
+
+def _train(group, steps=4):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=group)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(100 + dist.get_rank())
+    for _ in range(steps):
+        x = torch.randn(32, 8, generator=gen)
+        y = x.sum(dim=1, keepdim=True)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(ddp(x), y).backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_ddp_parity_with_gloo(world):
+    rank, size, gloo = world
+    ours = _train(None)
+    theirs = _train(gloo)
+    for a, b in zip(ours, theirs):
+        if size <= 2:
+            assert torch.equal(a, b)  # a sum of two is the same in any order
+        else:
+            assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+    # Every rank holds the same parameters.
+    for p in ours:
+        first = p.clone()
+        dist.broadcast(first, 0)
+        assert torch.equal(first, p)
