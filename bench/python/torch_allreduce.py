@@ -1,0 +1,191 @@
+"""torch.distributed.all_reduce with the "shmcoll" backend against "gloo", in one job, as torch
+users run it: ranks started by torch.multiprocessing (not pinned to cores unless --pin),
+float32 SUM, every call timed on its own.
+
+    python3 bench/python/torch_allreduce.py [--nproc 2] [--pin] [--hog] [--csv FILE]
+    python3 bench/python/torch_allreduce.py --ddp [--nproc 2] [--steps 60]
+
+Every rank joins the default group (shmcoll) and a gloo group over the same ranks. For each
+size, --reps blocks of each backend alternate (which goes first alternates too); a block is
+a barrier then calls timed one by one on rank 0. Prints per size the median, p10 and p99 of
+the calls of each backend and gloo's median over shmcoll's. --hog starts one busy process
+per core beside the job (a loaded machine). --ddp times DistributedDataParallel training
+steps of a small MLP instead, the two backends alternating in blocks of steps.
+With --csv FILE the rows go there too (impl,bytes,calls,p10_us,p50_us,p99_us,pin,hog)."""
+
+import argparse
+import datetime
+import os
+import socket
+import statistics
+import sys
+import time
+
+SIZES = [8, 1024, 64 << 10, 1 << 20, 16 << 20, 64 << 20]
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def calls_for(nbytes, budget_s, guess_s):
+    return max(5, min(2000, int(budget_s / max(guess_s, 1e-6))))
+
+
+def bench_allreduce(a, rank, size, gloo, torch, dist):
+    rows = []
+    for nbytes in a.sizes:
+        x = torch.ones(max(1, nbytes // 4))
+        groups = {"shmcoll": None, "gloo": gloo}
+        times = {k: [] for k in groups}
+        # A first call of each sizes the blocks: about --budget seconds per block.
+        guess = {}
+        for name, g in groups.items():
+            dist.barrier(group=g)
+            t0 = time.perf_counter()
+            dist.all_reduce(x, group=g)
+            guess[name] = time.perf_counter() - t0
+        n = {k: calls_for(nbytes, a.budget, v) for k, v in guess.items()}
+        # Every rank must make the same number of calls: rank 0's counts decide.
+        counts = torch.tensor([n["shmcoll"], n["gloo"]], dtype=torch.int64)
+        dist.broadcast(counts, 0)
+        n = {"shmcoll": int(counts[0]), "gloo": int(counts[1])}
+        for rep in range(a.reps):
+            order = list(groups.items())
+            if rep % 2:
+                order.reverse()
+            for name, g in order:
+                dist.barrier(group=g)
+                out = times[name]
+                for _ in range(n[name]):
+                    t0 = time.perf_counter()
+                    dist.all_reduce(x, group=g)
+                    out.append(time.perf_counter() - t0)
+        if rank == 0:
+            for name, ts in times.items():
+                rows.append((name, nbytes, len(ts), pct(ts, 0.10) * 1e6,
+                             statistics.median(ts) * 1e6, pct(ts, 0.99) * 1e6))
+    return rows
+
+
+def bench_ddp(a, rank, size, gloo, torch, dist):
+    torch.manual_seed(0)
+    width = 512
+    def model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
+                                   torch.nn.Linear(width, width), torch.nn.ReLU(),
+                                   torch.nn.Linear(width, 10))
+    ddps = {"shmcoll": torch.nn.parallel.DistributedDataParallel(model()),
+            "gloo": torch.nn.parallel.DistributedDataParallel(model(), process_group=gloo)}
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.01) for k, m in ddps.items()}
+    x = torch.randn(64, width)
+    y = torch.randint(0, 10, (64,))
+    times = {k: [] for k in ddps}
+    block = max(1, a.steps // a.reps)
+    for rep in range(a.reps + 1):
+        order = list(ddps)
+        if rep % 2:
+            order.reverse()
+        for name in order:
+            m, opt = ddps[name], opts[name]
+            dist.barrier()
+            for _ in range(block):
+                t0 = time.perf_counter()
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(m(x), y).backward()
+                opt.step()
+                if rep:  # the first block warms up
+                    times[name].append(time.perf_counter() - t0)
+    rows = []
+    if rank == 0:
+        params = sum(p.numel() for p in ddps["gloo"].parameters())
+        for name, ts in times.items():
+            rows.append((name, params * 4, len(ts), pct(ts, 0.10) * 1e6,
+                         statistics.median(ts) * 1e6, pct(ts, 0.99) * 1e6))
+    return rows
+
+
+def worker(rank, a, port):
+    import torch
+    import torch.distributed as dist
+
+    import shmcoll.torch  # noqa: F401 (registers "shmcoll")
+
+    torch.set_num_threads(1)
+    if a.pin:
+        os.sched_setaffinity(0, {rank % os.cpu_count()})
+    dist.init_process_group("shmcoll", init_method="tcp://127.0.0.1:%d" % port, rank=rank,
+                            world_size=a.nproc, timeout=datetime.timedelta(minutes=10))
+    gloo = dist.new_group(backend="gloo")
+    fn = bench_ddp if a.ddp else bench_allreduce
+    rows = fn(a, rank, a.nproc, gloo, torch, dist)
+    dist.barrier()
+    dist.destroy_process_group()
+    if rank == 0:
+        report(a, rows)
+
+
+def report(a, rows):
+    what = "DDP step of a %d-byte MLP" % rows[0][1] if a.ddp else "all_reduce float32 SUM"
+    print("# %s, P=%d, %s, %s" % (what, a.nproc, "pinned" if a.pin else "not pinned",
+                                   "a busy process per core beside" if a.hog else "idle"))
+    print("%10s %12s %10s %10s %12s %10s %10s %8s" % ("bytes", "shmcoll p50", "p10", "p99",
+                                                    "gloo p50", "p10", "p99", "ratio"))
+    by = {}
+    for r in rows:
+        by.setdefault(r[1], {})[r[0]] = r
+    for nbytes, d in by.items():
+        s, g = d["shmcoll"], d["gloo"]
+        print("%10d %12.1f %10.1f %10.1f %12.1f %10.1f %10.1f %7.1fx" % (
+            nbytes, s[4], s[3], s[5], g[4], g[3], g[5], g[4] / s[4]))
+    if a.csv:
+        new = not os.path.exists(a.csv)
+        with open(a.csv, "a") as f:
+            if new:
+                f.write("impl,bytes,calls,p10_us,p50_us,p99_us,pin,hog,nproc,mode\n")
+            for r in rows:
+                f.write("%s,%d,%d,%.2f,%.2f,%.2f,%d,%d,%d,%s\n" % (
+                    r + (int(a.pin), int(a.hog), a.nproc, "ddp" if a.ddp else "allreduce")))
+
+
+def hog():
+    os.nice(0)
+    while True:
+        pass
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nproc", type=int, default=2)
+    ap.add_argument("--pin", action="store_true", help="pin rank r to core r mod cores")
+    ap.add_argument("--hog", action="store_true", help="a busy process per core beside")
+    ap.add_argument("--ddp", action="store_true", help="DDP training steps, not all_reduce")
+    ap.add_argument("--sizes", type=lambda s: [int(v) for v in s.split(",")], default=SIZES)
+    ap.add_argument("--reps", type=int, default=5, help="blocks per backend and size")
+    ap.add_argument("--budget", type=float, default=0.2, help="seconds per block (about)")
+    ap.add_argument("--steps", type=int, default=60, help="--ddp: timed steps per backend")
+    ap.add_argument("--csv")
+    a = ap.parse_args()
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    hogs = []
+    if a.hog:
+        ctx = mp.get_context("fork")
+        hogs = [ctx.Process(target=hog, daemon=True) for _ in range(os.cpu_count())]
+        for h in hogs:
+            h.start()
+    try:
+        mp.spawn(worker, args=(a, port), nprocs=a.nproc, join=True)
+    finally:
+        for h in hogs:
+            h.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
