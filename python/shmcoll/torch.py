@@ -3,6 +3,7 @@
     import torch.distributed as dist
     import shmcoll.torch  # noqa: F401
     dist.init_process_group("shmcoll")           # under torchrun, or with an init_method
+    shmcoll.torch.init_process_group()           # the same under torchrun or shmcoll-run
 
 The process group is a Python subclass of torch's ProcessGroup (torch accepts one from a
 registered creator, on 1.13 and on 2.x), so nothing is built against libtorch. Every call
@@ -21,6 +22,7 @@ from torch: docs/PYTHON.md).
 import datetime
 import os
 import socket
+import tempfile
 
 import torch
 import torch.distributed as dist
@@ -30,7 +32,7 @@ from torch.futures import Future
 from . import _shmcoll
 from ._comm import Comm
 
-__all__ = ["ProcessGroupShmcoll", "BACKEND"]
+__all__ = ["ProcessGroupShmcoll", "BACKEND", "init_process_group"]
 
 BACKEND = "shmcoll"
 
@@ -524,6 +526,21 @@ def _flat_out(t):
     if not t.is_contiguous():
         raise ValueError("shmcoll: output tensors must be contiguous")
     return _flat(t)
+
+
+def init_process_group(backend=BACKEND, **kwargs):
+    """dist.init_process_group(backend) for the launcher that started this process: under
+    torchrun (MASTER_ADDR set), torch's env:// rendezvous; under shmcoll-run, a file store named
+    after the job (SHMCOLL_RANK, SHMCOLL_SIZE, SHMCOLL_JOB); alone, a group of one. Arguments
+    given (init_method, rank, world_size, timeout...) are passed on and win."""
+    env = os.environ
+    if "init_method" not in kwargs and "store" not in kwargs and "MASTER_ADDR" not in env:
+        job = env.get("SHMCOLL_JOB") or "solo%d-%s" % (os.getpid(), os.urandom(4).hex())
+        kwargs["init_method"] = "file://%s/shmcoll-torch-%d-%s" % (
+            tempfile.gettempdir(), os.getuid(), job)
+        kwargs.setdefault("rank", int(env.get("SHMCOLL_RANK", 0)))
+        kwargs.setdefault("world_size", int(env.get("SHMCOLL_SIZE", 1)))
+    dist.init_process_group(backend, **kwargs)
 
 
 def _create(store, rank, size, timeout):
