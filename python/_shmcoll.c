@@ -617,6 +617,26 @@ static void request_dealloc(RequestObject *r)
 	Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
+/* A request's Wait or Test (wait, test) with args: the C type's own directly, a subclass's
+ * (the object requests of python/shmcoll/_comm.py) through its method. */
+static PyObject *call_wait(PyObject *r, const char *name, PyObject *args)
+{
+	PyObject *m, *res;
+
+	if (Py_IS_TYPE(r, &RequestType)) {
+		if (name[0] == 'W')
+			return request_wait((RequestObject *)r, args, NULL);
+		if (name[0] == 'T')
+			return request_test((RequestObject *)r, args, NULL);
+	}
+	m = PyObject_GetAttrString(r, name);
+	if (!m)
+		return NULL;
+	res = PyObject_Call(m, args, NULL);
+	Py_DECREF(m);
+	return res;
+}
+
 /* Waitall(requests, statuses=None): every request waited for, in order (each wait advances
  * all of them); statuses, a list as long, gets each receive's status. Then the first error
  * in order is raised. */
@@ -655,7 +675,7 @@ static PyObject *request_waitall(PyObject *cls, PyObject *args, PyObject *kw)
 			PyErr_Clear();
 		a = st ? PyTuple_Pack(1, st) : PyTuple_New(0);
 		Py_XDECREF(st);
-		res = a ? request_wait((RequestObject *)r, a, NULL) : NULL;
+		res = a ? call_wait(r, "Wait", a) : NULL;
 		Py_XDECREF(a);
 		if (res) {
 			Py_DECREF(res);
@@ -695,10 +715,10 @@ static PyObject *request_testall(PyObject *cls, PyObject *args)
 			PyErr_Format(PyExc_TypeError, "Testall: item %zd is not a request", i);
 			break;
 		}
-		res = request_test((RequestObject *)r, empty, NULL);
+		res = call_wait(r, "Test", empty);
 		if (!res)
 			break;
-		all &= res == Py_True;
+		all &= PyObject_IsTrue(res) == 1;
 		Py_DECREF(res);
 	}
 	Py_XDECREF(empty);
@@ -706,6 +726,106 @@ static PyObject *request_testall(PyObject *cls, PyObject *args)
 	if (PyErr_Occurred())
 		return NULL;
 	return PyBool_FromLong(all);
+}
+
+/* mpi4py's lower-case forms: wait(status=None) -> None, test(status=None) -> (flag, None)
+ * (a buffer request carries no object); a subclass (an object request) overrides them. */
+static PyObject *request_wait_obj(RequestObject *r, PyObject *args, PyObject *kw)
+{
+	PyObject *res = request_wait(r, args, kw);
+
+	if (!res)
+		return NULL;
+	Py_DECREF(res);
+	Py_RETURN_NONE;
+}
+
+static PyObject *request_test_obj(RequestObject *r, PyObject *args, PyObject *kw)
+{
+	PyObject *res = request_test(r, args, kw), *t;
+
+	if (!res)
+		return NULL;
+	t = PyTuple_Pack(2, res, Py_None);
+	Py_DECREF(res);
+	return t;
+}
+
+/* waitall(requests, statuses=None) -> [each one's wait()]: every one waited for, in order,
+ * then the first error raised. */
+static PyObject *request_waitall_obj(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"requests", "statuses", NULL};
+	PyObject *reqs, *statuses = Py_None, *seq, *out, *first_t = NULL, *first_v = NULL,
+	                *first_tb = NULL;
+	Py_ssize_t i, n;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:waitall", kwlist, &reqs, &statuses))
+		return NULL;
+	seq = PySequence_Fast(reqs, "waitall: requests must be a sequence");
+	if (!seq)
+		return NULL;
+	n = PySequence_Fast_GET_SIZE(seq);
+	out = PyList_New(n);
+	for (i = 0; out && i < n; i++) {
+		PyObject *r = PySequence_Fast_GET_ITEM(seq, i), *st = NULL, *a, *res = NULL;
+
+		if (r == Py_None) {
+			Py_INCREF(Py_None);
+			PyList_SET_ITEM(out, i, Py_None);
+			continue;
+		}
+		if (statuses != Py_None && !(st = PySequence_GetItem(statuses, i)))
+			PyErr_Clear();
+		a = st ? PyTuple_Pack(1, st) : PyTuple_New(0);
+		Py_XDECREF(st);
+		if (a)
+			res = call_wait(r, "wait", a);
+		Py_XDECREF(a);
+		if (!res) {
+			if (!first_t)
+				PyErr_Fetch(&first_t, &first_v, &first_tb);
+			else
+				PyErr_Clear();
+			Py_INCREF(Py_None);
+			res = Py_None;
+		}
+		PyList_SET_ITEM(out, i, res);
+	}
+	Py_DECREF(seq);
+	if (first_t) {
+		Py_XDECREF(out);
+		PyErr_Restore(first_t, first_v, first_tb);
+		return NULL;
+	}
+	return out;
+}
+
+/* testall(requests) -> (True, [each one's wait()]) when every one completed, else
+ * (False, None); an object receive that completed keeps its object for a later call. */
+static PyObject *request_testall_obj(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"requests", "statuses", NULL};
+	PyObject *reqs, *statuses = Py_None, *flag, *a, *res;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:testall", kwlist, &reqs, &statuses))
+		return NULL;
+	a = PyTuple_Pack(1, reqs);
+	flag = a ? request_testall(cls, a) : NULL;
+	Py_XDECREF(a);
+	if (!flag)
+		return NULL;
+	if (flag != Py_True) {
+		Py_DECREF(flag);
+		return Py_BuildValue("(OO)", Py_False, Py_None);
+	}
+	Py_DECREF(flag);
+	a = PyTuple_Pack(2, reqs, statuses);
+	res = a ? request_waitall_obj(cls, a, NULL) : NULL;
+	Py_XDECREF(a);
+	if (!res)
+		return NULL;
+	return Py_BuildValue("(ON)", Py_True, res);
 }
 
 static PyObject *request_get_done(RequestObject *r, void *unused)
@@ -728,6 +848,16 @@ static PyMethodDef request_methods[] = {
      "Waitall(requests, statuses=None): waits for every one, then raises the first error."},
     {"Testall", (PyCFunction)(void (*)(void))request_testall, METH_VARARGS | METH_STATIC,
      "Testall(requests) -> bool: whether every one completed (each that did is complete)."},
+    {"wait", (PyCFunction)(void (*)(void))request_wait_obj, METH_VARARGS | METH_KEYWORDS,
+     "wait(status=None) -> None: Wait, as mpi4py's lower-case form."},
+    {"test", (PyCFunction)(void (*)(void))request_test_obj, METH_VARARGS | METH_KEYWORDS,
+     "test(status=None) -> (flag, None): Test, as mpi4py's lower-case form."},
+    {"waitall", (PyCFunction)(void (*)(void))request_waitall_obj,
+     METH_VARARGS | METH_KEYWORDS | METH_STATIC,
+     "waitall(requests, statuses=None) -> list: each one's wait(), in order."},
+    {"testall", (PyCFunction)(void (*)(void))request_testall_obj,
+     METH_VARARGS | METH_KEYWORDS | METH_STATIC,
+     "testall(requests) -> (flag, list or None): the objects when every one completed."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -739,6 +869,7 @@ static PyTypeObject RequestType = {
     .tp_basicsize = sizeof(RequestObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "A started non-blocking operation (Isend, Iallreduce, ...).",
+    .tp_new = PyType_GenericNew, /* a complete request; subclasses are the object requests */
     .tp_dealloc = (destructor)request_dealloc,
     .tp_methods = request_methods,
     .tp_getset = request_getset,
