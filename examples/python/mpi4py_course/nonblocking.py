@@ -1,6 +1,6 @@
 """Non-blocking messages: Isend/Irecv completed by Waitall, a halo exchange that computes
-while its messages travel, and many messages in flight at once, checked through their
-Statuses.
+while its messages travel, many messages in flight at once, checked through their Statuses,
+and objects sent with isend/irecv.
 
     shmcoll-run -n 4 python3 examples/python/mpi4py_course/nonblocking.py
 
@@ -89,7 +89,15 @@ while not recv.Test():
 send.Wait()
 check("the tested message", got[0] == left * 10.0, got)
 
+# 5. Objects: isend and irecv move any picklable object; the receive's wait() returns it.
+note = {"from": rank, "items": list(range(rank + 1))}
+send = comm.isend(note, dest=right, tag=11)
+recv = comm.irecv(source=left, tag=11)
+got = recv.wait()
+send.wait()
+check("the object received", got == {"from": left, "items": list(range(left + 1))}, got)
+
 comm.Barrier()
 if rank == 0:
-    print(f"nonblocking: the ring, the halo exchange, {size * size} messages in flight and a "
-          f"polled receive checked on {size} ranks", flush=True)
+    print(f"nonblocking: the ring, the halo exchange, {size * size} messages in flight, a "
+          f"polled receive and an object ring checked on {size} ranks", flush=True)
