@@ -27,7 +27,11 @@ fi
 tmp=$(mktemp -d /tmp/shmcoll-pyexamples.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-# program, its arguments, and the fewest ranks it runs on (with the reason)
+# torch_collectives.py needs torch (python3-torch); without it, it is skipped with the reason.
+have_torch=0
+"$py" -c "import torch.distributed" 2>/dev/null && have_torch=1
+
+# program, its arguments, the fewest ranks it runs on (with the reason), and a module it needs
 progs=(
 	"collectives_tour.py"
 	"global_stats.py"
@@ -35,17 +39,22 @@ progs=(
 	"mpi4py_course/tags.py|2|it sends messages between ranks"
 	"mpi4py_course/nonblocking.py"
 	"mpi4py_course/bench.py --quick --csv $tmp/bench.csv"
+	"torch_collectives.py|1||torch"
 )
 
 n=0
 for P in 1 2 3 4; do
 	for entry in "${progs[@]}"; do
-		IFS='|' read -r cmd min why <<<"$entry"
+		IFS='|' read -r cmd min why needs <<<"$entry"
 		read -r -a argv <<<"$cmd"
 		name=${argv[0]}
 		n=$((n + 1))
 		if [ "$P" -lt "${min:-1}" ]; then
 			echo "ok $n - P=$P $name # SKIP needs at least $min ranks: $why"
+			continue
+		fi
+		if [ "${needs:-}" = torch ] && [ "$have_torch" = 0 ]; then
+			echo "ok $n - P=$P $name # SKIP $py has no torch (scripts/setup installs python3-torch)"
 			continue
 		fi
 		# The launcher records its pid, which names its job's arenas (j<pid>-...): a run
