@@ -1,5 +1,6 @@
-/* comm.c - communicators: from the launcher's environment (one node, or several through
- * lib/hier), from a config, destroyed, aborted; the accessors; the error texts. */
+/* comm.c - communicators: from the launcher's environment (shmcoll-run's, one node or several
+ * through lib/hier; another launcher's through launcher_env.c), from a config, destroyed,
+ * aborted; the accessors; the error texts. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "lib/api/api.h"
+#include "lib/api/launcher_env.h"
 #include "lib/core/env.h"
 #include "lib/core/errors.h"
 #include "lib/core/node.h"
@@ -129,18 +131,20 @@ static int init_nodes(long long rank, long long size, long long nnodes, const ch
 	return 0;
 }
 
-int shmcoll_init(shmcoll_comm **out)
+static int env_set(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v;
+}
+
+/* shmcoll_init under shmcoll-run: SHMCOLL_RANK, SHMCOLL_SIZE and SHMCOLL_JOB, all three. */
+static int init_own(shmcoll_comm **out)
 {
 	long long rank, size, nnodes;
-	char solo[64];
-	uint64_t nonce = 0;
 	shmcoll_config cfg = {0};
 	int r, s, k;
 
-	api__create_fail(0, "%s", "");
-	if (!out)
-		return api__create_fail(-EINVAL, "shmcoll_init: comm (the out pointer) is NULL");
-	*out = NULL;
 	r = shmcoll__env_long("SHMCOLL_RANK", 0, SHMCOLL_MAX_RANKS - 1, &rank);
 	s = shmcoll__env_long("SHMCOLL_SIZE", 1, SHMCOLL_MAX_RANKS, &size);
 	cfg.job = getenv("SHMCOLL_JOB");
@@ -148,19 +152,9 @@ int shmcoll_init(shmcoll_comm **out)
 		return api__create_fail(-EINVAL,
 		                        "shmcoll_init: SHMCOLL_RANK or SHMCOLL_SIZE is not a "
 		                        "valid number");
-	if (r == 0 && s == 0 && (!cfg.job || !*cfg.job)) {
-		/* Started without a launcher: a job of one rank. */
-		if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
-			nonce = (uint64_t)shmcoll__now_ns();
-		snprintf(solo, sizeof(solo), "solo%d-%016llx", (int)getpid(),
-		         (unsigned long long)nonce);
-		cfg.job = solo;
-		rank = 0;
-		size = 1;
-	} else if (r == 0 || s == 0 || !cfg.job || !*cfg.job) {
+	if (r == 0 || s == 0 || !cfg.job || !*cfg.job)
 		return api__create_fail(-EINVAL, "shmcoll_init: SHMCOLL_RANK, SHMCOLL_SIZE and "
 		                                 "SHMCOLL_JOB must be set together");
-	}
 	k = shmcoll__env_long("SHMCOLL_NNODES", 1, SHMCOLL_NODES_MAX, &nnodes);
 	if (k < 0)
 		return api__create_fail(
@@ -173,6 +167,41 @@ int shmcoll_init(shmcoll_comm **out)
 	cfg.rank = (int)rank;
 	cfg.size = (int)size;
 	return api__create(&cfg, out);
+}
+
+/* shmcoll_init without shmcoll-run: another launcher's job (launcher_env.c), or else a job
+ * of one rank with a name of its own. */
+static int init_foreign(shmcoll_comm **out)
+{
+	struct api_launch l = {.launcher = NULL, .rank = 0, .size = 1};
+	shmcoll_config cfg = {0};
+	uint64_t nonce = 0;
+	int rc = api__launcher_env(&l);
+
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
+		if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
+			nonce = (uint64_t)shmcoll__now_ns();
+		snprintf(l.job, sizeof(l.job), "solo%d-%016llx", (int)getpid(),
+		         (unsigned long long)nonce);
+	}
+	cfg.rank = l.rank;
+	cfg.size = l.size;
+	cfg.job = l.job;
+	return api__create(&cfg, out);
+}
+
+int shmcoll_init(shmcoll_comm **out)
+{
+	api__create_fail(0, "%s", "");
+	if (!out)
+		return api__create_fail(-EINVAL, "shmcoll_init: comm (the out pointer) is NULL");
+	*out = NULL;
+	/* shmcoll-run's variables first: a job it started may run under another launcher. */
+	if (env_set("SHMCOLL_RANK") || env_set("SHMCOLL_SIZE") || env_set("SHMCOLL_JOB"))
+		return init_own(out);
+	return init_foreign(out);
 }
 
 int shmcoll_comm_abort(shmcoll_comm *c)
