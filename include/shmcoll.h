@@ -143,19 +143,42 @@ SHMCOLL_API const char *shmcoll_last_error(const shmcoll_comm *comm);
 
 /* Communicators. */
 
-/* Collective over the job the launcher (shmcoll-run) started: reads SHMCOLL_RANK,
- * SHMCOLL_SIZE and SHMCOLL_JOB, which must be set all three or none. With none, the caller is
- * a job of one rank of its own. With SHMCOLL_NNODES > 1 (shmcoll-run --nnodes) the
- * communicator spans nodes: the ranks of each node share memory and one rank per node talks
- * to the other nodes over TCP; every call keeps its meaning. Otherwise as
- * shmcoll_comm_create with {rank, size, job}, arena_bytes = 0 and timeout_ms = 0.
+/* Collective over the job the launcher started, read from the environment; the first
+ * launcher present wins:
+ * 1. shmcoll-run: SHMCOLL_RANK, SHMCOLL_SIZE and SHMCOLL_JOB, which must be set all three or
+ *    none. With SHMCOLL_NNODES > 1 (shmcoll-run --nnodes) the communicator spans nodes: the
+ *    ranks of each node share memory and one rank per node talks to the other nodes over
+ *    TCP; every call keeps its meaning.
+ * 2. torchrun: RANK, WORLD_SIZE (LOCAL_RANK, LOCAL_WORLD_SIZE if set), MASTER_ADDR,
+ *    MASTER_PORT; the job is named by those two, TORCHELASTIC_RUN_ID and
+ *    TORCHELASTIC_RESTART_COUNT.
+ * 3. Open MPI: OMPI_COMM_WORLD_RANK, _SIZE (_LOCAL_RANK, _LOCAL_SIZE); named by
+ *    OMPI_MCA_ess_base_jobid and/or PMIX_NAMESPACE (one is required), with mpirun's transport
+ *    key and address where set.
+ * 4. MPICH (Hydra): PMI_RANK, PMI_SIZE (MPI_LOCALRANKID, MPI_LOCALNRANKS); Hydra names the job
+ *    in no variable, so it is named by the process that forked the ranks: the nearest
+ *    ancestor called hydra_pmi_proxy, else the parent (pid, start time, pid namespace), and
+ *    PMI_PORT / PMI_JOBID where set.
+ * 5. Slurm, for a task of an srun step: SLURM_PROCID, SLURM_NTASKS (SLURM_LOCALID,
+ *    SLURM_STEP_NUM_NODES); named by SLURM_JOB_ID and SLURM_STEP_ID, both required.
+ * 6. None of these: the caller is a job of one rank of its own.
+ * A launcher is present when its rank or size variable is set (Slurm: SLURM_PROCID). For 2-5
+ * the job name is "<launcher>-<64-bit hash of the user and those variables>": the same on
+ * every rank of one job, different between concurrent jobs, successive steps or restarts of
+ * one, and users. Under 2-5 a job must lie on one node: a local size below the size, a node
+ * count above 1, or (with no local size) a local rank other than the rank is -ENOTSUP; use
+ * shmcoll-run --nnodes for such jobs. Then as shmcoll_comm_create with {rank, size, job},
+ * arena_bytes = 0 and timeout_ms = 0.
  * Waits until every rank has arrived. On success *comm is the caller's to destroy; on
- * failure *comm = NULL (if comm is not NULL) and shmcoll_last_error(NULL) says why.
- * Errors: -EINVAL: comm is NULL; the launcher's variables are malformed, incomplete or
- * disagree; in a multi-node job, SHMCOLL_NET or SHMCOLL_NET_ZC_MIN has a bad value.
- * -ENOTSUP: a multi-node job in a build without liburing. Otherwise what shmcoll_comm_create
- * returns, and in a multi-node job the failures of its connections (-ETIMEDOUT,
- * -EOWNERDEAD, -EPROTO). */
+ * failure *comm = NULL (if comm is not NULL) and shmcoll_last_error(NULL) says why, naming
+ * the variable at fault.
+ * Errors: -EINVAL: comm is NULL; the launcher's variables are missing (one set without its
+ * partners), not whole numbers, out of range (rank >= size, local rank >= local size, more
+ * than 1024 ranks) or disagree; in a multi-node job, SHMCOLL_NET or SHMCOLL_NET_ZC_MIN has a
+ * bad value. -ENOTSUP: a multi-node job in a build without liburing, or a job over several
+ * nodes under another launcher than shmcoll-run. Otherwise what shmcoll_comm_create returns,
+ * and in a multi-node job the failures of its connections (-ETIMEDOUT, -EOWNERDEAD,
+ * -EPROTO). */
 SHMCOLL_API int shmcoll_init(shmcoll_comm **comm);
 
 /* Collective over the ranks that pass the same cfg->job: makes one communicator of
