@@ -578,6 +578,10 @@ Test(init_env, plain_run_is_one_rank)
 	setenv("SLURM_NTASKS", "4", 1);
 	setenv("SLURM_JOB_ID", "12", 1);
 	expect_solo();
+	/* A batch script's own process: a rank, but no step. */
+	setenv("SLURM_PROCID", "0", 1);
+	setenv("SLURM_LOCALID", "0", 1);
+	expect_solo();
 }
 
 /* Each launcher's variables as its rank 0 of 2 on one node gets them, valid. */
@@ -700,7 +704,7 @@ Test(init_env, mpich_bad_values)
 
 Test(init_env, slurm_bad_values)
 {
-	static const char *const gone[] = {"SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID"};
+	static const char *const gone[] = {"SLURM_NTASKS", "SLURM_JOB_ID"};
 
 	for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++) {
 		slurm_env();

@@ -1,8 +1,9 @@
 /* launcher_env.c - the rank, size and job name of a rank started by torchrun, Open MPI, MPICH
  * (Hydra) or Slurm, from the variables each puts in its ranks' environment.
  *
- * A launcher is present when its rank or size variable is set (Slurm: its rank variable; an
- * allocation's shell has SLURM_NTASKS without being a task). Its numbers are then checked
+ * A launcher is present when its rank or size variable is set (Slurm: its rank and step
+ * variables; an allocation's shell has SLURM_NTASKS, and a batch script's own process
+ * SLURM_PROCID, without being a task of a step: each is a job of one rank). Its numbers are then checked
  * strictly, and the job is named "<tag>-<16 hex>": a 64-bit FNV-1a hash of the user and of
  * the variables that name the launcher's job, which are the same on every rank of one job
  * and differ between jobs (see each launcher's identity function). */
@@ -33,6 +34,7 @@ struct launcher {
 	const char *lrank, *lsize; /* the rank on its node and the ranks there; optional */
 	const char *nnodes;        /* the number of nodes; optional */
 	int by_rank;               /* present only when rank is set */
+	const char *also;          /* and, if not NULL, this one too */
 	identity_fn identity;      /* folds the job's identity into *h; 0 or an error */
 };
 
@@ -279,8 +281,8 @@ static int id_mpich(const struct launcher *L, uint64_t *h)
 }
 
 /* Slurm: the job and the step, which every task of one srun shares and which no other srun
- * on the cluster has. A batch script's own process is no task of a step: it has no
- * SLURM_STEP_ID. */
+ * on the cluster has. (A batch script's own process, which has no SLURM_STEP_ID, is no task
+ * of a step, and Slurm is not present for it.) */
 static int id_slurm(const struct launcher *L, uint64_t *h)
 {
 	long long v;
@@ -297,13 +299,13 @@ static int id_slurm(const struct launcher *L, uint64_t *h)
 /* In the order of precedence. */
 static const struct launcher launchers[] = {
     {"torchrun", "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", NULL, 0,
-     id_torchrun},
+     NULL, id_torchrun},
     {"Open MPI", "ompi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", NULL, 0, id_ompi},
+     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", NULL, 0, NULL, id_ompi},
     {"MPICH", "mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", NULL, 0,
-     id_mpich},
+     NULL, id_mpich},
     {"Slurm", "slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL,
-     "SLURM_STEP_NUM_NODES", 1, id_slurm},
+     "SLURM_STEP_NUM_NODES", 1, "SLURM_STEP_ID", id_slurm},
 };
 
 static int read_launcher(const struct launcher *L, struct api_launch *l)
@@ -331,7 +333,8 @@ int api__launcher_env(struct api_launch *l)
 	for (size_t i = 0; i < sizeof(launchers) / sizeof(launchers[0]); i++) {
 		const struct launcher *L = &launchers[i];
 
-		if (is_set(L->rank) || (!L->by_rank && is_set(L->size)))
+		if ((is_set(L->rank) || (!L->by_rank && is_set(L->size))) &&
+		    (!L->also || is_set(L->also)))
 			return read_launcher(L, l);
 	}
 	return 0;
