@@ -3,8 +3,8 @@
  *
  * A launcher is present when its rank or size variable is set (Slurm: its rank and step
  * variables; an allocation's shell has SLURM_NTASKS, and a batch script's own process
- * SLURM_PROCID, without being a task of a step: each is a job of one rank). Its numbers are then checked
- * strictly, and the job is named "<tag>-<16 hex>": a 64-bit FNV-1a hash of the user and of
+ * SLURM_PROCID, without being a task of a step: each is a job of one rank). Its numbers are then
+ * checked strictly, and the job is named "<tag>-<16 hex>": a 64-bit FNV-1a hash of the user and of
  * the variables that name the launcher's job, which are the same on every rank of one job
  * and differ between jobs (see each launcher's identity function). */
 #include "lib/api/launcher_env.h"
@@ -298,12 +298,12 @@ static int id_slurm(const struct launcher *L, uint64_t *h)
 
 /* In the order of precedence. */
 static const struct launcher launchers[] = {
-    {"torchrun", "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", NULL, 0,
-     NULL, id_torchrun},
+    {"torchrun", "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", NULL, 0, NULL,
+     id_torchrun},
     {"Open MPI", "ompi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
      "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", NULL, 0, NULL, id_ompi},
-    {"MPICH", "mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", NULL, 0,
-     NULL, id_mpich},
+    {"MPICH", "mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", NULL, 0, NULL,
+     id_mpich},
     {"Slurm", "slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL,
      "SLURM_STEP_NUM_NODES", 1, "SLURM_STEP_ID", id_slurm},
 };
