@@ -162,12 +162,12 @@ SHMCOLL_API const char *shmcoll_last_error(const shmcoll_comm *comm);
  * 5. Slurm, for a task of an srun step: SLURM_PROCID, SLURM_NTASKS (SLURM_LOCALID,
  *    SLURM_STEP_NUM_NODES); named by SLURM_JOB_ID and SLURM_STEP_ID, both required.
  * 6. None of these: the caller is a job of one rank of its own.
- * A launcher is present when its rank or size variable is set (Slurm: SLURM_PROCID). For 2-5
- * the job name is "<launcher>-<64-bit hash of the user and those variables>": the same on
- * every rank of one job, different between concurrent jobs, successive steps or restarts of
- * one, and users. Under 2-5 a job must lie on one node: a local size below the size, a node
- * count above 1, or (with no local size) a local rank other than the rank is -ENOTSUP; use
- * shmcoll-run --nnodes for such jobs. Then as shmcoll_comm_create with {rank, size, job},
+ * A launcher is present when its rank or size variable is set (Slurm: SLURM_PROCID and
+ * SLURM_STEP_ID). For 2-5 the job name is "<launcher>-<64-bit hash of the user and those
+ * variables>": the same on every rank of one job, different between concurrent jobs, successive
+ * steps or restarts of one, and users. Under 2-5 a job must lie on one node: a local size below the
+ * size, a node count above 1, or (with no local size) a local rank other than the rank is -ENOTSUP;
+ * use shmcoll-run --nnodes for such jobs. Then as shmcoll_comm_create with {rank, size, job},
  * arena_bytes = 0 and timeout_ms = 0.
  * Waits until every rank has arrived. On success *comm is the caller's to destroy; on
  * failure *comm = NULL (if comm is not NULL) and shmcoll_last_error(NULL) says why, naming
