@@ -108,6 +108,8 @@ int api__istart(shmcoll_comm *c, const char *fn, uint32_t kind, const void *send
 /* Releases every request kept for reuse (comm_destroy). */
 void api__req_drain(shmcoll_comm *c);
 
+/* A receive's -EMSGSIZE, with the message that says what was cut (a capacity of bytes). */
+int api__cut(shmcoll_comm *c, const char *fn, const struct shmcoll_p2p_op *op, size_t bytes);
 /* Fills st (if not NULL) from a receive that ended with rc. */
 void api__status(shmcoll_status *st, const struct shmcoll_p2p_op *op, size_t es, int rc);
 

@@ -30,8 +30,7 @@ static int check_side(shmcoll_comm *c, const char *fn, const void *buf, size_t c
 	return 0;
 }
 
-/* A receive's -EMSGSIZE, with the message that says what was cut. */
-static int cut(shmcoll_comm *c, const char *fn, const struct shmcoll_p2p_op *op, size_t bytes)
+int api__cut(shmcoll_comm *c, const char *fn, const struct shmcoll_p2p_op *op, size_t bytes)
 {
 	return api__fail(c, -EMSGSIZE,
 	                 "%s: a message of %llu bytes from rank %d (tag %d) was cut to %zu", fn,
@@ -57,7 +56,7 @@ static int hier_recv(shmcoll_comm *c, const char *fn, void *buf, size_t bytes, i
 	shmcoll__hier_irecv(c->u.hier, &op, fn, buf, bytes, source, tag);
 	rc = shmcoll__hier_p2p_wait(c->u.hier, &op);
 	api__status(status, &op.node, es, rc);
-	return rc == -EMSGSIZE ? cut(c, fn, &op.node, bytes) : rc;
+	return rc == -EMSGSIZE ? api__cut(c, fn, &op.node, bytes) : rc;
 }
 
 static int hier_sendrecv(shmcoll_comm *c, const char *fn, const void *sbuf, size_t sbytes, int dest,
@@ -74,7 +73,7 @@ static int hier_sendrecv(shmcoll_comm *c, const char *fn, const void *sbuf, size
 	rrc = shmcoll__hier_p2p_wait(c->u.hier, &r);
 	api__status(status, &r.node, es, rrc);
 	if (rrc == -EMSGSIZE && !rc)
-		cut(c, fn, &r.node, rbytes);
+		api__cut(c, fn, &r.node, rbytes);
 	return rc ? rc : rrc;
 }
 
@@ -128,7 +127,7 @@ int shmcoll_recv(void *buf, size_t count, shmcoll_dtype dtype, int source, int t
 	shmcoll__p2p_irecv(c->u.node, &op, fn, buf, bytes, source, tag, P2P_CTX_USER);
 	rc = shmcoll__p2p_wait(c->u.node, &op);
 	api__status(status, &op, shmcoll__dtype_size(dtype), rc);
-	return rc == -EMSGSIZE ? cut(c, fn, &op, bytes) : rc;
+	return rc == -EMSGSIZE ? api__cut(c, fn, &op, bytes) : rc;
 }
 
 int shmcoll_sendrecv(const void *sendbuf, size_t sendcount, shmcoll_dtype sendtype, int dest,
@@ -164,7 +163,7 @@ int shmcoll_sendrecv(const void *sendbuf, size_t sendcount, shmcoll_dtype sendty
 	rrc = shmcoll__p2p_wait(c->u.node, &r);
 	api__status(status, &r, shmcoll__dtype_size(recvtype), rrc);
 	if (rrc == -EMSGSIZE && !rc)
-		cut(c, fn, &r, rbytes);
+		api__cut(c, fn, &r, rbytes);
 	return rc ? rc : rrc;
 }
 

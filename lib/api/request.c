@@ -178,8 +178,13 @@ static int req_finish(shmcoll_request *r, shmcoll_status *status)
 		rc = shmcoll__hier_p2p_wait(c->u.hier, &r->u.hop);
 		break;
 	}
-	if (r->recv)
-		api__status(status, r->kind == REQ_HP2P ? &r->u.hop.node : &r->u.op, r->es, rc);
+	if (r->recv) {
+		const struct shmcoll_p2p_op *op = r->kind == REQ_HP2P ? &r->u.hop.node : &r->u.op;
+
+		api__status(status, op, r->es, rc);
+		if (rc == -EMSGSIZE)
+			rc = api__cut(c, "shmcoll_wait (a receive)", op, op->bytes);
+	}
 	req_release(r);
 	return rc;
 }

@@ -18,7 +18,8 @@
 	X(EMFILE, "too many open files")                                                           \
 	X(ENOTSUP, "not supported by this build of shmcoll or on this communicator")               \
 	X(EIO, "the host's out-of-band exchange failed")                                           \
-	X(EBUSY, "the communicator has operations outstanding")
+	X(EBUSY, "the communicator has operations outstanding")                                    \
+	X(EMSGSIZE, "a message was longer than the receive buffer")
 
 const char *shmcoll__strerror(int err)
 {

@@ -86,3 +86,24 @@ def test_survivors_get_an_error_and_nothing_is_left(comm, job, fate):
         assert expect in out, (r, out)
     left = glob.glob("/dev/shm/shmcoll.%d.%s*" % (os.getuid(), name))
     assert not left, left
+
+
+def test_a_cut_receive_says_what_was_cut(comm):
+    """A non-blocking receive into too little room: EMSGSIZE with the library's message (the
+    sizes, the sender, the tag), as the blocking receive has."""
+    import errno
+
+    import numpy as np
+
+    import shmcoll
+
+    if comm.size < 2 or comm.rank > 1:
+        return
+    if comm.rank == 0:
+        comm.Send(np.arange(100, dtype=np.uint8), 1, tag=9)
+        return
+    req = comm.Irecv(np.zeros(10, np.uint8), 0, 9)
+    with pytest.raises(shmcoll.Error) as e:
+        req.Wait()
+    assert e.value.errno == errno.EMSGSIZE
+    assert "100 bytes from rank 0 (tag 9) was cut to 10" in str(e.value), str(e.value)
