@@ -14,9 +14,9 @@ as DistributedDataParallel does). isend/irecv return works that wait on shmcoll 
 What shmcoll cannot do itself goes to a gloo group made from the same store, created the
 first time it is needed (every rank of a group reaches that call together, as a collective):
 a reduction shmcoll cannot do (an op it lacks, such as PREMUL_SUM, or a dtype it cannot widen:
-bool reduces as bytes, int16 as int32, complex SUM as its real pairs), and everything when
-the ranks are on more than one machine (the library's two-level scheme is not yet reachable
-from torch: docs/PYTHON.md).
+bool reduces as bytes, int16 as int32, complex SUM as its real pairs), and everything in a
+group over several machines whose ranks are not in equal blocks of consecutive ranks per
+machine (the layout torchrun --nnodes makes is; the library's two-level scheme runs those).
 """
 
 import datetime
@@ -226,12 +226,84 @@ def _machine():
     return "%s/%s/%d" % (socket.gethostname(), boot, os.getuid())
 
 
+def _address():
+    """This machine's address as the other machines of the job reach it: the interface that
+    faces torch's MASTER_ADDR, else what the host name resolves to."""
+    master = os.environ.get("MASTER_ADDR")
+    try:
+        if master:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.connect((master, 9))  # no packet is sent: this only picks the route
+                return s.getsockname()[0]
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+def _two_level(store, rank, size, job, machines, timeout):
+    """A communicator over several machines through the library's two-level scheme (the
+    ranks of each machine share memory; one rank per machine talks to the others over TCP),
+    made as shmcoll-run --nnodes makes it: each machine's first rank listens and publishes its
+    address in the store, and shmcoll_init reads the job from SHMCOLL_* variables set for the
+    call. None when the ranks are not in equal blocks of consecutive ranks per machine (the
+    scheme's layout): the group then runs through gloo."""
+    order = []
+    for m in machines:
+        if m not in order:
+            order.append(m)
+    nnodes = len(order)
+    lsize = size // nnodes
+    if size % nnodes or any(machines[r] != order[r // lsize] for r in range(size)):
+        return None
+    node, lrank = rank // lsize, rank % lsize
+    listener = None
+    if lrank == 0:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("", 0))
+        listener.listen(64)
+        store.set("shmcoll/leader/%d" % node, "%s:%d" % (_address(), listener.getsockname()[1]))
+        store.set("shmcoll/node-job/%d" % node, "%s-n%d" % (job, node))
+    if rank == 0:
+        store.set("shmcoll/token", os.urandom(12).hex())
+    env = {
+        "SHMCOLL_RANK": rank,
+        "SHMCOLL_SIZE": size,
+        "SHMCOLL_JOB": store.get("shmcoll/node-job/%d" % node).decode(),
+        "SHMCOLL_NNODES": nnodes,
+        "SHMCOLL_NODE_RANK": node,
+        "SHMCOLL_LOCAL_RANK": lrank,
+        "SHMCOLL_LOCAL_SIZE": lsize,
+        "SHMCOLL_TOKEN": store.get("shmcoll/token").decode(),
+        "SHMCOLL_NODES": ",".join(
+            store.get("shmcoll/leader/%d" % n).decode() for n in range(nnodes)
+        ),
+        "SHMCOLL_NET_FD": listener.fileno() if listener is not None else None,
+        "SHMCOLL_TIMEOUT_MS": _timeout_ms(timeout),
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    try:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = str(v)
+        return _shmcoll.init(Comm)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if listener is not None:
+            listener.close()  # the library accepted what it needed; it does not keep it
+
+
 class ProcessGroupShmcoll(dist.ProcessGroup):
     """A torch process group over a shmcoll communicator (see the module's docstring).
 
     Made by torch through the registered creator: ``ProcessGroupShmcoll(store, rank, size,
-    timeout)``. Rank 0 names the group's job and publishes it in the store; every rank checks
-    that the group lies on one machine."""
+    timeout)``. Rank 0 names the group's job and publishes it in the store, every rank its
+    machine: one machine makes one shmcoll communicator, several the two-level one."""
 
     def __init__(self, store, rank, size, timeout=None):
         super().__init__(rank, size)
@@ -243,12 +315,11 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
         if rank == 0:
             store.set("shmcoll/job", "pt%d-%s" % (os.getpid(), os.urandom(6).hex()))
         job = store.get("shmcoll/job").decode()
-        here = _machine()
-        one_machine = all(
-            store.get("shmcoll/machine/%d" % r).decode() == here for r in range(size)
-        )
-        if one_machine:
+        machines = [store.get("shmcoll/machine/%d" % r).decode() for r in range(size)]
+        if len(set(machines)) == 1:
             self._comm = Comm(rank, size, job, timeout_ms=_timeout_ms(timeout))
+        else:
+            self._comm = _two_level(store, rank, size, job, machines, timeout)
 
     # ---- what torch asks of every process group ----
 

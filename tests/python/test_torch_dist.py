@@ -99,7 +99,18 @@ CASES += [(torch.bool, op) for op in (R.SUM, R.PRODUCT, R.MIN, R.MAX, R.BAND, R.
 CASES += [(torch.int32, R.AVG), (torch.int64, R.AVG)]
 
 
-@pytest.mark.parametrize("dtype,op", CASES, ids=lambda v: str(v).replace("torch.", ""))
+OP_NAMES = ["SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR"]
+
+
+def case_id(v):
+    """The same test name on every rank (a ReduceOp prints as its address)."""
+    for name in OP_NAMES:
+        if v is getattr(R, name):
+            return name
+    return str(v).replace("torch.", "")
+
+
+@pytest.mark.parametrize("dtype,op", CASES, ids=case_id)
 def test_all_reduce(world, dtype, op):
     rank, size, _ = world
     for n in (1, 7, 3000):
@@ -225,11 +236,11 @@ def test_send_recv(world):
         srcs = set()
         for _ in range(size - 1):
             t = torch.zeros(1, dtype=torch.int64)
-            srcs.add(dist.recv(t))  # any source: recv returns the sender
+            srcs.add(dist.recv(t, tag=5))  # any source: recv returns the sender
             assert t.item() == 7
         assert srcs == set(range(1, size))
     else:
-        dist.send(torch.tensor([7]), 0)
+        dist.send(torch.tensor([7]), 0, tag=5)  # not 0: the batch below sends with tag 0
     ops = [
         dist.P2POp(dist.isend, torch.full((3,), float(rank)), right),
         dist.P2POp(dist.irecv, got[:3], left),
@@ -281,12 +292,42 @@ def test_subgroups(world):
     dist.barrier()
 
 
-def test_gloo_fallback(world, monkeypatch):
-    """A group that does not lie on one machine runs everything through its gloo twin."""
+def test_two_level_over_machines(world, monkeypatch):
+    """Ranks that look like two machines (0..k-1 and k..2k-1) get the library's two-level
+    communicator, its machines' leaders meeting over TCP on this host."""
     rank, size, _ = world
-    monkeypatch.setattr(sct, "_machine", lambda: "machine-of-rank-%d" % rank)
+    if size % 2:
+        pytest.skip("two machines of equal halves need an even number of ranks")
+    monkeypatch.setattr(sct, "_machine", lambda: "machine-%d" % (rank // (size // 2)))
     g = dist.new_group(list(range(size)), backend="shmcoll")
-    assert g._comm is None or size == 1
+    assert g._comm is not None
+    t = torch.arange(1000, dtype=torch.float32) * (rank + 1)
+    dist.all_reduce(t, group=g)
+    assert torch.equal(t, torch.arange(1000, dtype=torch.float32) * (size * (size + 1) // 2))
+    b = torch.full((5,), float(rank))
+    dist.broadcast(b, size - 1, group=g)
+    assert (b == size - 1).all()
+    outs = [torch.zeros(2) for _ in range(size)]
+    dist.all_gather(outs, torch.full((2,), float(rank)), group=g)
+    assert [o[0].item() for o in outs] == list(range(size))
+    right, left = (rank + 1) % size, (rank - 1) % size
+    got = torch.zeros(3)
+    req = dist.isend(torch.full((3,), float(rank)), right, group=g)
+    dist.recv(got, left, group=g)
+    req.wait()
+    assert (got == left).all()
+    dist.barrier(group=g)
+
+
+def test_gloo_fallback(world, monkeypatch):
+    """A group over machines in a layout the two-level scheme does not take (here every rank
+    on a machine of its own but the last two together) runs through its gloo twin."""
+    rank, size, _ = world
+    if size < 3:
+        pytest.skip("an uneven layout over machines needs three ranks")
+    monkeypatch.setattr(sct, "_machine", lambda: "machine-%d" % min(rank, size - 2))
+    g = dist.new_group(list(range(size)), backend="shmcoll")
+    assert g._comm is None
     t = torch.ones(3) * (rank + 1)
     dist.all_reduce(t, group=g)
     assert (t == size * (size + 1) // 2).all()
