@@ -13,11 +13,10 @@
  *      rank staged in that half before); a larger one it sends to the root (eager, or by
  *      rendezvous, which the root reads in one copy or has streamed), and waits until it
  *      may reuse sendbuf. It waits for nobody else in the step.
- *   3. The root publishes an empty message and reads every peer's message: a count that
- *      is not recvcounts[p] is a mismatch (-EPROTO, the communicator broken); an inline or
- *      staged block it copies, for a larger one it posts a receive into the block. Then it
- *      copies its own block (unless in place), taking streamed frames between pieces, and
- *      waits for those receives.
+ *   3. The root publishes an empty message, copies its own block (unless in place), and
+ *      reads every peer's message: a count that is not recvcounts[p] is a mismatch
+ *      (-EPROTO, the communicator broken); an inline or staged block it copies, for a
+ *      larger one it posts a receive into the block. Then it waits for those receives.
  * A small call costs what gather's inline one does, a middling one what gather's staged one
  * does (two copies, no handshake), a large one what point-to-point does. */
 #include <errno.h>
@@ -101,6 +100,9 @@ guard:
 		goto wait;
 	}
 	shmcoll__msg_publish(n, t, NULL, 0);
+	own = t->recv + t->rdispls[n->rank] * es;
+	if (bytes && t->send != own)
+		memcpy(own, t->send, bytes);
 	for (t->p = 0; t->p < n->size; t->p++) {
 		if (t->p == n->rank)
 			continue;
@@ -137,15 +139,6 @@ guard:
 	}
 	/* Every peer has begun this call: it has read all we wrote before. */
 	n->st.clean = n->st.seq - 1;
-	/* The root's own block last, a ring chunk at a time, taking peers' streamed frames
-	 * out of the ring between chunks so that their senders can go on meanwhile. */
-	own = t->recv + t->rdispls[n->rank] * es;
-	for (size_t off = 0, piece; t->send != own && off < bytes; off += piece) {
-		piece = min_size(bytes - off, t->ops ? n->p2p.chunk : bytes);
-		memcpy(own + off, t->send + off, piece);
-		if (t->ops)
-			shmcoll__node_progress(n);
-	}
 	if (!t->ops)
 		return 0;
 wait:
