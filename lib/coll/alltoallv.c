@@ -252,9 +252,7 @@ static int take_first(struct shmcoll_node *n, struct shmcoll_task *t, int p, con
 			    n, -EPROTO,
 			    "%s: mismatched counts: rank %d sends %zu elements to rank %d, which "
 			    "expects %zu (recvcounts[%d])",
-			    t->fn, p,
-			    (len & ~(uint32_t)SHMCOLL_MSG_EVEN) / es / (size_t)(n->size - 1),
-			    n->rank, t->rcounts[p], p);
+			    t->fn, p, shmcoll__even_count(n, len, es), n->rank, t->rcounts[p], p);
 		}
 		if (t->rcounts[p])
 			memcpy(t->recv + t->rdispls[p] * es, m + off, t->rcounts[p] * es);

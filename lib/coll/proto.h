@@ -125,6 +125,13 @@ static inline size_t shmcoll__even_offset(const struct shmcoll_node *n, const ui
 	return off;
 }
 
+/* The elements of es bytes each block of an even message of length len holds (for the
+ * message of a mismatch). */
+static inline size_t shmcoll__even_count(const struct shmcoll_node *n, size_t len, size_t es)
+{
+	return (len & ~(size_t)SHMCOLL_MSG_EVEN) / es / (size_t)(n->size - 1);
+}
+
 /* The direct protocol for the task's call (direct.c): the result goes to recv on every rank
  * (root < 0: allreduce) or on root (reduce). t->reduce is the kernel. */
 int shmcoll__direct_advance(struct shmcoll_node *n, struct shmcoll_task *t);

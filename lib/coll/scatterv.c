@@ -184,7 +184,7 @@ root:
 	if (len & SHMCOLL_MSG_EVEN) {
 		off = shmcoll__even_offset(n, m, t->root, (uint32_t)len, t->scount * es);
 		if (off == SIZE_MAX) {
-			sent = (len & ~(size_t)SHMCOLL_MSG_EVEN) / es / (size_t)(n->size - 1);
+			sent = shmcoll__even_count(n, len, es);
 			goto bad;
 		}
 		if (t->scount)
