@@ -70,7 +70,8 @@ if [ -z "$ext" ]; then
 	exit 0
 fi
 pkgdir=$(dirname "$(dirname "$ext")")
-check "installed: the Python package shmcoll" test -f "$pkgdir/shmcoll/__init__.py" -a -f "$pkgdir/shmcoll/_comm.py" -a -f "$pkgdir/shmcoll/MPI.py"
+check "installed: the Python package shmcoll" test -f "$pkgdir/shmcoll/__init__.py" -a -f "$pkgdir/shmcoll/_comm.py" \
+	-a -f "$pkgdir/shmcoll/MPI.py" -a -f "$pkgdir/shmcoll/torch.py"
 check "on the sys.path of $py: ${pkgdir#"$root/stage"}" \
 	"$py" -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "${pkgdir#"$root/stage"}"
 cat >"$root/prog.py" <<'PY'
