@@ -491,10 +491,16 @@ static int need(const struct buf *b, size_t count, const char *what, const char 
 
 /* ---- the communicator ---- */
 
+/* c is NULL once freed. A communicator freed while symmetric buffers (shmcoll.malloc) still
+ * live keeps its C communicator in parked, mapped and unusable, until the last of them goes
+ * (symbuf_dealloc destroys it then). */
 typedef struct {
 	PyObject_HEAD shmcoll_comm *c;
 	int rank, size;
 	PyObject *weakrefs;
+	shmcoll_comm *parked;
+	Py_ssize_t nsym; /* live SymBufObjects over its memory */
+	Py_ssize_t nreq; /* requests started and not yet completed */
 } CommObject;
 
 static PyTypeObject CommType;
@@ -508,7 +514,8 @@ typedef struct {
 	PyObject *comm;
 	struct buf bufs[2];
 	PyObject *objs[2];
-	int recv; /* a receive: Wait fills a status */
+	int recv;    /* a receive: Wait fills a status */
+	int counted; /* in its communicator's nreq until it completes */
 } RequestObject;
 
 static PyTypeObject RequestType;
@@ -520,6 +527,10 @@ static void request_done(RequestObject *r)
 	for (i = 0; i < 2; i++) {
 		buf_release(&r->bufs[i]);
 		Py_CLEAR(r->objs[i]);
+	}
+	if (r->counted && !r->req) {
+		((CommObject *)r->comm)->nreq--;
+		r->counted = 0;
 	}
 }
 
@@ -543,6 +554,9 @@ static PyObject *request_new(PyObject *comm, shmcoll_request *req, struct buf *a
 	Py_INCREF(comm);
 	r->comm = comm;
 	r->recv = recv;
+	r->counted = req != NULL;
+	if (req)
+		((CommObject *)comm)->nreq++;
 	for (i = 0; i < 2; i++) {
 		memset(&r->bufs[i], 0, sizeof(r->bufs[i]));
 		r->objs[i] = NULL;
@@ -933,7 +947,43 @@ static void comm_dealloc(CommObject *self)
 		PyObject_ClearWeakRefs((PyObject *)self);
 	if (self->c)
 		shmcoll_comm_destroy(self->c); /* local: waits for no peer */
+	if (self->parked)
+		shmcoll_comm_destroy(self->parked); /* not reached: its buffers hold self */
 	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Lets go of the C communicator (Free, leaving a with-block): destroyed now, or, while
+ * symmetric buffers still use its memory, parked until the last of them goes; either way
+ * self->c is NULL after. 0, or a negative errno with self->c kept (operations outstanding:
+ * -EBUSY, as shmcoll_comm_destroy, whose message a parked one gets from here). */
+static int comm_release(CommObject *self)
+{
+	int rc;
+
+	if (self->nsym > 0) {
+		if (self->nreq > 0) {
+			PyObject *args = Py_BuildValue(
+			    "(is)", EBUSY,
+			    "Free: operations still outstanding (requests not yet completed by "
+			    "Wait or Test)");
+
+			if (args) {
+				PyErr_SetObject(Error, args);
+				Py_DECREF(args);
+			}
+			return -EBUSY;
+		}
+		self->parked = self->c;
+		self->c = NULL;
+		return 0;
+	}
+	rc = shmcoll_comm_destroy(self->c);
+	if (rc) {
+		raise_rc(self->c, rc);
+		return rc;
+	}
+	self->c = NULL;
+	return 0;
 }
 
 static PyObject *comm_get_rank(CommObject *self, PyObject *unused)
@@ -946,16 +996,26 @@ static PyObject *comm_get_size(CommObject *self, PyObject *unused)
 	return PyLong_FromLong(self->size);
 }
 
+/* Leaving on a failure: let go of the C communicator whatever it says (parked while
+ * symmetric buffers live). */
+static void comm_drop(CommObject *self)
+{
+	if (self->nsym > 0)
+		self->parked = self->c;
+	else
+		shmcoll_comm_destroy(self->c);
+	self->c = NULL;
+}
+
 static PyObject *comm_free(CommObject *self, PyObject *unused)
 {
 	int rc;
 
 	if (!live(self))
 		return NULL;
-	rc = shmcoll_comm_destroy(self->c);
+	rc = comm_release(self);
 	if (rc)
-		return raise_rc(self->c, rc);
-	self->c = NULL;
+		return NULL;
 	Py_RETURN_NONE;
 }
 
@@ -1834,6 +1894,147 @@ static PyObject *comm_iprobe(CommObject *self, PyObject *args, PyObject *kw)
 	return probe(self, args, kw, 0);
 }
 
+/* ---- symmetric memory (shmcoll.malloc) ---- */
+
+/* One shmcoll_malloc allocation of a communicator, exported as writable 1-D bytes through the
+ * buffer protocol (python/shmcoll/_comm.py's malloc makes a NumPy array over it). It holds
+ * its communicator object: the memory is the communicator's until the C communicator is
+ * destroyed, which Free defers while any of these lives (comm_release). Nothing is freed
+ * when one goes: shmcoll_free is collective, and a deallocation happens on each rank at its
+ * own time, so the memory goes with the communicator. */
+typedef struct {
+	PyObject_HEAD PyObject *comm; /* the CommObject, NULL until the allocation succeeded */
+	char *ptr;
+	Py_ssize_t len;
+} SymBufObject;
+
+static PyTypeObject SymBufType;
+
+static int symbuf_getbuffer(SymBufObject *self, Py_buffer *view, int flags)
+{
+	return PyBuffer_FillInfo(view, (PyObject *)self, self->ptr, self->len, 0, flags);
+}
+
+static PyBufferProcs symbuf_as_buffer = {
+    .bf_getbuffer = (getbufferproc)symbuf_getbuffer,
+};
+
+static void symbuf_dealloc(SymBufObject *self)
+{
+	CommObject *comm = (CommObject *)self->comm;
+
+	if (comm && --comm->nsym == 0 && comm->parked) {
+		/* The last buffer of a freed communicator: its memory goes now. No operation is
+		 * outstanding (comm_release checked, and a parked one starts none). */
+		shmcoll_comm_destroy(comm->parked);
+		comm->parked = NULL;
+	}
+	Py_XDECREF(self->comm);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *symbuf_repr(SymBufObject *self)
+{
+	return PyUnicode_FromFormat("<shmcoll symmetric buffer of %zd bytes at %p>", self->len,
+	                            (void *)self->ptr);
+}
+
+static PyObject *symbuf_get_address(SymBufObject *self, void *unused)
+{
+	return PyLong_FromVoidPtr(self->ptr);
+}
+
+static PyObject *symbuf_get_comm(SymBufObject *self, void *unused)
+{
+	Py_INCREF(self->comm);
+	return self->comm;
+}
+
+static PyGetSetDef symbuf_getset[] = {
+    {"address", (getter)symbuf_get_address, NULL, "where the memory starts (an int)", NULL},
+    {"comm", (getter)symbuf_get_comm, NULL, "the communicator it belongs to", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef symbuf_members[] = {
+    {"nbytes", T_PYSSIZET, offsetof(SymBufObject, len), READONLY, "its size in bytes"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject SymBufType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "shmcoll.SymmetricBuffer",
+    .tp_basicsize = sizeof(SymBufObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Symmetric memory of a communicator (Comm._malloc), as writable bytes.",
+    .tp_dealloc = (destructor)symbuf_dealloc,
+    .tp_repr = (reprfunc)symbuf_repr,
+    .tp_as_buffer = &symbuf_as_buffer,
+    .tp_getset = symbuf_getset,
+    .tp_members = symbuf_members,
+};
+
+/* shmcoll_malloc's NULL: shmcoll.Error with the library's message. shmcoll_malloc returns
+ * no code, so the errno is inferred: ENOMEM when the communicator is still usable (no room);
+ * else it broke, and a local call that finds it broken says so (shmcoll_free of NULL, after
+ * the message is copied): ECANCELED, refined by the message to the codes of the failures
+ * that break a collective (mismatched calls, a timeout, a dead peer). */
+static PyObject *raise_malloc(shmcoll_comm *c)
+{
+	const char *m = shmcoll_last_error(c);
+	char msg[512];
+	PyObject *args;
+	int err;
+
+	snprintf(msg, sizeof(msg), "%s", m && *m ? m : "shmcoll_malloc failed");
+	err = -shmcoll_free(c, NULL);
+	if (err <= 0)
+		err = ENOMEM;
+	else if (strstr(msg, "mismatched"))
+		err = EPROTO;
+	else if (strstr(msg, "timed out"))
+		err = ETIMEDOUT;
+	else if (strstr(msg, " died"))
+		err = EOWNERDEAD;
+	args = Py_BuildValue("(is)", err, msg);
+	if (args) {
+		PyErr_SetObject(err == ETIMEDOUT ? TimeoutErr : Error, args);
+		Py_DECREF(args);
+	}
+	return NULL;
+}
+
+/* _malloc(nbytes) -> SymmetricBuffer: collective, every rank the same nbytes (> 0). */
+static PyObject *comm_malloc(CommObject *self, PyObject *args)
+{
+	shmcoll_comm *c = live(self);
+	SymBufObject *b;
+	Py_ssize_t n;
+	void *p;
+
+	if (!c || !PyArg_ParseTuple(args, "n:_malloc", &n))
+		return NULL;
+	if (n <= 0)
+		return PyErr_Format(PyExc_ValueError,
+		                    "malloc: %zd bytes (shmcoll_malloc takes 1 or more)", n);
+	/* Made first: no failure of this rank alone after the collective call. */
+	b = PyObject_New(SymBufObject, &SymBufType);
+	if (!b)
+		return NULL;
+	b->comm = NULL;
+	b->ptr = NULL;
+	b->len = n;
+	NOGIL(p = shmcoll_malloc(c, (size_t)n));
+	if (!p) {
+		Py_DECREF(b);
+		return raise_malloc(c);
+	}
+	b->ptr = p;
+	Py_INCREF(self);
+	b->comm = (PyObject *)self;
+	self->nsym++;
+	return (PyObject *)b;
+}
+
 static PyObject *comm_enter(PyObject *self, PyObject *unused)
 {
 	Py_INCREF(self);
@@ -1853,14 +2054,12 @@ static PyObject *comm_exit(CommObject *self, PyObject *args)
 		Py_RETURN_FALSE;
 	if (et != Py_None) {
 		shmcoll_comm_abort(self->c);
-		shmcoll_comm_destroy(self->c);
-		self->c = NULL;
+		comm_drop(self);
 		Py_RETURN_FALSE;
 	}
 	r = comm_barrier(self, NULL);
 	if (!r) {
-		shmcoll_comm_destroy(self->c);
-		self->c = NULL;
+		comm_drop(self);
 		return NULL;
 	}
 	Py_DECREF(r);
@@ -1925,6 +2124,8 @@ static PyMethodDef comm_methods[] = {
      "Ialltoall(sendbuf, recvbuf) -> Request"},
     {"_allreduce_loop", (PyCFunction)comm_allreduce_loop, METH_VARARGS,
      "_allreduce_loop(sendbuf, recvbuf, iters) -> seconds: the same calls made from C"},
+    {"_malloc", (PyCFunction)comm_malloc, METH_VARARGS,
+     "_malloc(nbytes) -> SymmetricBuffer: shmcoll_malloc (collective), as writable bytes"},
     {"_vcall", (PyCFunction)comm_vcall, METH_VARARGS,
      "_vcall(kind, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, root, op)"},
     {"Isend", KW(comm_isend), METH_VARARGS | METH_KEYWORDS, "Isend(buf, dest, tag=0) -> Request"},
@@ -2049,7 +2250,8 @@ PyMODINIT_FUNC PyInit__shmcoll(void)
 	int i;
 
 	if (PyType_Ready(&DatatypeType) < 0 || PyType_Ready(&OpType) < 0 ||
-	    PyType_Ready(&CommType) < 0 || PyType_Ready(&RequestType) < 0)
+	    PyType_Ready(&CommType) < 0 || PyType_Ready(&RequestType) < 0 ||
+	    PyType_Ready(&SymBufType) < 0)
 		return NULL;
 	m = PyModule_Create(&module);
 	if (!m)
@@ -2074,7 +2276,8 @@ PyMODINIT_FUNC PyInit__shmcoll(void)
 	if (add(m, "Error", Error) < 0 || add(m, "TimeoutError", TimeoutErr) < 0 ||
 	    add(m, "BufferError", BufError) < 0 || add(m, "Datatype", (PyObject *)&DatatypeType) ||
 	    add(m, "Op", (PyObject *)&OpType) || add(m, "_Comm", (PyObject *)&CommType) ||
-	    add(m, "Request", (PyObject *)&RequestType))
+	    add(m, "Request", (PyObject *)&RequestType) ||
+	    add(m, "SymmetricBuffer", (PyObject *)&SymBufType))
 		goto fail;
 	for (i = 0; i < SHMCOLL_DTYPE_COUNT; i++) {
 		dtypes[i] = new_datatype(i, (Py_ssize_t)shmcoll_dtype_size((shmcoll_dtype)i),
