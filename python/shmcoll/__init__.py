@@ -12,6 +12,7 @@ Start a program with ``shmcoll-run -n 4 python3 prog.py``::
     comm = shmcoll.init()
     x = np.full(4, comm.rank, dtype=np.float32)
     comm.Allreduce(shmcoll.IN_PLACE, x, op=shmcoll.SUM)
+    y = shmcoll.malloc(comm, (2, 4), np.float32)   # symmetric memory: zero-copy sends
 
 Every call goes to the C library with the GIL released. Errors are shmcoll.Error (an
 OSError: .errno is the errno, the message the library's); a wait for a peer that runs out of
@@ -48,8 +49,9 @@ from ._shmcoll import (  # noqa: F401 (the package's names)
     Error,
     Op,
     Request,
+    SymmetricBuffer,
     TimeoutError,
     __version__,
     strerror,
 )
-from ._comm import Comm, Status, init  # noqa: F401
+from ._comm import Comm, Status, init, malloc  # noqa: F401

@@ -90,6 +90,10 @@ class Comm(_shmcoll._Comm):
         state = "freed" if self.freed else "rank %d of %d" % (self.rank, self.size)
         return "<shmcoll.Comm %s>" % state
 
+    def malloc(self, shape, dtype=float):
+        """shmcoll.malloc(self, shape, dtype): a NumPy array over symmetric memory."""
+        return malloc(self, shape, dtype)
+
     # ---- variable counts (buffer specs parsed here, the call in _shmcoll.c) ----
 
     def Allgatherv(self, sendbuf, recvbuf):
@@ -601,6 +605,66 @@ def _fold(objs, op):
     for o in objs[1:]:
         acc = fn(acc, o)
     return acc
+
+
+def malloc(comm, shape, dtype=float):
+    """A NumPy array of shape and dtype over symmetric memory of comm (shmcoll_malloc): zero
+    copy, C-contiguous, writable, its contents unspecified (as numpy.empty's). A collective
+    call whose send buffer is such an array is read by the peers where it lies, with no
+    staging copy; otherwise it is an ordinary array, and every call takes it.
+
+    Collective: every rank of comm calls it, in the same order as comm's other collectives,
+    with the same shape and dtype (the same bytes; ranks that differ break comm and raise
+    shmcoll.Error with EPROTO). dtype is anything numpy.dtype() accepts but one holding
+    Python objects. A shape with a negative or non-integer entry, no bytes (an empty shape
+    or a zero-size dtype) or a dtype NumPy rejects raise ValueError or TypeError on the
+    rank that passed it, before it calls into the library; as with the other calls, a rank
+    whose check fails while the others' pass leaves them waiting in the call (until comm's
+    timeout, or until the failing rank breaks comm). A failure of the library (no room in
+    /dev/shm, a broken communicator) raises shmcoll.Error with its message.
+
+    The memory stays until the communicator is freed: dropping the array frees nothing (a
+    free would be collective). The array holds comm, so it keeps working when comm's last
+    other reference goes; and Free() on comm while such arrays are alive frees the
+    communicator for use (comm.freed is true, its calls raise) but keeps its memory mapped
+    until the last of those arrays goes (docs/PYTHON.md, "Symmetric memory")."""
+    import numpy as np
+
+    dt = np.dtype(dtype)  # TypeError for what NumPy rejects
+    if dt.hasobject:
+        raise TypeError("malloc: dtype %s holds Python objects, which cannot live in "
+                        "shared memory" % dt)
+    dims = _shape(shape)
+    count = 1
+    for d in dims:
+        count *= d
+    nbytes = count * dt.itemsize
+    if nbytes == 0:
+        raise ValueError("malloc: shape %s of dtype %s holds no bytes (shmcoll_malloc takes "
+                         "1 or more)" % (dims, dt))
+    if nbytes > sys.maxsize:
+        raise ValueError("malloc: shape %s of dtype %s is %d bytes, more than an address space"
+                         % (dims, dt, nbytes))
+    buf = comm._malloc(nbytes)
+    # The array's base is buf, which holds comm: buf goes with the last array over it.
+    return np.ndarray(dims, dt, buffer=buf)
+
+
+def _shape(shape):
+    """shape as a tuple of non-negative ints: an int n is (n,)."""
+    import operator
+
+    try:
+        dims = (operator.index(shape),)
+    except TypeError:
+        try:
+            dims = tuple(operator.index(d) for d in shape)
+        except TypeError:
+            raise TypeError("malloc: shape must be an int or a sequence of ints, got %r"
+                            % (shape,)) from None
+    if any(d < 0 for d in dims):
+        raise ValueError("malloc: negative dimension in shape %s" % (dims,))
+    return dims
 
 
 def init(timeout_ms=None):
