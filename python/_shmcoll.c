@@ -219,9 +219,17 @@ static size_t es_of(int dt)
 	return dt == BYTES ? 1 : shmcoll_dtype_size((shmcoll_dtype)dt);
 }
 
-/* A CPU torch.Tensor (anything with data_ptr, numel, element_size and dtype): 0, or -1 with
- * an exception set. */
-static int torch_buf(PyObject *obj, struct buf *b, const char *what)
+/* torch's dtypes as shmcoll's: found by name the first time a dtype object is seen, then by
+ * the object itself (torch's dtypes are singletons). BYTES for one shmcoll does not reduce;
+ * es is its element size. */
+static struct {
+	PyObject *dtype; /* a reference held, so that its address names it for good */
+	int dt;
+	Py_ssize_t es;
+} torch_dtypes[32];
+static int torch_ndtypes;
+
+static int torch_dtype(PyObject *obj, PyObject *dtype, int *dt, Py_ssize_t *es)
 {
 	static const struct {
 		const char *name;
@@ -231,71 +239,120 @@ static int torch_buf(PyObject *obj, struct buf *b, const char *what)
 	    {"torch.float16", SHMCOLL_FLOAT16}, {"torch.bfloat16", SHMCOLL_BFLOAT16},
 	    {"torch.int8", SHMCOLL_INT8},       {"torch.uint8", SHMCOLL_UINT8},
 	    {"torch.int32", SHMCOLL_INT32},     {"torch.int64", SHMCOLL_INT64},
+	    {"torch.uint32", SHMCOLL_UINT32},   {"torch.uint64", SHMCOLL_UINT64},
 	};
-	PyObject *r = NULL, *dev = NULL, *dtype = NULL, *name = NULL;
+	PyObject *name, *r;
 	const char *dname;
-	unsigned long long ptr;
-	Py_ssize_t n, es;
-	int rc = -1, contig;
-	size_t i;
+	int i;
 
-	r = PyObject_CallMethod(obj, "is_contiguous", NULL);
+	for (i = 0; i < torch_ndtypes; i++)
+		if (torch_dtypes[i].dtype == dtype) {
+			*dt = torch_dtypes[i].dt;
+			*es = torch_dtypes[i].es;
+			return 0;
+		}
+	if (!(name = PyObject_Str(dtype)))
+		return -1;
+	if (!(dname = PyUnicode_AsUTF8(name))) {
+		Py_DECREF(name);
+		return -1;
+	}
+	*dt = BYTES;
+	for (size_t k = 0; k < sizeof(tt) / sizeof(tt[0]); k++)
+		if (!strcmp(dname, tt[k].name))
+			*dt = tt[k].dt;
+	Py_DECREF(name);
+	if (!(r = PyObject_CallMethod(obj, "element_size", NULL)))
+		return -1;
+	*es = PyLong_AsSsize_t(r);
+	Py_DECREF(r);
+	if (*es <= 0)
+		return PyErr_Occurred()
+		           ? -1
+		           : (PyErr_SetString(PyExc_TypeError, "a tensor dtype without a size"),
+		              -1);
+	if (torch_ndtypes < (int)(sizeof(torch_dtypes) / sizeof(torch_dtypes[0]))) {
+		Py_INCREF(dtype);
+		torch_dtypes[torch_ndtypes].dtype = dtype;
+		torch_dtypes[torch_ndtypes].dt = *dt;
+		torch_dtypes[torch_ndtypes].es = *es;
+		torch_ndtypes++;
+	}
+	return 0;
+}
+
+/* The names torch_buf asks a tensor for, made once. */
+static PyObject *s_is_contiguous, *s_is_cpu, *s_dtype, *s_data_ptr, *s_numel;
+
+static int torch_names(void)
+{
+	if (s_numel)
+		return 0;
+	s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+	s_is_cpu = PyUnicode_InternFromString("is_cpu");
+	s_dtype = PyUnicode_InternFromString("dtype");
+	s_data_ptr = PyUnicode_InternFromString("data_ptr");
+	s_numel = PyUnicode_InternFromString("numel");
+	return s_is_contiguous && s_is_cpu && s_dtype && s_data_ptr && s_numel ? 0 : -1;
+}
+
+/* An integer a method of obj returns: 0, or -1 with an exception set. */
+static int call_ull(PyObject *obj, PyObject *name, unsigned long long *v)
+{
+	PyObject *r = PyObject_CallMethodNoArgs(obj, name);
+
 	if (!r)
-		goto out;
-	contig = PyObject_IsTrue(r);
-	Py_CLEAR(r);
-	if (contig <= 0) {
-		if (contig == 0)
+		return -1;
+	*v = PyLong_AsUnsignedLongLong(r);
+	Py_DECREF(r);
+	return PyErr_Occurred() ? -1 : 0;
+}
+
+/* A CPU torch.Tensor (anything with is_contiguous, is_cpu, dtype, data_ptr and numel): 0, or
+ * -1 with an exception set. It runs on every call that takes a tensor, so it asks only what
+ * it needs, by names made once. */
+static int torch_buf(PyObject *obj, struct buf *b, const char *what)
+{
+	PyObject *r = NULL;
+	unsigned long long ptr, n;
+	Py_ssize_t es;
+	int ok, dt;
+
+	if (torch_names() < 0 || !(r = PyObject_CallMethodNoArgs(obj, s_is_contiguous)))
+		return -1;
+	ok = PyObject_IsTrue(r);
+	Py_DECREF(r);
+	if (ok <= 0) {
+		if (ok == 0)
 			PyErr_Format(BufError,
 			             "%s: the tensor is not contiguous (use .contiguous())", what);
-		goto out;
+		return -1;
 	}
-	dev = PyObject_GetAttrString(obj, "device");
-	if (!dev || !(r = PyObject_GetAttrString(dev, "type")))
-		goto out;
-	if (!PyUnicode_Check(r) || strcmp(PyUnicode_AsUTF8(r), "cpu") != 0) {
-		PyErr_Format(BufError, "%s: the tensor is not in CPU memory", what);
-		goto out;
+	if (!(r = PyObject_GetAttr(obj, s_is_cpu)))
+		return -1;
+	ok = PyObject_IsTrue(r);
+	Py_DECREF(r);
+	if (ok <= 0) {
+		if (ok == 0)
+			PyErr_Format(BufError, "%s: the tensor is not in CPU memory", what);
+		return -1;
 	}
-	Py_CLEAR(r);
-	if (!(dtype = PyObject_GetAttrString(obj, "dtype")) || !(name = PyObject_Str(dtype)))
-		goto out;
-	dname = PyUnicode_AsUTF8(name);
-	if (!dname)
-		goto out;
-	b->dt = BYTES;
-	for (i = 0; i < sizeof(tt) / sizeof(tt[0]); i++)
-		if (!strcmp(dname, tt[i].name))
-			b->dt = tt[i].dt;
-	if (!(r = PyObject_CallMethod(obj, "data_ptr", NULL)))
-		goto out;
-	ptr = PyLong_AsUnsignedLongLong(r);
-	Py_CLEAR(r);
-	if (!(r = PyObject_CallMethod(obj, "numel", NULL)))
-		goto out;
-	n = PyLong_AsSsize_t(r);
-	Py_CLEAR(r);
-	if (!(r = PyObject_CallMethod(obj, "element_size", NULL)))
-		goto out;
-	es = PyLong_AsSsize_t(r);
-	Py_CLEAR(r);
-	if (PyErr_Occurred())
-		goto out;
+	if (!(r = PyObject_GetAttr(obj, s_dtype)))
+		return -1;
+	ok = torch_dtype(obj, r, &dt, &es);
+	Py_DECREF(r);
+	if (ok < 0 || call_ull(obj, s_data_ptr, &ptr) < 0 || call_ull(obj, s_numel, &n) < 0)
+		return -1;
 	b->ptr = (char *)(uintptr_t)ptr;
-	if (b->dt == BYTES) {
+	b->dt = dt;
+	if (dt == BYTES) {
 		b->count = (size_t)n * (size_t)es;
 		b->es = 1;
 	} else {
 		b->count = (size_t)n;
 		b->es = (size_t)es;
 	}
-	rc = 0;
-out:
-	Py_XDECREF(r);
-	Py_XDECREF(dev);
-	Py_XDECREF(dtype);
-	Py_XDECREF(name);
-	return rc;
+	return 0;
 }
 
 /* The memory of obj (no list form): 0, or -1 with an exception set. */
