@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/kernels/copy.h"
 #include "lib/kernels/kernels.h"
 #include "lib/kernels/kernels_impl.h"
 
@@ -1406,4 +1407,39 @@ Test(kernels, op_valid_is_exactly_the_pairs_with_a_kernel)
 			             shmcoll__reduce_lookup((shmcoll_dtype)dt, (shmcoll_op)op) !=
 			                 NULL,
 			             "dtype %d op %d", dt, op);
+}
+
+/* The copies into a caller's buffer move exactly n bytes and nothing else, whatever the
+ * distance between source and destination modulo 4 KiB: in particular 1 to 63 bytes, where
+ * shmcoll__copy_out takes its vector loop instead of memcpy. */
+Test(kernels, copies_move_exactly_their_bytes)
+{
+	static const size_t sizes[] = {0, 1, 63, 64, 65, 2047, 2048, 2049, 4096 + 37, 70000};
+	static const size_t gaps[] = {0, 1, 8, 16, 48, 63, 64, 100, 4080};
+	size_t cap = 70000 + 8192;
+	uint8_t *src = aligned_alloc(4096, cap), *dst = aligned_alloc(4096, cap + 4096);
+
+	cr_assert(src && dst);
+	for (size_t i = 0; i < cap; i++)
+		src[i] = (uint8_t)(i * 131 + 7);
+	for (size_t a = 0; a < sizeof(sizes) / sizeof(sizes[0]); a++)
+		for (size_t b = 0; b < sizeof(gaps) / sizeof(gaps[0]); b++)
+			for (int nt = 0; nt < 2; nt++) {
+				size_t n = sizes[a], at = 4096 + gaps[b];
+
+				memset(dst, 0xee, cap + 4096);
+				if (nt)
+					shmcoll__copy_nt(dst + at, src, n);
+				else
+					cr_assert_eq(shmcoll__copy_out(dst + at, src, n), dst + at);
+				cr_assert(memcmp(dst + at, src, n) == 0, "%s: %zu bytes %zu after",
+				          nt ? "copy_nt" : "copy_out", n, gaps[b]);
+				for (size_t i = 0; i < cap + 4096; i++)
+					if (i < at || i >= at + n)
+						cr_assert_eq(dst[i], 0xee,
+						             "%s wrote byte %zu of %zu",
+						             nt ? "copy_nt" : "copy_out", i, n);
+			}
+	free(src);
+	free(dst);
 }

@@ -20,6 +20,7 @@
  * at a second step until everyone has read its own. */
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/kernels/copy.h"
 
 enum { AT_GUARD = 1, AT_GATHER, AT_STEP, AT_READ, AT_END };
 
@@ -123,7 +124,8 @@ guard:
 				src = n->st.zc[p] ? n->st.zc[p] + t->off * es
 				                  : shmcoll__slot(n, p, t->step);
 			if (src)
-				memcpy(t->recv + (size_t)p * bytes + t->off * es, src, t->len * es);
+				shmcoll__copy_out(t->recv + (size_t)p * bytes + t->off * es, src,
+				                  t->len * es);
 		}
 	}
 	if (!shmcoll__zc_any(n, -1))

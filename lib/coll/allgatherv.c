@@ -16,6 +16,7 @@
  *   Halves are reused two steps later as in allreduce.c. */
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/kernels/copy.h"
 
 enum { AT_GUARD = 1, AT_PEER, AT_STEP };
 
@@ -48,7 +49,8 @@ guard:
 		if (rc)
 			return shmcoll__suspend(t, AT_PEER, rc);
 		if (t->rcounts[t->p])
-			memcpy(t->recv + t->rdispls[t->p] * es, m, t->rcounts[t->p] * es);
+			shmcoll__copy_out(t->recv + t->rdispls[t->p] * es, m,
+			                  t->rcounts[t->p] * es);
 	}
 	/* Every peer has begun this call: it has read all we wrote before. */
 	n->st.clean = n->st.seq - 1;
@@ -92,9 +94,10 @@ static int allgatherv_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 			len = piece(t->rcounts[p] * es, t->i, chunk);
 			if (!len || (p == n->rank && t->send == own))
 				continue;
-			memcpy(t->recv + t->rdispls[p] * es + t->i * chunk,
-			       p == n->rank ? t->send + t->i * chunk : shmcoll__slot(n, p, t->step),
-			       len);
+			shmcoll__copy_out(t->recv + t->rdispls[p] * es + t->i * chunk,
+			                  p == n->rank ? t->send + t->i * chunk
+			                               : shmcoll__slot(n, p, t->step),
+			                  len);
 		}
 	}
 	return 0;

@@ -25,6 +25,7 @@
 
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/kernels/copy.h"
 
 enum { AT_GUARD = 1, AT_PEER, AT_STEP, AT_READ, AT_END };
 
@@ -49,14 +50,14 @@ guard:
 	for (t->p = 0; t->p < n->size; t->p++) {
 		if (t->p == n->rank) {
 			if (t->send != t->recv)
-				memcpy(t->recv + mine, t->send + mine, bytes);
+				shmcoll__copy_out(t->recv + mine, t->send + mine, bytes);
 			continue;
 		}
 	peer:
 		rc = shmcoll__await_msg(n, t, t->p, &m);
 		if (rc)
 			return shmcoll__suspend(t, AT_PEER, rc);
-		memcpy(t->recv + (size_t)t->p * bytes, m + mine, bytes);
+		shmcoll__copy_out(t->recv + (size_t)t->p * bytes, m + mine, bytes);
 	}
 	/* Every peer has begun this call: it has read all we wrote before. */
 	n->st.clean = n->st.seq - 1;
@@ -109,7 +110,7 @@ read:
 	for (t->p = 0; t->p < n->size; t->p++) {
 		q = (n->rank + t->p) % n->size; /* not everyone at rank 0 first */
 		if (q == n->rank) {
-			memcpy(t->recv + mine, t->send + mine, bytes);
+			shmcoll__copy_out(t->recv + mine, t->send + mine, bytes);
 			continue;
 		}
 		rc = shmcoll__cma_fetch(n, t, q, t->recv + (size_t)q * bytes, mine, bytes);
@@ -155,11 +156,12 @@ guard:
 		if (rc)
 			return shmcoll__suspend(t, AT_STEP, rc);
 		for (p = 0; p < n->size; p++)
-			memcpy(t->recv + (size_t)p * bytes + t->off * es,
-			       n->st.zc[p]
-			           ? n->st.zc[p] + (size_t)n->rank * bytes + t->off * es
-			           : shmcoll__slot(n, p, t->step) + (size_t)n->rank * t->len * es,
-			       t->len * es);
+			shmcoll__copy_out(t->recv + (size_t)p * bytes + t->off * es,
+			                  n->st.zc[p]
+			                      ? n->st.zc[p] + (size_t)n->rank * bytes + t->off * es
+			                      : shmcoll__slot(n, p, t->step) +
+			                            (size_t)n->rank * t->len * es,
+			                  t->len * es);
 	}
 	if (!shmcoll__zc_any(n, -1))
 		return 0;

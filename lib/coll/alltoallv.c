@@ -32,6 +32,7 @@
 
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/kernels/copy.h"
 
 enum { AT_CGUARD = 1, AT_CSTEP, AT_GUARD, AT_STEP, AT_MGUARD, AT_PEER, AT_SGUARD };
 
@@ -117,17 +118,18 @@ static void take_window(struct shmcoll_node *n, const struct shmcoll_task *t, si
 
 	for (p = 0; p < n->size; p++)
 		if (p != n->rank && t->rcounts[p] > i * w)
-			memcpy(t->recv + (t->rdispls[p] + i * w) * es,
-			       shmcoll__slot(n, p, t->step) + (size_t)n->rank * w * es,
-			       min_size(w, t->rcounts[p] - i * w) * es);
+			shmcoll__copy_out(t->recv + (t->rdispls[p] + i * w) * es,
+			                  shmcoll__slot(n, p, t->step) + (size_t)n->rank * w * es,
+			                  min_size(w, t->rcounts[p] - i * w) * es);
 }
 
 /* This rank's own block, straight from sendbuf. */
 static void own_block(const struct shmcoll_node *n, const struct shmcoll_task *t)
 {
 	if (t->scounts[n->rank])
-		memcpy(t->recv + t->rdispls[n->rank] * t->es, t->send + t->sdispls[n->rank] * t->es,
-		       t->scounts[n->rank] * t->es);
+		shmcoll__copy_out(t->recv + t->rdispls[n->rank] * t->es,
+		                  t->send + t->sdispls[n->rank] * t->es,
+		                  t->scounts[n->rank] * t->es);
 }
 
 static int alltoallv_flat(struct shmcoll_node *n, struct shmcoll_task *t)
@@ -255,7 +257,8 @@ static int take_first(struct shmcoll_node *n, struct shmcoll_task *t, int p, con
 			    t->fn, p, shmcoll__even_count(n, len, es), n->rank, t->rcounts[p], p);
 		}
 		if (t->rcounts[p])
-			memcpy(t->recv + t->rdispls[p] * es, m + off, t->rcounts[p] * es);
+			shmcoll__copy_out(t->recv + t->rdispls[p] * es, m + off,
+			                  t->rcounts[p] * es);
 		return 0;
 	}
 	/* This rank's block, if p's blocks were all as long as the one this rank expects. */
@@ -283,15 +286,16 @@ static int take_first(struct shmcoll_node *n, struct shmcoll_task *t, int p, con
 			    t->fn, p, e.count, n->rank, t->rcounts[p], p);
 		}
 		if (e.count)
-			memcpy(t->recv + t->rdispls[p] * es, data + e.off, (size_t)e.count * es);
+			shmcoll__copy_out(t->recv + t->rdispls[p] * es, data + e.off,
+			                  (size_t)e.count * es);
 		return 0;
 	}
 	if (t->rcounts[p]) {
 		size_t w = shmcoll__chunk_elems(n, es, (size_t)n->size);
 
-		memcpy(t->recv + t->rdispls[p] * es,
-		       shmcoll__slot(n, p, t->step) + (size_t)n->rank * w * es,
-		       min_size(w, t->rcounts[p]) * es);
+		shmcoll__copy_out(t->recv + t->rdispls[p] * es,
+		                  shmcoll__slot(n, p, t->step) + (size_t)n->rank * w * es,
+		                  min_size(w, t->rcounts[p]) * es);
 	}
 	return 0;
 }

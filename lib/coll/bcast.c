@@ -32,6 +32,7 @@
  * for everyone; the others read buf from the root's memory straight into theirs. */
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/kernels/copy.h"
 #include "lib/sched/sched.h"
 
 /* From this many ranks on the tree is the default (docs/BENCHMARKS.md). */
@@ -64,7 +65,7 @@ peer:
 	rc = shmcoll__await_msg(n, t, t->root, &m);
 	if (rc)
 		return shmcoll__suspend(t, AT_PEER, rc);
-	memcpy(t->recv, m, t->count * t->es);
+	shmcoll__copy_out(t->recv, m, t->count * t->es);
 	shmcoll__msg_seen(n, t);
 	return 0;
 }
@@ -109,10 +110,10 @@ guard:
 		if (rc)
 			return shmcoll__suspend(t, AT_STEP, rc);
 		if (!is_root)
-			memcpy(b + t->off * es,
-			       n->st.zc[t->root] ? n->st.zc[t->root] + t->off * es
-			                         : shmcoll__slot(n, t->root, t->step),
-			       t->len * es);
+			shmcoll__copy_out(b + t->off * es,
+			                  n->st.zc[t->root] ? n->st.zc[t->root] + t->off * es
+			                                    : shmcoll__slot(n, t->root, t->step),
+			                  t->len * es);
 	}
 	/* Every rank knows whether the root was read in place: the root from its own
 	 * descriptor, the others from its call word. */
@@ -220,8 +221,8 @@ static int bcast_tree(struct shmcoll_node *n, struct shmcoll_task *t)
 				rc = shmcoll__check_rank(n, t, t->tree.parent, 0);
 			if (rc)
 				return shmcoll__suspend(t, AT_PARENT, rc);
-			memcpy(b + t->off * es, shmcoll__slot(n, t->tree.parent, t->step),
-			       t->len * es);
+			shmcoll__copy_out(b + t->off * es,
+			                  shmcoll__slot(n, t->tree.parent, t->step), t->len * es);
 			if (t->tree.nchildren)
 				memcpy(shmcoll__slot(n, n->rank, t->step), b + t->off * es,
 				       t->len * es);

@@ -42,7 +42,7 @@ int shmcoll__direct_advance(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	size_t P = (size_t)n->size, r = (size_t)n->rank, es = t->es;
 	size_t se = shmcoll__direct_slice_elems(n, es), S = se * es, cn = se * P, q, off, len;
-	void *(*copy_out)(void *, const void *, size_t) = memcpy;
+	void *(*copy_out)(void *, const void *, size_t) = shmcoll__copy_out;
 	int p, rc, out = t->root < 0 || t->root == n->rank;
 
 	if (t->count * es >= SHMCOLL_NT_MIN_BYTES && n->tune.nt_stores)

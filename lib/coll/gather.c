@@ -21,6 +21,7 @@
  * another's memory. */
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/kernels/copy.h"
 
 /* Below this total the non-roots do not wait for the root (docs/BENCHMARKS.md:
  * back-to-back gathers then overlap by one call). */
@@ -149,7 +150,8 @@ guard:
 				src = n->st.zc[p] ? n->st.zc[p] + t->off * es
 				                  : shmcoll__slot(n, p, t->step);
 			if (src)
-				memcpy(t->recv + (size_t)p * bytes + t->off * es, src, t->len * es);
+				shmcoll__copy_out(t->recv + (size_t)p * bytes + t->off * es, src,
+				                  t->len * es);
 		}
 	}
 	if (!shmcoll__zc_any(n, t->root))

@@ -24,6 +24,7 @@
 
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/kernels/copy.h"
 
 enum { AT_GUARD = 1, AT_PEER, AT_WAIT, AT_SGUARD };
 
@@ -117,7 +118,7 @@ guard:
 			if (len != want)
 				return mismatch(n, t, len / es);
 			if (want)
-				memcpy(t->recv + t->rdispls[t->p] * es, m, want);
+				shmcoll__copy_out(t->recv + t->rdispls[t->p] * es, m, want);
 			continue;
 		}
 		memcpy(&count, m, sizeof(count));
@@ -125,8 +126,8 @@ guard:
 		    (len == STAGED && want > n->arena.lay.slot_half))
 			return mismatch(n, t, count);
 		if (len == STAGED) {
-			memcpy(t->recv + t->rdispls[t->p] * es, shmcoll__slot(n, t->p, t->d->step),
-			       want);
+			shmcoll__copy_out(t->recv + t->rdispls[t->p] * es,
+			                  shmcoll__slot(n, t->p, t->d->step), want);
 			continue;
 		}
 		if (!t->ops) {

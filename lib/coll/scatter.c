@@ -20,6 +20,7 @@
  * block from the root's memory into recvbuf; a second step holds the root until all have. */
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/kernels/copy.h"
 
 enum { AT_GUARD = 1, AT_PEER, AT_STAGE, AT_STEP, AT_READ, AT_END };
 
@@ -44,7 +45,7 @@ guard:
 	if (n->rank == t->root) {
 		shmcoll__msg_publish(n, t, t->send, bytes * (size_t)n->size);
 		if (t->recv != own)
-			memcpy(t->recv, own, bytes);
+			shmcoll__copy_out(t->recv, own, bytes);
 		return 0;
 	}
 	shmcoll__msg_publish(n, t, NULL, 0);
@@ -52,7 +53,7 @@ peer:
 	rc = shmcoll__await_msg(n, t, t->root, &m);
 	if (rc)
 		return shmcoll__suspend(t, AT_PEER, rc);
-	memcpy(t->recv, m + (size_t)n->rank * bytes, bytes);
+	shmcoll__copy_out(t->recv, m + (size_t)n->rank * bytes, bytes);
 	shmcoll__msg_seen(n, t);
 	return 0;
 }
@@ -88,7 +89,7 @@ read:
 	if (!is_root)
 		rc = shmcoll__cma_fetch(n, t, t->root, t->recv, (size_t)n->rank * bytes, bytes);
 	else if (t->recv != own)
-		memcpy(t->recv, own, bytes);
+		shmcoll__copy_out(t->recv, own, bytes);
 	if (rc < 0)
 		return rc;
 	shmcoll__publish_next(n, NULL);
@@ -139,14 +140,16 @@ guard:
 			return shmcoll__suspend(t, AT_STEP, rc);
 		if (is_root) {
 			if (t->recv != own)
-				memcpy(t->recv + t->off * es, own + t->off * es, t->len * es);
+				shmcoll__copy_out(t->recv + t->off * es, own + t->off * es,
+				                  t->len * es);
 		} else {
-			memcpy(t->recv + t->off * es,
-			       n->st.zc[t->root]
-			           ? n->st.zc[t->root] + (size_t)n->rank * bytes + t->off * es
-			           : shmcoll__slot(n, t->root, t->step) +
-			                 (size_t)n->rank * t->len * es,
-			       t->len * es);
+			shmcoll__copy_out(t->recv + t->off * es,
+			                  n->st.zc[t->root]
+			                      ? n->st.zc[t->root] + (size_t)n->rank * bytes +
+			                            t->off * es
+			                      : shmcoll__slot(n, t->root, t->step) +
+			                            (size_t)n->rank * t->len * es,
+			                  t->len * es);
 		}
 	}
 	/* Every rank knows whether the root was read in place: the root from its own

@@ -20,6 +20,7 @@
 
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/kernels/copy.h"
 
 enum { AT_GUARD = 1, AT_SGUARD, AT_ROOT, AT_WAIT };
 
@@ -169,7 +170,7 @@ guard:
 		}
 		own = t->send + t->sdispls[n->rank] * es;
 		if (t->scount && t->recv != own)
-			memcpy(t->recv, own, t->scount * es);
+			shmcoll__copy_out(t->recv, own, t->scount * es);
 		if (!t->ops)
 			return 0;
 		goto wait;
@@ -188,7 +189,7 @@ root:
 			goto bad;
 		}
 		if (t->scount)
-			memcpy(t->recv, m + off, t->scount * es);
+			shmcoll__copy_out(t->recv, m + off, t->scount * es);
 		return 0;
 	}
 	/* This rank's block, if every peer's were as long as its own. */
@@ -204,7 +205,7 @@ root:
 		    e.off + (size_t)e.count * es > SHMCOLL_INLINE_MAX - table)
 			goto bad;
 		if (t->scount)
-			memcpy(t->recv, m + table + e.off, t->scount * es);
+			shmcoll__copy_out(t->recv, m + table + e.off, t->scount * es);
 		return 0;
 	}
 	if (head == HEAD_STAGED) {
@@ -216,8 +217,8 @@ root:
 		    se.off + (size_t)se.count * es > n->arena.lay.slot_half)
 			goto bad;
 		if (t->scount)
-			memcpy(t->recv, shmcoll__slot(n, t->root, t->d->step) + se.off,
-			       t->scount * es);
+			shmcoll__copy_out(t->recv, shmcoll__slot(n, t->root, t->d->step) + se.off,
+			                  t->scount * es);
 		return 0;
 	}
 	if (head != HEAD_P2P)

@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "lib/core/cma.h"
+#include "lib/kernels/copy.h"
 #include "lib/core/env.h"
 #include "lib/core/heap.h"
 #include "lib/core/node.h"
@@ -273,9 +274,9 @@ static void ring_read(const uint8_t *ring, uint32_t cap, uint32_t pos, void *dst
 	uint32_t at = pos & (cap - 1);
 	size_t first = len < cap - at ? len : cap - at;
 
-	memcpy(dst, ring + at, first);
+	shmcoll__copy_out(dst, ring + at, first);
 	if (len > first)
-		memcpy((uint8_t *)dst + first, ring, len - first);
+		shmcoll__copy_out((uint8_t *)dst + first, ring, len - first);
 }
 
 /* The stamp of the frame at position pos of a ring whose pair has this salt. */

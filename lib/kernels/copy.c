@@ -15,6 +15,32 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 
+/* Below this size glibc's memcpy does not use rep movsb. */
+#define REP_MOVSB_MIN 2048
+
+void *shmcoll__copy_out(void *dst, const void *src, size_t n)
+{
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+	uintptr_t ahead = ((uintptr_t)d - (uintptr_t)s) & 4095;
+
+	if (n < REP_MOVSB_MIN || ahead == 0 || ahead >= 64)
+		return memcpy(dst, src, n);
+	for (; n >= 64; n -= 64, d += 64, s += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)s);
+		__m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+		__m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+
+		_mm_storeu_si128((__m128i *)d, a);
+		_mm_storeu_si128((__m128i *)(d + 16), b);
+		_mm_storeu_si128((__m128i *)(d + 32), c);
+		_mm_storeu_si128((__m128i *)(d + 48), e);
+	}
+	memcpy(d, s, n);
+	return dst;
+}
+
 void shmcoll__copy_nt(void *dst, const void *src, size_t n)
 {
 	uint8_t *d = dst;
@@ -51,6 +77,11 @@ void shmcoll__copy_nt(void *dst, const void *src, size_t n)
 void shmcoll__copy_nt(void *dst, const void *src, size_t n)
 {
 	memcpy(dst, src, n);
+}
+
+void *shmcoll__copy_out(void *dst, const void *src, size_t n)
+{
+	return memcpy(dst, src, n);
 }
 
 #endif
