@@ -3,14 +3,15 @@ users run it: ranks started by torch.multiprocessing (not pinned to cores unless
 float32 SUM, every call timed on its own.
 
     python3 bench/python/torch_allreduce.py [--nproc 2] [--pin] [--hog] [--csv FILE]
-    python3 bench/python/torch_allreduce.py --ddp [--nproc 2] [--steps 60]
+    python3 bench/python/torch_allreduce.py --ddp [--nproc 2] [--steps 60] [--width 128]
 
 Every rank joins the default group (shmcoll) and a gloo group over the same ranks. For each
 size, --reps blocks of each backend alternate (which goes first alternates too); a block is
 a barrier then calls timed one by one on rank 0. Prints per size the median, p10 and p99 of
 the calls of each backend and gloo's median over shmcoll's. --hog starts one busy process
 per core beside the job (a loaded machine). --ddp times DistributedDataParallel training
-steps of a small MLP instead, the two backends alternating in blocks of steps.
+steps of a small MLP instead (three layers, --width wide, batch 64), the two backends
+alternating in blocks of steps.
 With --csv FILE the rows go there too (impl,bytes,calls,p10_us,p50_us,p99_us,pin,hog)."""
 
 import argparse
@@ -70,8 +71,8 @@ def bench_allreduce(a, rank, size, gloo, torch, dist):
 
 
 def bench_ddp(a, rank, size, gloo, torch, dist):
-    torch.manual_seed(0)
-    width = 512
+    width = a.width
+
     def model():
         torch.manual_seed(0)
         return torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
@@ -166,6 +167,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5, help="blocks per backend and size")
     ap.add_argument("--budget", type=float, default=0.2, help="seconds per block (about)")
     ap.add_argument("--steps", type=int, default=60, help="--ddp: timed steps per backend")
+    ap.add_argument("--width", type=int, default=128, help="--ddp: the MLP's hidden width")
     ap.add_argument("--csv")
     a = ap.parse_args()
     import torch.multiprocessing as mp
