@@ -9,12 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Reads /proc/PID/stat: state letter and start time. 0, or -errno. The
- * command name (field 2) may hold spaces and parentheses, so parsing starts
- * after its last ')'. */
-static int read_stat(int32_t pid, char *state, uint64_t *start)
+/* The command name (field 2) may hold spaces and parentheses, so the fields after it are
+ * parsed from its last ')'. */
+int shmcoll__proc_stat(int32_t pid, struct shmcoll_proc_stat *st)
 {
-	char path[40], buf[1024], *p, *end;
+	char path[40], buf[1024], *open_p, *p, *end;
 	ssize_t n;
 	int fd, field;
 
@@ -27,20 +26,24 @@ static int read_stat(int32_t pid, char *state, uint64_t *start)
 	if (n <= 0)
 		return n < 0 ? -errno : -EIO;
 	buf[n] = '\0';
+	open_p = strchr(buf, '(');
 	p = strrchr(buf, ')');
-	if (!p || p[1] != ' ' || !p[2])
+	if (!open_p || !p || p < open_p || p[1] != ' ' || !p[2])
 		return -EIO;
-	*state = p[2];
-	/* p + 2 is field 3 (state); field 22 is starttime. */
+	snprintf(st->comm, sizeof(st->comm), "%.*s", (int)(p - open_p - 1), open_p + 1);
+	st->state = p[2];
+	/* p + 2 is field 3 (state), then field 4 (ppid); field 22 is starttime. */
 	p += 2;
 	for (field = 3; field < 22; field++) {
 		p = strchr(p, ' ');
 		if (!p)
 			return -EIO;
 		p++;
+		if (field == 3)
+			st->ppid = (int32_t)strtol(p, NULL, 10);
 	}
 	errno = 0;
-	*start = strtoull(p, &end, 10);
+	st->start = strtoull(p, &end, 10);
 	if (errno || end == p)
 		return -EIO;
 	return 0;
@@ -55,32 +58,32 @@ static uint64_t pidns_self(void)
 
 int shmcoll__proc_self(struct shmcoll_proc_id *id)
 {
-	char state;
+	struct shmcoll_proc_stat st;
 	int rc;
 
 	memset(id, 0, sizeof(*id));
 	id->pid = (int32_t)getpid();
 	id->pidns = pidns_self();
-	rc = read_stat(id->pid, &state, &id->start);
-	if (rc < 0)
-		id->start = 0;
+	rc = shmcoll__proc_stat(id->pid, &st);
+	if (rc == 0)
+		id->start = st.start;
 	return rc;
 }
 
 enum shmcoll_proc_state shmcoll__proc_state(const struct shmcoll_proc_id *id)
 {
-	uint64_t start, ns = pidns_self();
-	char state;
+	uint64_t ns = pidns_self();
+	struct shmcoll_proc_stat st;
 	int rc;
 
 	if (id->pid <= 0 || !id->start || !ns || id->pidns != ns)
 		return SHMCOLL_PROC_UNKNOWN;
-	rc = read_stat(id->pid, &state, &start);
+	rc = shmcoll__proc_stat(id->pid, &st);
 	if (rc == -ENOENT || rc == -ESRCH)
 		return SHMCOLL_PROC_DEAD;
 	if (rc < 0)
 		return SHMCOLL_PROC_UNKNOWN;
-	if (start != id->start || state == 'Z' || state == 'X' || state == 'x')
+	if (st.start != id->start || st.state == 'Z' || st.state == 'X' || st.state == 'x')
 		return SHMCOLL_PROC_DEAD;
 	return SHMCOLL_PROC_ALIVE;
 }

@@ -21,6 +21,17 @@ struct shmcoll_proc_id {
  * mounted (start and pidns are then 0: unknown). */
 int shmcoll__proc_self(struct shmcoll_proc_id *id);
 
+/* What /proc/PID/stat says of a process. */
+struct shmcoll_proc_stat {
+	char comm[16];  /* its command name, as the kernel keeps it (at most 15 bytes) */
+	char state;     /* field 3: R, S, D, Z, ... */
+	int32_t ppid;   /* field 4: its parent */
+	uint64_t start; /* field 22: start time, clock ticks since boot */
+};
+
+/* Reads /proc/PID/stat into st. 0, or -errno (-EIO when it cannot be parsed). */
+int shmcoll__proc_stat(int32_t pid, struct shmcoll_proc_stat *st);
+
 /* What is known of the process id names, as seen from this process. */
 enum shmcoll_proc_state {
 	SHMCOLL_PROC_ALIVE,   /* running (or stopped) */

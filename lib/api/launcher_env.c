@@ -9,17 +9,16 @@
  * and differ between jobs (see each launcher's identity function). */
 #include "lib/api/launcher_env.h"
 
-#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/api/api.h"
 #include "lib/core/env.h"
+#include "shm/proc.h"
 
 /* Hydra's per-node process that forks the ranks of one job: it names the job (below). */
 #define HYDRA_PROXY "hydra_pmi_proxy"
@@ -214,36 +213,6 @@ static int id_ompi(const struct launcher *L, uint64_t *h)
 	return 0;
 }
 
-/* /proc/PID/stat: the command name, the parent and the start time (field 22, which tells a
- * process from a later one with its pid). 0, or -1 when unreadable. The name may hold spaces
- * and parentheses: the fields after it start at its last ')'. */
-static int proc_stat(long pid, char *comm, size_t len, long *ppid, unsigned long long *start)
-{
-	char path[48], buf[1024], *open_p, *p;
-	ssize_t n;
-	int fd, field;
-
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	open_p = strchr(buf, '(');
-	p = strrchr(buf, ')');
-	if (!open_p || !p || p < open_p || sscanf(p + 1, " %*c %ld", ppid) != 1)
-		return -1;
-	snprintf(comm, len, "%.*s", (int)(p - open_p - 1), open_p + 1);
-	for (field = 2; field < 22 && p; field++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p, " %llu", start) != 1)
-		return -1;
-	return 0;
-}
-
 /* MPICH's Hydra gives its ranks nothing that names the job (PMI_FD differs per rank; the
  * KVS name is only had by talking PMI on PMI_FD, which MPI_Init does later and which must
  * not be done twice). What every rank of one job on a node does share is Hydra's proxy, the
@@ -253,28 +222,27 @@ static int proc_stat(long pid, char *comm, size_t len, long *ppid, unsigned long
  * it sets that instead of PMI_FD) and PMI_JOBID (Slurm's PMI-2) name the job where set. */
 static int id_mpich(const struct launcher *L, uint64_t *h)
 {
-	unsigned long long start = 0, s;
-	long pid = (long)getppid(), up = pid, ppid;
-	char comm[32];
-	struct stat ns;
+	struct shmcoll_proc_id me, proxy = {.pid = (int32_t)getppid()};
+	struct shmcoll_proc_stat st;
+	int32_t up = proxy.pid;
 
 	(void)L;
 	for (int i = 0; i < 32 && up > 1; i++) {
-		if (proc_stat(up, comm, sizeof(comm), &ppid, &s) < 0)
+		if (shmcoll__proc_stat(up, &st) < 0)
 			break;
 		if (i == 0)
-			start = s;
-		if (strcmp(comm, HYDRA_PROXY) == 0) {
-			pid = up;
-			start = s;
+			proxy.start = st.start;
+		if (strcmp(st.comm, HYDRA_PROXY) == 0) {
+			proxy.pid = up;
+			proxy.start = st.start;
 			break;
 		}
-		up = ppid;
+		up = st.ppid;
 	}
-	fnv_bytes(h, &pid, sizeof(pid));
-	fnv_bytes(h, &start, sizeof(start));
-	if (stat("/proc/self/ns/pid", &ns) == 0)
-		fnv_bytes(h, &ns.st_ino, sizeof(ns.st_ino));
+	shmcoll__proc_self(&me);
+	fnv_bytes(h, &proxy.pid, sizeof(proxy.pid));
+	fnv_bytes(h, &proxy.start, sizeof(proxy.start));
+	fnv_bytes(h, &me.pidns, sizeof(me.pidns));
 	fnv_var(h, "PMI_PORT");
 	fnv_var(h, "PMI_JOBID");
 	return 0;
