@@ -27,10 +27,9 @@ import tempfile
 import torch
 import torch.distributed as dist
 from torch._C import Future as _CFuture
-from torch.futures import Future
 
 from . import _shmcoll
-from ._comm import Comm
+from ._comm import Comm, Status
 
 __all__ = ["ProcessGroupShmcoll", "BACKEND", "init_process_group"]
 
@@ -95,22 +94,6 @@ def _done(result):
     return _create_work(fut)
 
 
-def _flat(t):
-    """t as a 1-D contiguous tensor sharing its memory, as its own dtype when shmcoll knows it
-    and as bytes otherwise (moving data does not look at the elements)."""
-    if not t.is_contiguous():
-        raise ValueError("shmcoll: tensors must be contiguous (as with gloo); call "
-                         ".contiguous() first")
-    if t.device.type != "cpu":
-        raise ValueError("shmcoll: tensors must be on the CPU, not %s" % t.device)
-    t = t.reshape(-1)
-    if t.dtype in _REDUCIBLE:
-        return t
-    if t.dtype.is_complex:
-        t = torch.view_as_real(t).reshape(-1)
-    return t.view(torch.uint8)
-
-
 def _reducible(t, op):
     return op is not None and t.dtype in _REDUCIBLE and not (op in _BITWISE and t.dtype in _FLOATS)
 
@@ -131,7 +114,7 @@ def _reduction(t, op):
     """(flat tensor to reduce, op, tensor to copy the result back into or None) for t and op,
     or None when shmcoll cannot reduce them (the caller hands the call to gloo)."""
     if _reducible(t, op):
-        return _flat(t), op, None
+        return t, op, None
     if op is None or not t.is_contiguous():
         return None
     if t.dtype == torch.bool and op in _BOOL_OPS:
@@ -140,7 +123,7 @@ def _reduction(t, op):
         # Widened: int32 arithmetic modulo 2^32 narrows to int16's modulo 2^16.
         return t.reshape(-1).to(torch.int32), op, t
     if t.dtype.is_complex and op in (_shmcoll.SUM, _shmcoll.AVG):
-        return torch.view_as_real(t).reshape(-1), op, None
+        return torch.view_as_real(t), op, None
     return None
 
 
@@ -164,7 +147,7 @@ class _P2PWork(dist.Work):
         self._req = req
         self._tensors = tensors
         self._src = src
-        self._status = None if src >= 0 else _Src()
+        self._status = None if src >= 0 else Status()
         self._waited = False
 
     def wait(self, timeout=None):
@@ -197,15 +180,9 @@ class _P2PWork(dist.Work):
 
     def get_future(self):
         self.wait()
-        fut = Future()
+        fut = _CFuture([])
         fut.set_result(self._tensors)
         return fut
-
-
-class _Src:
-    source = -1
-    tag = -1
-    nbytes = 0
 
 
 def _timeout_ms(timeout):
@@ -380,7 +357,7 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
             return self._to_gloo("broadcast", tensors, opts=opts)
         root = opts.rootRank if opts is not None else 0
         for t in tensors:
-            self._comm.Bcast(_flat(t), root)
+            self._comm.Bcast(t, root)
         return _done(tensors)
 
     def reduce(self, tensors, opts=None):
@@ -402,7 +379,7 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
         for outs, t in zip(output_tensors, input_tensors):
             self._check_list(outs, t, "all_gather")
             stage = torch.empty((self.size(),) + tuple(t.shape), dtype=t.dtype)
-            self._comm.Allgather(_flat(t.contiguous()), _flat(stage))
+            self._comm.Allgather(t.contiguous(), stage)
             for o, s in zip(outs, stage):
                 o.copy_(s)
         return _done(output_tensors)
@@ -419,7 +396,7 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
                 "the input's %d elements of %s, not %d of %s"
                 % (self.size(), input.numel(), input.dtype, output.numel(), output.dtype)
             )
-        self._comm.Allgather(_flat(input), _flat(output))
+        self._comm.Allgather(input, output)
         return _done([output])
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
@@ -435,11 +412,11 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
         if self.rank() == root:
             self._check_list(output_tensors[0], t, "gather")
             stage = torch.empty((self.size(),) + tuple(t.shape), dtype=t.dtype)
-            self._comm.Gather(_flat(t.contiguous()), _flat(stage), root)
+            self._comm.Gather(t.contiguous(), stage, root)
             for o, s in zip(output_tensors[0], stage):
                 o.copy_(s)
         else:
-            self._comm.Gather(_flat(t.contiguous()), None, root)
+            self._comm.Gather(t.contiguous(), None, root)
         return _done(output_tensors)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
@@ -450,9 +427,9 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
         if self.rank() == root:
             self._check_list(input_tensors[0], out, "scatter")
             stage = torch.stack([x.reshape(out.shape) for x in input_tensors[0]])
-            self._comm.Scatter(_flat(stage), _flat(out), root)
+            self._comm.Scatter(stage, out, root)
         else:
-            self._comm.Scatter(None, _flat(out), root)
+            self._comm.Scatter(None, out, root)
         return _done(output_tensors)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
@@ -497,15 +474,12 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
                     "elements of one dtype, divisible by world_size (%d); got %d and %d"
                     % (P, input.numel(), output.numel())
                 )
-            self._comm.Alltoall(_flat(input), _flat(output))
+            self._comm.Alltoall(input, output)
             return _done([output])
-        sc = self._splits(input, input_split_sizes, "input")
-        rc = self._splits(output, output_split_sizes, "output")
-        fi, fo = _flat(input), _flat(output)
-        scale = fi.numel() // max(1, input.numel())  # elements of a byte view
-        sc = [n * scale for n in sc]
-        rc = [n * scale for n in rc]
-        self._comm._vcall(3, fi, sc, _displs(sc), fo, rc, _displs(rc), 0, _shmcoll.SUM)
+        scale = _units(input)
+        sc = [n * scale for n in self._splits(input, input_split_sizes, "input")]
+        rc = [n * scale for n in self._splits(output, output_split_sizes, "output")]
+        self._comm.Alltoallv([input, sc], [output, rc])
         return _done([output])
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
@@ -514,13 +488,15 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
         dt = input_tensors[0].dtype
         if any(t.dtype != dt for t in list(input_tensors) + list(output_tensors)):
             raise ValueError("shmcoll: all_to_all: every tensor must have one dtype")
-        src = torch.cat([_flat(t.contiguous()) for t in input_tensors])
-        dst = torch.empty(sum(_flat_len(t) for t in output_tensors), dtype=src.dtype)
-        sc = [_flat_len(t) for t in input_tensors]
-        rc = [_flat_len(t) for t in output_tensors]
-        self._comm._vcall(3, src, sc, _displs(sc), dst, rc, _displs(rc), 0, _shmcoll.SUM)
-        for t, piece in zip(output_tensors, torch.split(dst, rc)):
-            _flat_out(t).copy_(piece)
+        src = torch.cat([t.reshape(-1) for t in input_tensors])
+        lens = [t.numel() for t in output_tensors]
+        dst = torch.empty(sum(lens), dtype=dt)
+        scale = _units(src)
+        self._comm.Alltoallv(
+            [src, [t.numel() * scale for t in input_tensors]], [dst, [n * scale for n in lens]]
+        )
+        for t, piece in zip(output_tensors, torch.split(dst, lens)):
+            t.copy_(piece.reshape(t.shape))
         return _done(output_tensors)
 
     def barrier(self, opts=None):
@@ -535,17 +511,17 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
         if self._comm is None:
             return self._gloo().send(tensors, dst, tag)
         t = tensors[0]
-        return _P2PWork(self._comm.Isend(_flat(t), dst, tag), tensors, self.rank())
+        return _P2PWork(self._comm.Isend(t, dst, tag), tensors, self.rank())
 
     def recv(self, tensors, src, tag=0):
         if self._comm is None:
             return self._gloo().recv(tensors, src, tag)
-        return _P2PWork(self._comm.Irecv(_flat(tensors[0]), src, tag), tensors, src)
+        return _P2PWork(self._comm.Irecv(tensors[0], src, tag), tensors, src)
 
     def recv_anysource(self, tensors, tag=0):
         if self._comm is None:
             return self._gloo().recv_anysource(tensors, tag)
-        return _P2PWork(self._comm.Irecv(_flat(tensors[0]), _shmcoll.ANY_SOURCE, tag), tensors)
+        return _P2PWork(self._comm.Irecv(tensors[0], _shmcoll.ANY_SOURCE, tag), tensors)
 
     # ---- helpers ----
 
@@ -581,22 +557,10 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
         return [int(n) * per_row for n in splits]
 
 
-def _displs(counts):
-    out, at = [], 0
-    for n in counts:
-        out.append(at)
-        at += n
-    return out
-
-
-def _flat_len(t):
-    return _flat(t.contiguous()).numel()
-
-
-def _flat_out(t):
-    if not t.is_contiguous():
-        raise ValueError("shmcoll: output tensors must be contiguous")
-    return _flat(t)
+def _units(t):
+    """What the C module counts t in, per element: 1 for a dtype it knows, the element's
+    bytes for one it moves as bytes."""
+    return 1 if t.dtype in _REDUCIBLE else t.element_size()
 
 
 def init_process_group(backend=BACKEND, **kwargs):

@@ -202,6 +202,21 @@ def test_all_to_all(world):
     outs = [torch.zeros(rank + 1) for _ in range(size)]
     dist.all_to_all(outs, ins)
     assert [o.tolist() for o in outs] == [[float(p)] * (rank + 1) for p in range(size)]
+    # dtypes the library moves as bytes: counts scale by the element's size.
+    for dt in (torch.int16, torch.complex64):
+        send = torch.cat([torch.full((p + 1, 2), rank * 10 + p, dtype=dt) for p in range(size)])
+        recv = torch.zeros((rank + 1) * size, 2, dtype=dt)
+        dist.all_to_all_single(
+            recv,
+            send,
+            output_split_sizes=[rank + 1] * size,
+            input_split_sizes=[p + 1 for p in range(size)],
+        )
+        want = torch.cat([torch.full((rank + 1, 2), p * 10 + rank, dtype=dt) for p in range(size)])
+        assert torch.equal(recv, want), dt
+        outs = [torch.zeros(rank + 1, dtype=dt) for _ in range(size)]
+        dist.all_to_all(outs, [torch.full((p + 1,), rank, dtype=dt) for p in range(size)])
+        assert all((o == p).all() for p, o in enumerate(outs)), dt
 
 
 def test_async_works(world):
