@@ -15,29 +15,35 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 
-/* Below this size glibc's memcpy does not use rep movsb. */
-#define REP_MOVSB_MIN 2048
-
-void *shmcoll__copy_out(void *dst, const void *src, size_t n)
+/* Copies n bytes 64 at a time by unaligned loads, with streaming stores (nt, which needs d
+ * 16-byte aligned) or ordinary ones; the tail, under 64 bytes, by memcpy. nt is a constant
+ * at each call, so the compiler keeps one kind of store in each loop. */
+static inline void copy_lines(uint8_t *d, const uint8_t *s, size_t n, int nt)
 {
-	uint8_t *d = dst;
-	const uint8_t *s = src;
-	uintptr_t ahead = ((uintptr_t)d - (uintptr_t)s) & 4095;
-
-	if (n < REP_MOVSB_MIN || ahead == 0 || ahead >= 64)
-		return memcpy(dst, src, n);
 	for (; n >= 64; n -= 64, d += 64, s += 64) {
 		__m128i a = _mm_loadu_si128((const __m128i *)s);
 		__m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
 		__m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
 		__m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
 
-		_mm_storeu_si128((__m128i *)d, a);
-		_mm_storeu_si128((__m128i *)(d + 16), b);
-		_mm_storeu_si128((__m128i *)(d + 32), c);
-		_mm_storeu_si128((__m128i *)(d + 48), e);
+		if (nt) {
+			_mm_stream_si128((__m128i *)d, a);
+			_mm_stream_si128((__m128i *)(d + 16), b);
+			_mm_stream_si128((__m128i *)(d + 32), c);
+			_mm_stream_si128((__m128i *)(d + 48), e);
+		} else {
+			_mm_storeu_si128((__m128i *)d, a);
+			_mm_storeu_si128((__m128i *)(d + 16), b);
+			_mm_storeu_si128((__m128i *)(d + 32), c);
+			_mm_storeu_si128((__m128i *)(d + 48), e);
+		}
 	}
 	memcpy(d, s, n);
+}
+
+void *shmcoll__copy_near(void *dst, const void *src, size_t n)
+{
+	copy_lines(dst, src, n, 0);
 	return dst;
 }
 
@@ -52,21 +58,7 @@ void shmcoll__copy_nt(void *dst, const void *src, size_t n)
 		return;
 	}
 	memcpy(d, s, head);
-	d += head;
-	s += head;
-	n -= head;
-	for (; n >= 64; n -= 64, d += 64, s += 64) {
-		__m128i a = _mm_loadu_si128((const __m128i *)s);
-		__m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
-		__m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
-		__m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
-
-		_mm_stream_si128((__m128i *)d, a);
-		_mm_stream_si128((__m128i *)(d + 16), b);
-		_mm_stream_si128((__m128i *)(d + 32), c);
-		_mm_stream_si128((__m128i *)(d + 48), e);
-	}
-	memcpy(d, s, n);
+	copy_lines(d + head, s + head, n - head, 1);
 	/* Streaming stores are weakly ordered: make them visible before the
 	 * caller's next release store (or its return). */
 	_mm_sfence();
@@ -79,7 +71,7 @@ void shmcoll__copy_nt(void *dst, const void *src, size_t n)
 	memcpy(dst, src, n);
 }
 
-void *shmcoll__copy_out(void *dst, const void *src, size_t n)
+void *shmcoll__copy_near(void *dst, const void *src, size_t n)
 {
 	return memcpy(dst, src, n);
 }

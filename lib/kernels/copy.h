@@ -1,21 +1,37 @@
-/* copy.h - copying into a caller's buffer with non-temporal stores. */
+/* copy.h - copying into a caller's buffer: with non-temporal stores, and out of a peer's
+ * staging. */
 #ifndef SHMCOLL_KERNELS_COPY_H
 #define SHMCOLL_KERNELS_COPY_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 /* memcpy with non-temporal stores, for results far larger than the caches,
  * which would otherwise be read before being overwritten. Ends with a store
  * fence. Where the target has no streaming stores it is memcpy. */
 void shmcoll__copy_nt(void *dst, const void *src, size_t n);
 
-/* memcpy for a large source that another core wrote (a peer's staging) into a caller's
- * buffer. glibc copies such sizes with rep movsb, which on this kind of CPU (AMD EPYC with
- * FSRM) crawls - 5x slower, measured on a 1 MiB allreduce - when the destination lies 1 to
- * 63 bytes after the source modulo 4 KiB, as a malloc'd buffer (page offset 16) does after a
- * page-aligned staging half. That case goes through a vector loop; every other is memcpy.
- * Returns dst. */
-void *shmcoll__copy_out(void *dst, const void *src, size_t n);
+/* shmcoll__copy_out's slow case: memcpy by a vector loop (memcpy where there is no SSE2). */
+void *shmcoll__copy_near(void *dst, const void *src, size_t n);
+
+/* Below this size glibc's memcpy does not use rep movsb. */
+#define SHMCOLL_REP_MOVSB_MIN 2048
+
+/* memcpy for a source that another core wrote (a peer's staging) into a caller's buffer.
+ * glibc copies large sizes with rep movsb, which on this kind of CPU (AMD EPYC with FSRM)
+ * crawls - 5x slower, measured on a 1 MiB allreduce - when the destination lies 1 to 63
+ * bytes after the source modulo 4 KiB, as a malloc'd buffer (page offset 16) does after a
+ * page-aligned staging half. That case goes through shmcoll__copy_near; every other is
+ * memcpy, with nothing but the test in between. Returns dst. */
+static inline void *shmcoll__copy_out(void *dst, const void *src, size_t n)
+{
+	uintptr_t ahead = ((uintptr_t)dst - (uintptr_t)src) & 4095;
+
+	if (n < SHMCOLL_REP_MOVSB_MIN || ahead == 0 || ahead >= 64)
+		return memcpy(dst, src, n);
+	return shmcoll__copy_near(dst, src, n);
+}
 
 /* Results from this size on are written with shmcoll__copy_nt when
  * SHMCOLL_NT=1 (lib/coll/direct.c). */
