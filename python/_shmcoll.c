@@ -711,57 +711,78 @@ static PyObject *call_wait(PyObject *r, const char *name, PyObject *args)
 /* Waitall(requests, statuses=None): every request waited for, in order (each wait advances
  * all of them); statuses, a list as long, gets each receive's status. Then the first error
  * in order is raised. */
-static PyObject *request_waitall(PyObject *cls, PyObject *args, PyObject *kw)
+/* Waitall and waitall: method ("Wait" or "wait") called on every request of reqs in order,
+ * each with its status of statuses (when given), the first error raised once every one was
+ * waited for. With keep, the list of their results (None for a failed one); else None. */
+static PyObject *wait_each(PyObject *reqs, PyObject *statuses, const char *method, int keep,
+                           const char *what)
 {
-	static char *kwlist[] = {"requests", "statuses", NULL};
-	PyObject *reqs, *statuses = Py_None, *seq, *res, *st, *first_t = NULL, *first_v = NULL,
-	                *first_tb = NULL;
+	PyObject *seq, *res, *st, *out = NULL, *first_t = NULL, *first_v = NULL, *first_tb = NULL;
 	Py_ssize_t i, n;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Waitall", kwlist, &reqs, &statuses))
-		return NULL;
-	seq = PySequence_Fast(reqs, "Waitall: requests must be a sequence");
+	seq = PySequence_Fast(reqs, "requests must be a sequence");
 	if (!seq)
 		return NULL;
 	n = PySequence_Fast_GET_SIZE(seq);
 	for (i = 0; i < n; i++) {
 		PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
 
-		if (r == Py_None)
-			continue;
-		if (!PyObject_TypeCheck(r, &RequestType)) {
+		if (r != Py_None && !PyObject_TypeCheck(r, &RequestType)) {
 			Py_DECREF(seq);
-			return PyErr_Format(PyExc_TypeError, "Waitall: item %zd is not a request",
+			return PyErr_Format(PyExc_TypeError, "%s: item %zd is not a request", what,
 			                    i);
 		}
+	}
+	if (keep && !(out = PyList_New(n))) {
+		Py_DECREF(seq);
+		return NULL;
 	}
 	for (i = 0; i < n; i++) {
 		PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
 		PyObject *a;
 
-		if (r == Py_None)
-			continue;
-		st = statuses != Py_None ? PySequence_GetItem(statuses, i) : NULL;
-		if (statuses != Py_None && !st)
-			PyErr_Clear();
-		a = st ? PyTuple_Pack(1, st) : PyTuple_New(0);
-		Py_XDECREF(st);
-		res = a ? call_wait(r, "Wait", a) : NULL;
-		Py_XDECREF(a);
-		if (res) {
-			Py_DECREF(res);
-		} else if (!first_t) {
-			PyErr_Fetch(&first_t, &first_v, &first_tb);
-		} else {
-			PyErr_Clear();
+		res = NULL;
+		if (r != Py_None) {
+			st = statuses != Py_None ? PySequence_GetItem(statuses, i) : NULL;
+			if (statuses != Py_None && !st)
+				PyErr_Clear();
+			a = st ? PyTuple_Pack(1, st) : PyTuple_New(0);
+			Py_XDECREF(st);
+			res = a ? call_wait(r, method, a) : NULL;
+			Py_XDECREF(a);
+			if (!res && !first_t)
+				PyErr_Fetch(&first_t, &first_v, &first_tb);
+			else if (!res)
+				PyErr_Clear();
 		}
+		if (!res) {
+			Py_INCREF(Py_None);
+			res = Py_None;
+		}
+		if (keep)
+			PyList_SET_ITEM(out, i, res);
+		else
+			Py_DECREF(res);
 	}
 	Py_DECREF(seq);
 	if (first_t) {
+		Py_XDECREF(out);
 		PyErr_Restore(first_t, first_v, first_tb);
 		return NULL;
 	}
-	Py_RETURN_NONE;
+	if (!keep)
+		Py_RETURN_NONE;
+	return out;
+}
+
+static PyObject *request_waitall(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"requests", "statuses", NULL};
+	PyObject *reqs, *statuses = Py_None;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Waitall", kwlist, &reqs, &statuses))
+		return NULL;
+	return wait_each(reqs, statuses, "Wait", 0, "Waitall");
 }
 
 static PyObject *request_testall(PyObject *cls, PyObject *args)
@@ -827,49 +848,11 @@ static PyObject *request_test_obj(RequestObject *r, PyObject *args, PyObject *kw
 static PyObject *request_waitall_obj(PyObject *cls, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = {"requests", "statuses", NULL};
-	PyObject *reqs, *statuses = Py_None, *seq, *out, *first_t = NULL, *first_v = NULL,
-	                *first_tb = NULL;
-	Py_ssize_t i, n;
+	PyObject *reqs, *statuses = Py_None;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:waitall", kwlist, &reqs, &statuses))
 		return NULL;
-	seq = PySequence_Fast(reqs, "waitall: requests must be a sequence");
-	if (!seq)
-		return NULL;
-	n = PySequence_Fast_GET_SIZE(seq);
-	out = PyList_New(n);
-	for (i = 0; out && i < n; i++) {
-		PyObject *r = PySequence_Fast_GET_ITEM(seq, i), *st = NULL, *a, *res = NULL;
-
-		if (r == Py_None) {
-			Py_INCREF(Py_None);
-			PyList_SET_ITEM(out, i, Py_None);
-			continue;
-		}
-		if (statuses != Py_None && !(st = PySequence_GetItem(statuses, i)))
-			PyErr_Clear();
-		a = st ? PyTuple_Pack(1, st) : PyTuple_New(0);
-		Py_XDECREF(st);
-		if (a)
-			res = call_wait(r, "wait", a);
-		Py_XDECREF(a);
-		if (!res) {
-			if (!first_t)
-				PyErr_Fetch(&first_t, &first_v, &first_tb);
-			else
-				PyErr_Clear();
-			Py_INCREF(Py_None);
-			res = Py_None;
-		}
-		PyList_SET_ITEM(out, i, res);
-	}
-	Py_DECREF(seq);
-	if (first_t) {
-		Py_XDECREF(out);
-		PyErr_Restore(first_t, first_v, first_tb);
-		return NULL;
-	}
-	return out;
+	return wait_each(reqs, statuses, "wait", 1, "waitall");
 }
 
 /* testall(requests) -> (True, [each one's wait()]) when every one completed, else
