@@ -1,6 +1,7 @@
 """The communicator class: the C type's buffer methods (python/_shmcoll.c) and, here, the
 object methods of mpi4py (lower case), which pickle what they move."""
 
+import os
 import pickle
 import sys
 import time as _time
@@ -323,7 +324,7 @@ class Comm(_shmcoll._Comm):
                 return
             if nap == 0.0:
                 nap = 1e-6
-                _os_sched_yield()
+                os.sched_yield()
             else:
                 _time.sleep(nap)
                 nap = min(nap * 2, 1e-3)
@@ -381,12 +382,6 @@ class Comm(_shmcoll._Comm):
         if req is not None:
             req.wait()
         return obj
-
-
-def _os_sched_yield():
-    import os
-
-    os.sched_yield()
 
 
 def _null_status(status):
@@ -668,10 +663,9 @@ def _shape(shape):
 
 
 def init(timeout_ms=None):
-    """The launcher's job: shmcoll-run's (SHMCOLL_RANK, SHMCOLL_SIZE, SHMCOLL_JOB), or a job of
-    one rank of its own when none. timeout_ms, when given, sets SHMCOLL_TIMEOUT_MS for it."""
+    """The launcher's job, as shmcoll_init finds it: shmcoll-run's, torchrun's, Open MPI's,
+    MPICH's or Slurm's (docs/PYTHON.md), or a job of one rank of its own when none.
+    timeout_ms, when given, sets SHMCOLL_TIMEOUT_MS for it."""
     if timeout_ms is not None:
-        import os
-
         os.environ["SHMCOLL_TIMEOUT_MS"] = str(int(timeout_ms))
     return _shmcoll.init(Comm)
