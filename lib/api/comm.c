@@ -131,13 +131,6 @@ static int init_nodes(long long rank, long long size, long long nnodes, const ch
 	return 0;
 }
 
-static int env_set(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v;
-}
-
 /* shmcoll_init under shmcoll-run: SHMCOLL_RANK, SHMCOLL_SIZE and SHMCOLL_JOB, all three. */
 static int init_own(shmcoll_comm **out)
 {
@@ -199,7 +192,8 @@ int shmcoll_init(shmcoll_comm **out)
 		return api__create_fail(-EINVAL, "shmcoll_init: comm (the out pointer) is NULL");
 	*out = NULL;
 	/* shmcoll-run's variables first: a job it started may run under another launcher. */
-	if (env_set("SHMCOLL_RANK") || env_set("SHMCOLL_SIZE") || env_set("SHMCOLL_JOB"))
+	if (shmcoll__env_set("SHMCOLL_RANK") || shmcoll__env_set("SHMCOLL_SIZE") ||
+	    shmcoll__env_set("SHMCOLL_JOB"))
 		return init_own(out);
 	return init_foreign(out);
 }

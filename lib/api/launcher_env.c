@@ -67,13 +67,6 @@ static void fnv_var(uint64_t *h, const char *name)
 	fnv_bytes(h, "", 1);
 }
 
-static int is_set(const char *name)
-{
-	const char *v = name ? getenv(name) : NULL;
-
-	return v && *v;
-}
-
 /* A whole number from the environment: 1 read, 0 not set, or -EINVAL recorded. */
 static int num(const struct launcher *L, const char *name, long long lo, long long hi, long long *v)
 {
@@ -116,7 +109,7 @@ static int read_place(const struct launcher *L, struct place *p)
 {
 	int rc;
 
-	p->seen = is_set(L->rank) ? L->rank : L->size;
+	p->seen = shmcoll__env_set(L->rank) ? L->rank : L->size;
 	if ((rc = need(L, p->seen, L->rank, 0, INT_MAX, &p->rank)) < 0 ||
 	    (rc = need(L, p->seen, L->size, 1, INT_MAX, &p->size)) < 0 ||
 	    (rc = opt(L, L->lrank, 0, &p->lrank)) < 0 ||
@@ -180,7 +173,7 @@ static int id_torchrun(const struct launcher *L, uint64_t *h)
 	long long v;
 	int rc;
 
-	if (!is_set("MASTER_ADDR"))
+	if (!shmcoll__env_set("MASTER_ADDR"))
 		return api__create_fail(-EINVAL,
 		                        "shmcoll_init: %s: MASTER_ADDR is not set, though RANK is "
 		                        "(torchrun sets both)",
@@ -200,7 +193,7 @@ static int id_torchrun(const struct launcher *L, uint64_t *h)
  * which also differ between two mpiruns whose job ids happen to match. */
 static int id_ompi(const struct launcher *L, uint64_t *h)
 {
-	if (!is_set("OMPI_MCA_ess_base_jobid") && !is_set("PMIX_NAMESPACE"))
+	if (!shmcoll__env_set("OMPI_MCA_ess_base_jobid") && !shmcoll__env_set("PMIX_NAMESPACE"))
 		return api__create_fail(
 		    -EINVAL,
 		    "shmcoll_init: %s: neither OMPI_MCA_ess_base_jobid nor PMIX_NAMESPACE is set, "
@@ -301,8 +294,8 @@ int api__launcher_env(struct api_launch *l)
 	for (size_t i = 0; i < sizeof(launchers) / sizeof(launchers[0]); i++) {
 		const struct launcher *L = &launchers[i];
 
-		if ((is_set(L->rank) || (!L->by_rank && is_set(L->size))) &&
-		    (!L->also || is_set(L->also)))
+		if ((shmcoll__env_set(L->rank) || (!L->by_rank && shmcoll__env_set(L->size))) &&
+		    (!L->also || shmcoll__env_set(L->also)))
 			return read_launcher(L, l);
 	}
 	return 0;
