@@ -1,4 +1,4 @@
-"""The communicator class: the C type's buffer methods (python/_shmcoll.c) and, here, the
+"""The communicator class: the C type's buffer methods (python/src/) and, here, the
 object methods of mpi4py (lower case), which pickle what they move."""
 
 import os
@@ -95,7 +95,7 @@ class Comm(_shmcoll._Comm):
         """shmcoll.malloc(self, shape, dtype): a NumPy array over symmetric memory."""
         return malloc(self, shape, dtype)
 
-    # ---- variable counts (buffer specs parsed here, the call in _shmcoll.c) ----
+    # ---- variable counts (buffer specs parsed here, the call in python/src/coll.c) ----
 
     def Allgatherv(self, sendbuf, recvbuf):
         rb, rc, rd = _vspec(recvbuf, self.size, "Allgatherv")
