@@ -28,6 +28,7 @@
 #define ANSWER_GRACE_MS 5000 /* a node waits this long for node 0's answer at least */
 #define TABLE_SEND_MS   10000
 #define HOST_MAX        256
+#define RUN_ID_SHIFT    16 /* the table's call: MASTER_PORT below, the run id above */
 
 struct client {
 	int fd; /* -1: free slot */
@@ -460,10 +461,13 @@ static int send_table(const struct shmcoll_rdv_cfg *cfg, struct shmcoll_rdv *r, 
 	    .type = FRAME_TABLE,
 	    .node = 0,
 	    .seq = 1,
+	    .call = cfg->master_port | cfg->run_id << RUN_ID_SHIFT,
 	    .len = (uint64_t)cfg->nnodes * SHMCOLL_ADDR_MAX,
 	};
 	int j, rc;
 
+	r->master_port = cfg->master_port;
+	r->run_id = cfg->run_id & (UINT64_MAX >> RUN_ID_SHIFT);
 	/* addrs is calloc'd and every entry NUL-padded: the payload as it is. */
 	for (j = 1; j < cfg->nnodes; j++) {
 		rc = shmcoll__rdv_send_frame(r->ctl[j], &f, r->addrs, TABLE_SEND_MS);
@@ -692,6 +696,8 @@ static int recv_table(const struct shmcoll_rdv_cfg *cfg, struct shmcoll_rdv *r, 
 		    f.node, f.seq, (unsigned long long)f.len);
 		goto bad;
 	}
+	r->master_port = (uint16_t)(f.call & 0xffff);
+	r->run_id = f.call >> RUN_ID_SHIFT;
 	rc = shmcoll__recv_all(fd, r->addrs, (size_t)f.len, ms_to_ns(deadline));
 	if (rc < 0) {
 		say(err, errlen, "node 0 at %s: the node table: %s", cfg->root,
@@ -797,6 +803,8 @@ int shmcoll__rdv_run(const struct shmcoll_rdv_cfg *cfg, struct shmcoll_rdv *r, c
 	int j, rc;
 
 	r->leader_fd = -1;
+	r->master_port = 0;
+	r->run_id = 0;
 	r->addrs = calloc((size_t)cfg->nnodes, sizeof(*r->addrs));
 	r->ctl = malloc((size_t)cfg->nnodes * sizeof(*r->ctl));
 	if (!r->addrs || !r->ctl) {

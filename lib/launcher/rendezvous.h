@@ -2,7 +2,12 @@
  * node 0 serves the root address, every other node's launcher registers there
  * with a hello, node 0 answers with its own and, once all have, sends each the
  * table of every node's leader address. The connections stay open afterwards as
- * the job's control connections (each node's exit status, then the job's). */
+ * the job's control connections (each node's exit status, then the job's).
+ *
+ * The table frame's `call` word carries what every node must agree on for
+ * torchrun's variables: bits 0-15 the MASTER_PORT node 0 chose (0: none), bits
+ * 16-63 the run id (TORCHELASTIC_RUN_ID). Launchers that predate it send 0 and
+ * ignore it, so either side may be the older one. */
 #ifndef SHMCOLL_RENDEZVOUS_H
 #define SHMCOLL_RENDEZVOUS_H
 
@@ -21,14 +26,18 @@ struct shmcoll_rdv_cfg {
 	const char *root;      /* node 0's "host:port" */
 	const char *node_addr; /* the host this node's leader listens on; NULL: default */
 	int timeout_ms;        /* the deadline of the whole rendezvous, from the call */
+	uint16_t master_port;  /* node 0: the MASTER_PORT to hand out (0: none) */
+	uint64_t run_id;       /* node 0: the run id to hand out (its low 48 bits) */
 };
 
 struct shmcoll_rdv {
 	int leader_fd;                   /* the leader's listening socket (close-on-exec) */
 	char (*addrs)[SHMCOLL_ADDR_MAX]; /* nnodes leader addresses, in node order */
-	int *ctl; /* nnodes entries: node 0 holds ctl[j] to node j (ctl[0] = -1);
-	             node i > 0 holds ctl[0] to node 0, the rest -1. Non-blocking,
-	             close-on-exec. */
+	int *ctl;             /* nnodes entries: node 0 holds ctl[j] to node j (ctl[0] = -1);
+	                         node i > 0 holds ctl[0] to node 0, the rest -1. Non-blocking,
+	                         close-on-exec. */
+	uint16_t master_port; /* what node 0 handed out (0: none, an older node 0) */
+	uint64_t run_id;      /* 48 bits */
 };
 
 /* Runs the rendezvous of cfg->node: node 0 serves cfg->root until every other
