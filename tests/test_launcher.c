@@ -410,6 +410,14 @@ Test(launcher, help)
 	              strstr(r.out, "SHMCOLL_TOKEN") && strstr(r.out, "job token"),
 	          "--help does not explain the multi-node options, variables and token:\n%s",
 	          r.out);
+	cr_assert(strstr(r.out, "--tag-output") && strstr(r.out, "--log-dir") &&
+	              strstr(r.out, "--log-only") && strstr(r.out, "MASTER_PORT") &&
+	              strstr(r.out, "MASTER_ADDR") && strstr(r.out, "LOCAL_WORLD_SIZE") &&
+	              strstr(r.out, "GROUP_RANK") && strstr(r.out, "TORCHELASTIC_RUN_ID") &&
+	              strstr(r.out, "whole lines"),
+	          "--help does not explain the output options, the output and torchrun's "
+	          "variables:\n%s",
+	          r.out);
 	cleanup(&r);
 }
 
@@ -443,6 +451,10 @@ Test(launcher, bad_usage)
 	    {"-n", "4097", "--bind", "core", "true"},
 	    {"--cleanup", "-n", "2", "true", NULL},
 	    {"--cleanup", "true", NULL},
+	    {"--cleanup", "--tag-output", NULL},
+	    {"-n", "2", "--log-only", "true", NULL},
+	    {"-n", "2", "--log-dir", "", "true"},
+	    {"-n", "2", "--log-dir", NULL},
 	};
 	static struct run r;
 	size_t c, i;
@@ -1066,8 +1078,9 @@ static int listening(int port)
 /* Starts node `node`'s launcher of an nnodes x ppn job with token (NULL:
  * SHMCOLL_TOKEN unset), extra options (NULL-terminated, may be NULL), and
  * rankprog with prog's arguments. */
-static void start_node(struct run *r, int nnodes, int node, int ppn, int port, const char *token,
-                       const char *const *extra, const char *const *prog)
+static void start_node_path(struct run *r, int nnodes, int node, int ppn, int port,
+                            const char *token, const char *const *extra, const char *path,
+                            const char *const *prog)
 {
 	struct args a = {.n = 0};
 
@@ -1085,7 +1098,7 @@ static void start_node(struct run *r, int nnodes, int node, int ppn, int port, c
 	for (; extra && *extra; extra++)
 		arg(&a, *extra);
 	arg(&a, "--");
-	arg(&a, rankprog());
+	arg(&a, path);
 	for (; *prog; prog++)
 		arg(&a, *prog);
 	if (token)
@@ -1096,16 +1109,22 @@ static void start_node(struct run *r, int nnodes, int node, int ppn, int port, c
 	unsetenv("SHMCOLL_TOKEN");
 }
 
+static void start_node(struct run *r, int nnodes, int node, int ppn, int port, const char *token,
+                       const char *const *extra, const char *const *prog)
+{
+	start_node_path(r, nnodes, node, ppn, port, token, extra, rankprog(), prog);
+}
+
 /* Starts node 0 and waits until it listens; picks another port if the one
  * it was given was taken meanwhile. Returns the port. */
-static int start_root(struct run *r, int nnodes, int ppn, const char *token,
-                      const char *const *extra, const char *const *prog)
+static int start_root_path(struct run *r, int nnodes, int ppn, const char *token,
+                           const char *const *extra, const char *path, const char *const *prog)
 {
 	int attempt, port;
 
 	for (attempt = 0; attempt < 5; attempt++) {
 		port = free_port();
-		start_node(r, nnodes, 0, ppn, port, token, extra, prog);
+		start_node_path(r, nnodes, 0, ppn, port, token, extra, path, prog);
 		while (!listening(port) && waitpid(r->pid, &r->status, WNOHANG) == 0) {
 			if (now_s() - r->start > RUN_CAP_S) {
 				kill(r->pid, SIGKILL);
@@ -1123,6 +1142,12 @@ static int start_root(struct run *r, int nnodes, int ppn, const char *token,
 	}
 	cr_assert_fail("no free port for node 0 in %d attempts", attempt);
 	return -1;
+}
+
+static int start_root(struct run *r, int nnodes, int ppn, const char *token,
+                      const char *const *extra, const char *const *prog)
+{
+	return start_root_path(r, nnodes, ppn, token, extra, rankprog(), prog);
 }
 
 /* Waits (bounded) until ranks first..first+n-1 of r have written pidfiles;
@@ -1865,4 +1890,533 @@ Test(launcher, nodes_bad_root)
 		cr_assert_str_empty(nodes[1].out, "case %d: ranks ran", c);
 		cleanup(&nodes[1]);
 	}
+}
+
+/* ---- torchrun's variables and the ranks' output ---- */
+
+static const char *outprog(void)
+{
+	return env_path("SHMCOLL_OUTPROG");
+}
+
+/* A file of r's directory, whole (the output tests write megabytes); *len its
+ * size. Freed by the caller. */
+static char *slurp_path(const char *path, size_t *len)
+{
+	struct stat st;
+	char *buf;
+	int fd;
+
+	fd = open(path, O_RDONLY);
+	cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
+	cr_assert_eq(fstat(fd, &st), 0);
+	buf = malloc((size_t)st.st_size + 1);
+	cr_assert_not_null(buf);
+	*len = 0;
+	while (*len < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + *len, (size_t)st.st_size - *len);
+
+		cr_assert_gt(n, 0, "read %s", path);
+		*len += (size_t)n;
+	}
+	buf[*len] = '\0';
+	close(fd);
+	return buf;
+}
+
+static char *slurp_all(const struct run *r, const char *name, size_t *len)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/%s", r->dir, name);
+	return slurp_path(path, len);
+}
+
+/* Byte j of line i of rank's payload: tests/progs/outprog.c has the same. */
+static char payload_byte(int rank, int i, long j)
+{
+	return (char)('a' + (rank * 7 + i * 13 + j) % 26);
+}
+
+#define LINE_CAP 65536 /* the launcher's: a longer line comes out in pieces */
+#define MAX_P    8
+
+/* Checks buf (len bytes: the launcher's stdout or stderr, or a rank's log)
+ * for outprog's lines of stream c ('o' or 'e') from p ranks (only rank `only`
+ * if it is not -1), n lines each: every line is one rank's line, whole, every
+ * rank's lines are all there and in order. Lines longer than LINE_CAP come in
+ * pieces of at most LINE_CAP bytes, which tagged output (tag: "stdout" or
+ * "stderr") lets us attribute. */
+static void check_lines(const char *buf, size_t len, int p, int only, int n, char c,
+                        const char *tag, const char *what)
+{
+	int next[MAX_P] = {0}, lines = 0;
+	long want[MAX_P] = {0}, off[MAX_P] = {0};
+	const char *line = buf, *end = buf + len;
+
+	while (line < end) {
+		const char *nl = memchr(line, '\n', (size_t)(end - line)), *body;
+		int rank = -1, i, h = 0, sc;
+		long L, j, blen;
+
+		cr_assert_not_null(nl, "%s: the output ends in a line without a newline", what);
+		lines++;
+		if (tag) {
+			char want_tag[64], t[16];
+
+			cr_assert_eq(sscanf(line, "[%d]<%15[a-z]>: %n", &rank, t, &h), 2,
+			             "%s: line %d has no tag: '%.60s'", what, lines, line);
+			cr_assert(rank >= 0 && rank < p, "%s: line %d: rank %d", what, lines, rank);
+			snprintf(want_tag, sizeof(want_tag), "[%d]<%s>: ", rank, tag);
+			cr_assert(!strncmp(line, want_tag, strlen(want_tag)),
+			          "%s: line %d: tag '%.20s', want '%s'", what, lines, line,
+			          want_tag);
+			line += h;
+		}
+		if (rank >= 0 && want[rank] > 0) {
+			/* The next piece of rank's long line. */
+			blen = nl - line;
+			cr_assert(blen <= want[rank] && blen <= LINE_CAP,
+			          "%s: line %d: a piece of %ld bytes of rank %d's line, %ld left",
+			          what, lines, blen, rank, want[rank]);
+			for (j = 0; j < blen; j++)
+				cr_assert_eq(line[j], payload_byte(rank, next[rank], off[rank] + j),
+				             "%s: line %d: rank %d's long line, byte %ld", what,
+				             lines, rank, off[rank] + j);
+			off[rank] += blen;
+			want[rank] -= blen;
+			if (want[rank] == 0)
+				next[rank]++;
+			line = nl + 1;
+			continue;
+		}
+		h = 0;
+		cr_assert_eq(sscanf(line, "%c %d %d %ld %n", (char *)&sc, &rank, &i, &L, &h), 4,
+		             "%s: line %d is no rank's line: '%.60s'", what, lines, line);
+		cr_assert(h > 0 && (char)sc == c && rank >= 0 && rank < p,
+		          "%s: line %d is no rank's line: '%.60s'", what, lines, line);
+		cr_assert_eq(i, next[rank], "%s: line %d: rank %d's line %d, want its line %d",
+		             what, lines, rank, i, next[rank]);
+		body = line + h;
+		blen = nl - body;
+		if (blen < L) {
+			/* A first piece: only tagged output may have one. */
+			cr_assert(tag && nl - (line - 0) <= LINE_CAP,
+			          "%s: line %d: rank %d's line %d has %ld of %ld bytes", what,
+			          lines, rank, i, blen, L);
+			want[rank] = L - blen;
+			off[rank] = blen;
+		} else {
+			cr_assert_eq(blen, L,
+			             "%s: line %d: rank %d's line %d has %ld bytes, not %ld", what,
+			             lines, rank, i, blen, L);
+			next[rank]++;
+		}
+		for (j = 0; j < blen; j++)
+			cr_assert_eq(
+			    body[j], payload_byte(rank, i, j),
+			    "%s: line %d: rank %d's line %d is mixed with another at byte %ld",
+			    what, lines, rank, i, j);
+		line = nl + 1;
+	}
+	for (int r = 0; r < p; r++)
+		cr_assert_eq(next[r], only < 0 || r == only ? n : 0, "%s: %d lines of rank %d",
+		             what, next[r], r);
+}
+
+/* P ranks each write N lines of up to MAXLEN bytes to stdout and to stderr,
+ * in small pieces at once (line N/2 LONG bytes when LONG > 0): the launcher's
+ * stdout and stderr hold every line, whole, in each rank's order. */
+static void run_lines(int p, int n, long maxlen, long longlen, int tagged)
+{
+	static struct run r;
+	struct args a = {.n = 0};
+	size_t olen, elen;
+	char *out, *err;
+
+	arg(&a, launcher());
+	arg(&a, "-n");
+	argf(&a, "%d", p);
+	if (tagged)
+		arg(&a, "--tag-output");
+	arg(&a, outprog());
+	arg(&a, "lines");
+	argf(&a, "%d", n);
+	argf(&a, "%ld", maxlen);
+	argf(&a, "%ld", longlen);
+	run_argv(&r, a.v);
+	cr_assert_eq(exit_code(&r), 0, "exit %d; stderr:\n%.2000s", exit_code(&r), r.err);
+	out = slurp_all(&r, "stdout", &olen);
+	err = slurp_all(&r, "stderr", &elen);
+	measured("%d ranks x %d lines: %zu + %zu bytes passed on in %.3f s", p, 2 * n, olen, elen,
+	         r.secs);
+	check_lines(out, olen, p, -1, n, 'o', tagged ? "stdout" : NULL, "stdout");
+	check_lines(err, elen, p, -1, n, 'e', tagged ? "stderr" : NULL, "stderr");
+	free(out);
+	free(err);
+	cleanup(&r);
+}
+
+Test(launcher, lines_whole_4, .timeout = 120)
+{
+	run_lines(4, 300, 9000, 0, 0);
+}
+
+Test(launcher, lines_whole_8, .timeout = 120)
+{
+	run_lines(8, 150, 20000, 0, 0);
+}
+
+/* Tagged, with a line of 150000 bytes per stream: pieces of at most 64 KiB. */
+Test(launcher, lines_tagged_long, .timeout = 120)
+{
+	run_lines(4, 100, 5000, 150000, 1);
+}
+
+/* Checks the torchenv lines of one node's ranks of an nnodes x ppn job; the
+ * port and run id must be those of the other nodes (port, run: "" at first). */
+static void check_torchenv(struct run *r, int nnodes, int node, int ppn, char *port, char *run)
+{
+	char *line, *save = NULL, buf[128];
+	int seen[MAX_P] = {0}, n = 0;
+
+	cr_assert_eq(exit_code(r), 0, "node %d: exit %d; stderr:\n%s", node, exit_code(r), r->err);
+	cr_assert_eq(count_lines(r->out), ppn, "node %d: want %d lines:\n%s", node, ppn, r->out);
+	for (line = strtok_r(r->out, "\n", &save); line; line = strtok_r(NULL, "\n", &save), n++) {
+		int local = ifield(line, "LOCAL_RANK"), p;
+
+		cr_assert(local >= 0 && local < ppn && !seen[local], "node %d: '%s'", node, line);
+		seen[local] = 1;
+		cr_assert_eq(ifield(line, "RANK"), node * ppn + local, "'%s'", line);
+		cr_assert_eq(ifield(line, "RANK"), ifield(line, "SHMCOLL_RANK"), "'%s'", line);
+		cr_assert_eq(ifield(line, "LOCAL_RANK"), ifield(line, "SHMCOLL_LOCAL_RANK"), "'%s'",
+		             line);
+		cr_assert_eq(ifield(line, "WORLD_SIZE"), nnodes * ppn, "'%s'", line);
+		cr_assert_eq(ifield(line, "WORLD_SIZE"), ifield(line, "SHMCOLL_SIZE"), "'%s'",
+		             line);
+		cr_assert_eq(ifield(line, "LOCAL_WORLD_SIZE"), ppn, "'%s'", line);
+		cr_assert_eq(ifield(line, "GROUP_RANK"), node, "'%s'", line);
+		cr_assert_eq(ifield(line, "GROUP_WORLD_SIZE"), nnodes, "'%s'", line);
+		cr_assert_str_eq(field(line, "MASTER_ADDR", buf, sizeof(buf)), "127.0.0.1", "'%s'",
+		                 line);
+		cr_assert_str_eq(field(line, "TORCHELASTIC_RESTART_COUNT", buf, sizeof(buf)), "0");
+		cr_assert_str_eq(field(line, "TORCHELASTIC_USE_AGENT_STORE", buf, sizeof(buf)), "-",
+		                 "an enclosing torchrun's agent store reached the ranks: '%s'",
+		                 line);
+		p = ifield(line, "MASTER_PORT");
+		cr_assert(p > 0 && p < 65536, "'%s'", line);
+		field(line, "MASTER_PORT", buf, sizeof(buf));
+		if (!*port)
+			strcpy(port, buf);
+		cr_assert_str_eq(buf, port, "ranks got different ports: '%s'", line);
+		field(line, "TORCHELASTIC_RUN_ID", buf, sizeof(buf));
+		cr_assert(strlen(buf) == 12 && strspn(buf, "0123456789abcdef") == 12,
+		          "run id '%s' is not 12 hex digits", buf);
+		if (!*run)
+			strcpy(run, buf);
+		cr_assert_str_eq(buf, run, "ranks got different run ids: '%s'", line);
+	}
+}
+
+/* One job of 4 ranks: torchrun's variables on every rank, and a MASTER_PORT
+ * rank 0 can listen on and the others reach at MASTER_ADDR (outprog torchenv
+ * does what torch's store does). Variables an enclosing torchrun left are
+ * replaced. A second job gets another run id. */
+Test(launcher, torch_env, .timeout = 120)
+{
+	static struct run r;
+	char *argv[] = {(char *)launcher(), "-n", "4", (char *)outprog(), "torchenv", NULL};
+	char port[2][16] = {"", ""}, run[2][16] = {"", ""};
+	int k;
+
+	setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+	setenv("MASTER_PORT", "1", 1);
+	setenv("WORLD_SIZE", "99", 1);
+	setenv("GROUP_RANK", "7", 1);
+	for (k = 0; k < 2; k++) {
+		run_argv(&r, argv);
+		check_torchenv(&r, 1, 0, 4, port[k], run[k]);
+		cleanup(&r);
+	}
+	unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+	unsetenv("MASTER_PORT");
+	unsetenv("WORLD_SIZE");
+	unsetenv("GROUP_RANK");
+	cr_assert_str_neq(run[0], run[1], "two jobs got the same run id %s", run[0]);
+}
+
+/* 2 nodes x 2 ranks: every rank has the job's torchrun variables, MASTER_ADDR
+ * is --root's host, and node 0's port and run id reached node 1 (rank 0 listens,
+ * the other three connect). */
+Test(launcher, nodes_torch_env, .timeout = 120)
+{
+	static const char *const prog[] = {"torchenv", NULL};
+	char port[16] = "", run[16] = "";
+	int i, p;
+
+	p = start_root_path(&nodes[0], 2, 2, TOKEN, NULL, outprog(), prog);
+	start_node_path(&nodes[1], 2, 1, 2, p, TOKEN, NULL, outprog(), prog);
+	for (i = 0; i < 2; i++)
+		finish(&nodes[i]);
+	for (i = 0; i < 2; i++) {
+		check_torchenv(&nodes[i], 2, i, 2, port, run);
+		cleanup(&nodes[i]);
+	}
+}
+
+/* --log-dir: each rank's stdout and stderr byte for byte in DIR/rank.R.*
+ * (DIR made, with its parents), the same lines on the launcher's outputs;
+ * --log-only: the files alone. */
+static void run_log_dir(int only)
+{
+	static struct run r;
+	char dir[64] = "/tmp/shmcoll-logs.XXXXXX", sub[128], name[192];
+	struct args a = {.n = 0};
+	size_t olen, elen, len;
+	char *out, *err, *f;
+	int rank, k;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(sub, sizeof(sub), "%s/a/b", dir);
+	arg(&a, launcher());
+	arg(&a, "-n");
+	arg(&a, "3");
+	arg(&a, "--log-dir");
+	arg(&a, sub);
+	if (only)
+		arg(&a, "--log-only");
+	arg(&a, outprog());
+	arg(&a, "lines");
+	arg(&a, "40");
+	arg(&a, "3000");
+	arg(&a, "0");
+	run_argv(&r, a.v);
+	cr_assert_eq(exit_code(&r), 0, "exit %d; stderr:\n%.2000s", exit_code(&r), r.err);
+	out = slurp_all(&r, "stdout", &olen);
+	err = slurp_all(&r, "stderr", &elen);
+	if (only) {
+		cr_assert_eq(olen + elen, 0,
+		             "--log-only, yet the ranks' output reached the "
+		             "launcher's:\n%.300s\n%.300s",
+		             out, err);
+	} else {
+		check_lines(out, olen, 3, -1, 40, 'o', NULL, "stdout");
+		check_lines(err, elen, 3, -1, 40, 'e', NULL, "stderr");
+	}
+	free(out);
+	free(err);
+	for (rank = 0; rank < 3; rank++) {
+		for (k = 0; k < 2; k++) {
+			snprintf(name, sizeof(name), "%s/rank.%d.%s", sub, rank,
+			         k ? "stderr" : "stdout");
+			f = slurp_path(name, &len);
+			/* Byte for byte: the last line has no newline, and gets none. */
+			cr_assert(len > 0 && f[len - 1] != '\n', "%s ends in a newline", name);
+			f = realloc(f, len + 2);
+			f[len++] = '\n';
+			check_lines(f, len, 3, rank, 40, k ? 'e' : 'o', NULL, name);
+			free(f);
+			unlink(name);
+		}
+	}
+	snprintf(name, sizeof(name), "%s/a", dir);
+	cr_assert_eq(rmdir(sub), 0, "%s holds more than the ranks' logs", sub);
+	rmdir(name);
+	rmdir(dir);
+	cleanup(&r);
+}
+
+Test(launcher, log_dir, .timeout = 60)
+{
+	run_log_dir(0);
+}
+
+Test(launcher, log_only, .timeout = 60)
+{
+	run_log_dir(1);
+}
+
+/* A rank that leaves a process behind which holds its stdout (keep) or has
+ * closed it: the grandchild's line is passed on, the launcher stops it once
+ * the ranks are gone, and exits 0. */
+static void run_grandchild(int keep)
+{
+	static struct run r;
+	char *argv[] = {
+	    (char *)launcher(),
+	    "-n",
+	    "2",
+	    "/bin/sh",
+	    "-c",
+	    keep ? "m=\"$SHMCOLL_TEST_PIDDIR/gc.$SHMCOLL_RANK\"; "
+	           "sh -c 'echo \"grandchild $SHMCOLL_RANK\"; echo $$ > \"$1.tmp\"; "
+	           "mv \"$1.tmp\" \"$1\"; exec sleep 1000' sh \"$m\" & "
+	           "while [ ! -e \"$m\" ]; do sleep 0.01; done; echo \"rank $SHMCOLL_RANK\""
+	         : "m=\"$SHMCOLL_TEST_PIDDIR/gc.$SHMCOLL_RANK\"; "
+	           "sh -c 'echo \"grandchild $SHMCOLL_RANK\"; exec >&- 2>&-; "
+	           "echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; exec sleep 1000' sh "
+	           "\"$m\" & "
+	           "while [ ! -e \"$m\" ]; do sleep 0.01; done; echo \"rank $SHMCOLL_RANK\"",
+	    NULL};
+	pid_t gc[2];
+	int i;
+
+	run_argv(&r, argv);
+	cr_assert_eq(exit_code(&r), 0, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	for (i = 0; i < 2; i++) {
+		char want[32];
+
+		cr_assert(read_mark(&r, "gc", i, &gc[i]), "rank %d's grandchild left no mark", i);
+		cr_assert(!proc_alive(gc[i]), "rank %d's grandchild (pid %ld) outlived the job", i,
+		          (long)gc[i]);
+		snprintf(want, sizeof(want), "grandchild %d\n", i);
+		cr_assert(strstr(r.out, want), "no '%s' in:\n%s", want, r.out);
+		snprintf(want, sizeof(want), "rank %d\n", i);
+		cr_assert(strstr(r.out, want), "no '%s' in:\n%s", want, r.out);
+	}
+	cr_assert_eq(count_lines(r.out), 4, "stdout:\n%s", r.out);
+	measured("a grandchild that %s its stdout: the launcher exited after %.3f s",
+	         keep ? "keeps" : "closed", r.secs);
+	cleanup(&r);
+}
+
+Test(launcher, grandchild_keeps_pipe, .timeout = 60)
+{
+	run_grandchild(1);
+}
+
+Test(launcher, grandchild_closes_pipe, .timeout = 60)
+{
+	run_grandchild(0);
+}
+
+/* A process outside the job (this test) holds a rank's stdout pipe: once the
+ * job is over the launcher stops reading it after a bounded drain, passes on
+ * all that was written before (a last line without newline gets one) and
+ * exits. */
+Test(launcher, pipe_held_outside, .timeout = 60)
+{
+	static struct run r;
+	char *argv[] = {(char *)launcher(),
+	                "-n",
+	                "2",
+	                "/bin/sh",
+	                "-c",
+	                "echo $$ > \"$SHMCOLL_TEST_PIDDIR/holder.$SHMCOLL_RANK\"; "
+	                "while [ ! -e \"$SHMCOLL_TEST_PIDDIR/go\" ]; do sleep 0.01; done; "
+	                "echo \"rank $SHMCOLL_RANK ends\"; printf 'no newline %s' $SHMCOLL_RANK",
+	                NULL};
+	char path[64], go_path[128];
+	pid_t pid[2];
+	int fd[2], i;
+
+	spawn(&r, argv);
+	wait_marks(&r, "holder", 2, pid);
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "/proc/%ld/fd/1", (long)pid[i]);
+		fd[i] = open(path, O_WRONLY | O_CLOEXEC);
+		cr_assert(fd[i] >= 0, "open %s: %s", path, strerror(errno));
+		dprintf(fd[i], "from outside %d\n", i);
+	}
+	path_in(go_path, sizeof(go_path), &r, "go");
+	close(open(go_path, O_WRONLY | O_CREAT, 0600));
+	finish(&r);
+	for (i = 0; i < 2; i++)
+		close(fd[i]);
+	measured("ranks' pipes held outside the job: the launcher exited after %.3f s", r.secs);
+	cr_assert_eq(exit_code(&r), 0, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	cr_assert_eq(count_lines(r.out), 6, "stdout:\n%s", r.out);
+	for (i = 0; i < 2; i++) {
+		char want[64];
+
+		snprintf(want, sizeof(want), "from outside %d\n", i);
+		cr_assert(strstr(r.out, want), "no '%s' in:\n%s", want, r.out);
+		snprintf(want, sizeof(want), "rank %d ends\n", i);
+		cr_assert(strstr(r.out, want), "no '%s' in:\n%s", want, r.out);
+		snprintf(want, sizeof(want), "no newline %d\n", i);
+		cr_assert(strstr(r.out, want), "no '%s' in:\n%s", want, r.out);
+	}
+	cleanup(&r);
+}
+
+/* Rank 1 writes a line and part of one to stderr, then kills itself; the
+ * others wrote a line and wait. Everything written comes out, rank 1's last
+ * words before the launcher's report of its death. */
+Test(launcher, output_of_killed_rank, .timeout = 60)
+{
+	static struct run r;
+	char *argv[] = {(char *)launcher(),
+	                "--tag-output",
+	                "-n",
+	                "3",
+	                "/bin/sh",
+	                "-c",
+	                "echo \"hello from $SHMCOLL_RANK\"; "
+	                "if [ \"$SHMCOLL_RANK\" = 1 ]; then echo 'last words' >&2; "
+	                "printf 'cut sho' >&2; kill -9 $$; fi; exec sleep 1000",
+	                NULL};
+	const char *words, *cut, *report;
+	int i;
+
+	run_argv(&r, argv);
+	cr_assert_eq(exit_code(&r), 137, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	for (i = 0; i < 3; i++) {
+		char want[64];
+
+		snprintf(want, sizeof(want), "[%d]<stdout>: hello from %d\n", i, i);
+		cr_assert(strstr(r.out, want), "no '%s' in:\n%s", want, r.out);
+	}
+	words = strstr(r.err, "[1]<stderr>: last words\n");
+	cut = strstr(r.err, "[1]<stderr>: cut sho\n");
+	report = strstr(r.err, "shmcoll-run: rank 1 (pid");
+	cr_assert(words && cut && report, "stderr:\n%s", r.err);
+	cr_assert(words < cut && cut < report, "rank 1's last words come after its death:\n%s",
+	          r.err);
+	cleanup(&r);
+}
+
+/* The launcher's stdout is a pipe nobody reads any more: the ranks writing to
+ * it see EPIPE (SIGPIPE) as they would writing to it themselves, and the
+ * launcher reports and exits; it is not killed by SIGPIPE. */
+Test(launcher, stdout_reader_gone, .timeout = 60)
+{
+	static struct run r;
+	char *argv[] = {(char *)launcher(), "-n", "2", "/bin/sh", "-c", "exec yes", NULL};
+	char errpath[128];
+	int p[2], fe, ws;
+
+	memset(&r, 0, sizeof(r));
+	strcpy(r.dir, "/tmp/shmcoll-launcher.XXXXXX");
+	cr_assert_not_null(mkdtemp(r.dir));
+	path_in(errpath, sizeof(errpath), &r, "stderr");
+	fe = open(errpath, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	cr_assert(fe >= 0 && pipe(p) == 0);
+	r.start = now_s();
+	r.pid = fork();
+	cr_assert(r.pid >= 0);
+	if (r.pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (dup2(p[1], STDOUT_FILENO) < 0 || dup2(fe, STDERR_FILENO) < 0)
+			_exit(126);
+		close(p[0]);
+		execv(argv[0], argv);
+		_exit(126);
+	}
+	close(p[1]);
+	close(fe);
+	/* Read some of it, then go. */
+	{
+		char buf[4096];
+
+		cr_assert_gt(read(p[0], buf, sizeof(buf)), 0);
+	}
+	close(p[0]);
+	finish(&r);
+	ws = r.status;
+	cr_assert(WIFEXITED(ws), "the launcher was killed by signal %d",
+	          WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+	cr_assert_eq(WEXITSTATUS(ws), 128 + SIGPIPE, "exit %d; stderr:\n%s", WEXITSTATUS(ws),
+	             r.err);
+	cr_assert(strstr(r.err, "killed by signal 13 (SIGPIPE"), "stderr:\n%s", r.err);
+	cleanup(&r);
 }

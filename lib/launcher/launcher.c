@@ -1,15 +1,17 @@
 /* launcher.c - shmcoll-run: starts the P ranks of one job on this node with the
- * environment shmcoll_init() reads, forwards signals to them, stops the job when a
- * rank fails, and removes the job's arena once every rank and every process they
- * left is gone; --cleanup removes the arenas of dead jobs. With --nnodes, one
- * launcher per node: they meet (rendezvous.c), then each supervises its node's
- * ranks and tells node 0 how they ended, and node 0 tells all how the job ended. */
+ * environment shmcoll_init() reads (and torchrun's), passes their output on in
+ * whole lines, forwards signals to them, stops the job when a rank fails, and
+ * removes the job's arena once every rank and every process they left is gone;
+ * --cleanup removes the arenas of dead jobs. With --nnodes, one launcher per
+ * node: they meet (rendezvous.c), then each supervises its node's ranks and tells
+ * node 0 how they ended, and node 0 tells all how the job ended. */
 #include "shmcoll.h"
 #include "lib/launcher/rendezvous.h"
 #include "lib/net/frame.h"
 #include "shm/arena.h"
 #include "shm/name.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +20,7 @@
 #include <sched.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -27,8 +30,10 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -46,6 +51,11 @@
 #define LINGER_MS             2000  /* node 0 after FINAL: waits this long for peers to close */
 #define FINAL_LEN             4     /* FINAL's payload: the node whose failure decided */
 #define STATUS_MAX            255
+#define LINE_CAP              65536          /* a rank's line longer than this goes out in pieces */
+#define STAGE_CAP             (2 * LINE_CAP) /* one stream's lines as written, tags added */
+#define TAG_MAX               40             /* "[4095]<stderr>: " */
+#define DRAIN_MS              200 /* after the job's last process: pipes held by others */
+#define RUN_ID_BITS           48  /* TORCHELASTIC_RUN_ID: 12 hex digits */
 
 /* One control connection (to node 0, or node 0's to node j) in the wait loop. */
 struct peer {
@@ -62,12 +72,55 @@ struct cluster {
 	int nnodes;
 	int node;
 	struct peer *peers; /* peers[j]: the connection to node j (node 0: j >= 1; else j = 0) */
-	struct pollfd *pf;  /* 1 + nnodes */
-	int *who;           /* pf[k] is peers[who[k]] */
 	int statuses;       /* node 0: statuses recorded, its own included */
 	int final;          /* the job's status once known, else -1 */
 	int linger;         /* node 0: FINAL sent, waiting (bounded) for the peers to close */
 	struct timespec linger_at;
+};
+
+/* One rank's stdout or stderr as the launcher reads it, or the launcher's own
+ * messages (see "The ranks' output" below). */
+struct stream {
+	int fd;       /* the pipe's read end (non-blocking); -1 at its end, or never opened */
+	int rank;     /* the global rank; -1: the launcher's messages */
+	int out;      /* 0: its lines go to the launcher's stdout, 1: to its stderr */
+	int log;      /* --log-dir: the rank's file, -1 if none */
+	size_t len;   /* bytes in buf */
+	size_t ready; /* buf[0..ready) may go out: whole lines, a piece of a long one, a last one */
+	char *buf;    /* LINE_CAP bytes while it holds any, else NULL */
+};
+
+/* One of the launcher's own outputs: it writes one stream's lines at a time. */
+struct output {
+	int fd;          /* STDOUT_FILENO or STDERR_FILENO */
+	int dead;        /* a write failed (EPIPE, EIO...): what comes for it is dropped */
+	size_t chunk;    /* the most one write may take after POLLOUT without blocking */
+	size_t len, off; /* stage[off..len) is still to be written */
+	int next;        /* round robin: the stream looked at first */
+	char stage[STAGE_CAP];
+};
+
+/* What wait_job() polls: pf[k] is of kind who[k].kind, index who[k].idx. */
+enum { POLL_SIGNALS, POLL_PEER, POLL_STREAM, POLL_OUTPUT };
+struct polled {
+	int kind;
+	int idx;
+};
+
+struct io {
+	int nstreams;         /* 2 per rank (stdout, stderr), then the launcher's messages */
+	struct stream *s;     /* s[2i], s[2i+1]: local rank i's stdout and stderr */
+	struct output out[2]; /* the launcher's stdout and stderr */
+	int tag;              /* --tag-output */
+	int terminal;         /* the ranks' lines go to the launcher's outputs (not --log-only) */
+	int logging;          /* --log-dir: the pipes are read to the end, whatever else fails */
+	int shared;           /* stdout and stderr are one file (2>&1, a terminal): one stage at a
+	                         time over both, or a line of one could be cut by the other's */
+	int draining; /* the job is gone; pipes someone else holds are read until drain_at */
+	struct timespec drain_at;
+	int abandon;       /* SIGINT/SIGTERM once the job had ended: drop what is left */
+	struct pollfd *pf; /* 1 + nnodes + nstreams + 2 */
+	struct polled *who;
 };
 
 struct job {
@@ -87,10 +140,13 @@ struct job {
 	int bind;  /* pin rank i to cpus[(cpu0 + i) % ncpus] */
 	int *cpus; /* the launcher's allowed CPUs, in order */
 	int ncpus, cpu0;
-	int rank0;          /* global rank of this node's rank 0 (node * size) */
-	int leader_fd;      /* multi-node: the leader's listener until rank 0 is forked, else -1 */
-	int gone;           /* no child left: the local job has ended */
-	struct cluster *cl; /* NULL: a single-node job */
+	int rank0;           /* global rank of this node's rank 0 (node * size) */
+	int leader_fd;       /* multi-node: the leader's listener until rank 0 is forked, else -1 */
+	int gone;            /* no child left: the local job has ended */
+	struct cluster *cl;  /* NULL: a single-node job */
+	struct io *io;       /* the ranks' output, once set up */
+	struct rlimit files; /* RLIMIT_NOFILE as the launcher found it: the ranks get it back */
+	struct sigaction pipe_sa; /* SIGPIPE's disposition as found: the ranks get it back */
 };
 
 enum { BIND_AUTO, BIND_CORE, BIND_NONE };
@@ -156,6 +212,12 @@ static void usage(FILE *f)
 	        "                      not pin; auto (default): core when the ranks fit the\n"
 	        "                      CPUs, else none. Pinned ranks spin-wait far better\n"
 	        "                      than ones the scheduler moves (mpirun --bind-to core)\n"
+	        "      --tag-output    begin every line of a rank's output with \"[R]<stdout>: \"\n"
+	        "                      or \"[R]<stderr>: \" (R: its rank), as mpirun --tag-output\n"
+	        "      --log-dir DIR   also write each rank's stdout and stderr, byte for byte,\n"
+	        "                      to DIR/rank.R.stdout and DIR/rank.R.stderr (R: its rank;\n"
+	        "                      DIR is made if missing, an earlier run's files replaced)\n"
+	        "      --log-only      with --log-dir: the ranks' output goes to the files only\n"
 	        "      --cleanup       run no job: remove this user's arenas that dead jobs\n"
 	        "                      left in /dev/shm (those whose creating process is gone,\n"
 	        "                      and those that never got a header and are over a minute\n"
@@ -188,25 +250,48 @@ static void usage(FILE *f)
 	        "(\"" PROG ": job token T; start the other nodes with SHMCOLL_TOKEN=T\"); the\n"
 	        "other nodes cannot start without it.\n",
 	        SHMCOLL_NODES_MAX, SHMCOLL_MAX_RANKS, CONNECT_TIMEOUT_MS, SHMCOLL_TOKEN_MAX);
+	fprintf(
+	    f,
+	    "\n"
+	    "Environment of local rank i on node I:\n"
+	    "  SHMCOLL_RANK=I*P+i                       rank in the job\n"
+	    "  SHMCOLL_SIZE=N*P                         ranks in the job (N = 1: P)\n"
+	    "  SHMCOLL_LOCAL_RANK=i                     rank on this node, 0 to P-1\n"
+	    "  SHMCOLL_LOCAL_SIZE=P                     ranks on this node\n"
+	    "  SHMCOLL_JOB=j<pid>-<16 hex digits>       job id, unique to this launcher\n"
+	    "  SHMCOLL_TIMEOUT_MS=N                     only with --timeout-ms\n"
+	    "  SHMCOLL_CPUS=LIST                        the CPUs the launcher may use, such\n"
+	    "                                           as 0-3,8 (before it pins rank i to\n"
+	    "                                           the i-th of them)\n"
+	    "and only in a job of N > 1 nodes:\n"
+	    "  SHMCOLL_NNODES=N, SHMCOLL_NODE_RANK=I    the nodes, and this one\n"
+	    "  SHMCOLL_TOKEN=T                          the job token\n"
+	    "  SHMCOLL_NODES=A0,A1,...                  every node's leader address\n"
+	    "                                           (ip:port), in node order\n"
+	    "  SHMCOLL_NET_FD=F                         local rank 0 only: the inherited\n"
+	    "                                           socket listening on A<I>\n"
+	    "and torchrun's, so torch.distributed programs (env://) run unchanged:\n"
+	    "  RANK, LOCAL_RANK                         SHMCOLL_RANK, SHMCOLL_LOCAL_RANK\n"
+	    "  WORLD_SIZE, LOCAL_WORLD_SIZE             SHMCOLL_SIZE, SHMCOLL_LOCAL_SIZE\n"
+	    "  GROUP_RANK=I, GROUP_WORLD_SIZE=N         this node, and the nodes (1 node: 0, 1)\n"
+	    "  MASTER_ADDR, MASTER_PORT                 where rank 0 listens for torch's\n"
+	    "                                           store: 127.0.0.1 and a TCP port free\n"
+	    "                                           when the launcher looked; with N > 1,\n"
+	    "                                           the HOST of --root and a port node 0\n"
+	    "                                           chose, the same on every node\n"
+	    "  TORCHELASTIC_RUN_ID=H                    12 hex digits, new for every job, the\n"
+	    "                                           same on every node\n"
+	    "  TORCHELASTIC_RESTART_COUNT=0             (TORCHELASTIC_USE_AGENT_STORE unset)\n"
+	    "shmcoll_init() reads SHMCOLL_* first: these never change the job it joins.\n");
 	fprintf(f,
 	        "\n"
-	        "Environment of local rank i on node I:\n"
-	        "  SHMCOLL_RANK=I*P+i                       rank in the job\n"
-	        "  SHMCOLL_SIZE=N*P                         ranks in the job (N = 1: P)\n"
-	        "  SHMCOLL_LOCAL_RANK=i                     rank on this node, 0 to P-1\n"
-	        "  SHMCOLL_LOCAL_SIZE=P                     ranks on this node\n"
-	        "  SHMCOLL_JOB=j<pid>-<16 hex digits>       job id, unique to this launcher\n"
-	        "  SHMCOLL_TIMEOUT_MS=N                     only with --timeout-ms\n"
-	        "  SHMCOLL_CPUS=LIST                        the CPUs the launcher may use, such\n"
-	        "                                           as 0-3,8 (before it pins rank i to\n"
-	        "                                           the i-th of them)\n"
-	        "and only in a job of N > 1 nodes:\n"
-	        "  SHMCOLL_NNODES=N, SHMCOLL_NODE_RANK=I    the nodes, and this one\n"
-	        "  SHMCOLL_TOKEN=T                          the job token\n"
-	        "  SHMCOLL_NODES=A0,A1,...                  every node's leader address\n"
-	        "                                           (ip:port), in node order\n"
-	        "  SHMCOLL_NET_FD=F                         local rank 0 only: the inherited\n"
-	        "                                           socket listening on A<I>\n"
+	        "Output: each rank's stdout and stderr are pipes that the launcher reads, and\n"
+	        "it writes to its own stdout and stderr whole lines only, so no line is ever\n"
+	        "split by another rank's output. A line longer than %d KiB goes out in pieces\n"
+	        "of that size, each ended with a newline, as is a last line without one.\n"
+	        "Since the ranks' stdout is a pipe, C stdio and Python buffer it in blocks: use\n"
+	        "fflush or setvbuf, or python3 -u (PYTHONUNBUFFERED=1), to see lines at once.\n"
+	        "The ranks share the launcher's stdin.\n"
 	        "\n"
 	        "The ranks run in a process group of their own (so they should not read from\n"
 	        "a terminal) and are killed if the launcher dies. SIGHUP and SIGQUIT are\n"
@@ -236,7 +321,7 @@ static void usage(FILE *f)
 	        "             --root 10.0.0.1:29500 build/examples/demo\n"
 	        "  node1$ SHMCOLL_TOKEN=<printed by node 0> " PROG " --nnodes 2 --node-rank 1 \\\n"
 	        "             --nproc-per-node 4 --root 10.0.0.1:29500 build/examples/demo\n",
-	        KILL_GRACE_MS, KILL_GRACE_MS);
+	        LINE_CAP / 1024, KILL_GRACE_MS, KILL_GRACE_MS);
 }
 
 /* Prints the problem and a pointer to --help; returns the usage exit status. */
@@ -266,16 +351,13 @@ static int parse_int(const char *s, long lo, long hi, int *out)
 	return 0;
 }
 
-/* "j<launcher pid>-<64 random bits>": unique per run and not guessable, so no
- * other user's job can pre-create or attach to this job's arena by name. */
-static int make_job_id(struct job *job)
+static int random_u64(uint64_t *r)
 {
-	uint64_t r;
-	unsigned char *p = (unsigned char *)&r;
+	unsigned char *p = (unsigned char *)r;
 	size_t got = 0;
 
-	while (got < sizeof(r)) {
-		ssize_t n = getrandom(p + got, sizeof(r) - got, 0);
+	while (got < sizeof(*r)) {
+		ssize_t n = getrandom(p + got, sizeof(*r) - got, 0);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -284,13 +366,518 @@ static int make_job_id(struct job *job)
 		}
 		got += (size_t)n;
 	}
+	return 0;
+}
+
+/* "j<launcher pid>-<64 random bits>": unique per run and not guessable, so no
+ * other user's job can pre-create or attach to this job's arena by name. */
+static int make_job_id(struct job *job)
+{
+	uint64_t r;
+	int err = random_u64(&r);
+
+	if (err < 0)
+		return err;
 	snprintf(job->id, sizeof(job->id), "j%ld-%016" PRIx64, (long)job->launcher, r);
+	return 0;
+}
+
+/* A TCP port that was free on every address of this machine a moment ago, for
+ * MASTER_PORT: bound with port 0 on the IPv6 wildcard, which covers IPv4 too
+ * (else on the IPv4 one), read back, closed. Returns it, or 0. torchrun finds
+ * its port the same way; the port can be taken before rank 0 listens on it, as
+ * there. */
+static unsigned free_port(void)
+{
+	struct sockaddr_in6 s6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
+	struct sockaddr_in s4 = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	unsigned port = 0;
+	int off = 0, fd;
+
+	fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) < 0 ||
+	                bind(fd, (struct sockaddr *)&s6, sizeof(s6)) < 0)) {
+		close(fd);
+		fd = -1;
+	}
+	if (fd < 0) {
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && bind(fd, (struct sockaddr *)&s4, sizeof(s4)) < 0) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	if (fd >= 0 && getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+		port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+		                                      : ((struct sockaddr_in *)&ss)->sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+/* torchrun's variables that are alike on every rank of this node (RANK and
+ * LOCAL_RANK are set per rank by exec_rank()), so programs written for it run
+ * unchanged; shmcoll_init() reads SHMCOLL_* first, so they never change the job
+ * it joins. MASTER_ADDR, MASTER_PORT and TORCHELASTIC_RUN_ID need a port (0:
+ * none, and they are unset). Returns 0 or -1 (errno set). */
+static int torch_env(int size, int nnodes, int node, const char *addr, unsigned port, uint64_t run)
+{
+	const char *names[] = {
+	    "WORLD_SIZE",  "LOCAL_WORLD_SIZE", "GROUP_RANK",          "GROUP_WORLD_SIZE",
+	    "MASTER_ADDR", "MASTER_PORT",      "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT"};
+	char vals[8][64];
+	int i;
+
+	snprintf(vals[0], sizeof(vals[0]), "%ld", (long)size * nnodes);
+	snprintf(vals[1], sizeof(vals[1]), "%d", size);
+	snprintf(vals[2], sizeof(vals[2]), "%d", node);
+	snprintf(vals[3], sizeof(vals[3]), "%d", nnodes);
+	snprintf(vals[4], sizeof(vals[4]), "%s", addr);
+	snprintf(vals[5], sizeof(vals[5]), "%u", port);
+	snprintf(vals[6], sizeof(vals[6]), "%012" PRIx64, run & ((UINT64_C(1) << RUN_ID_BITS) - 1));
+	snprintf(vals[7], sizeof(vals[7]), "0");
+	/* An enclosing torchrun's: its agent's store is not this job's. */
+	if (unsetenv("TORCHELASTIC_USE_AGENT_STORE") < 0)
+		return -1;
+	for (i = 0; i < 8; i++) {
+		if (i >= 4 && i <= 6 && !port) {
+			if (unsetenv(names[i]) < 0)
+				return -1;
+		} else if (setenv(names[i], vals[i], 1) < 0) {
+			return -1;
+		}
+	}
 	return 0;
 }
 
 static void now(struct timespec *ts)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
+}
+
+/* The ranks' output. Each rank's stdout and stderr is a pipe the launcher reads
+ * in wait_job()'s loop; it writes to its own stdout and stderr whole lines only,
+ * and one stream's lines at a time, so no line is split by another rank's output:
+ *  1. A read appends to the stream's buffer (LINE_CAP) and, with --log-dir, to the
+ *     rank's file as it is. The bytes up to the last newline are ready; so is a
+ *     full buffer without one (a piece of a longer line), and what is left at the
+ *     pipe's end (a last line without a newline).
+ *  2. An output with nothing in hand takes the ready lines of the next stream
+ *     that has some (round robin; the launcher's own messages last, so a rank's
+ *     last lines come before the launcher's word on how it ended) into its
+ *     stage, each tagged with --tag-output and ending in a newline (one is added
+ *     to a piece or a last line), and writes the stage out.
+ *  3. Nothing blocks the loop: an output is written only after POLLOUT, one
+ *     write of at most PIPE_BUF bytes (which a pipe with room takes whole) where
+ *     a write could block, and a full buffer is not read until its lines are
+ *     out, so a rank writing faster than the launcher's reader blocks in its own
+ *     write(), as it would on a slow terminal.
+ *  4. An output whose write fails (its reader gone: EPIPE) takes nothing more;
+ *     without --log-dir the launcher closes the pipes that fed it, so the ranks
+ *     see EPIPE (SIGPIPE) on their next write, as they did writing to it
+ *     themselves.
+ *  5. Once the job's last process is gone, pipes still open (held by a process
+ *     outside the job) are read for DRAIN_MS more, then closed; the launcher
+ *     exits once everything read is written (or at SIGINT/SIGTERM, dropping it). */
+
+/* A message of the launcher's own: queued behind the ranks' lines while the
+ * output is passed on, else written to stderr at once. */
+__attribute__((format(printf, 2, 3))) static void note(struct job *job, const char *fmt, ...)
+{
+	struct stream *s = job->io ? &job->io->s[job->io->nstreams - 1] : NULL;
+	char line[1024];
+	va_list ap;
+	size_t n;
+	int len;
+
+	va_start(ap, fmt);
+	len = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (len <= 0)
+		return;
+	/* Whole lines only: a message cut short still ends one. */
+	n = (size_t)len < sizeof(line) - 1 ? (size_t)len : sizeof(line) - 2;
+	if (line[n - 1] != '\n')
+		line[n++] = '\n';
+	if (s && job->io->out[1].dead)
+		return;
+	if (s && !s->buf)
+		s->buf = malloc(LINE_CAP);
+	if (!s || !s->buf || s->len + n > LINE_CAP) {
+		/* Not passing output on, or 64 KiB of messages not yet out. */
+		fwrite(line, 1, n, stderr);
+		return;
+	}
+	memcpy(s->buf + s->len, line, n);
+	s->len += n;
+	s->ready = s->len;
+}
+
+static void stream_close(struct stream *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+	s->ready = s->len;
+}
+
+static void stream_drop(struct stream *s)
+{
+	free(s->buf);
+	s->buf = NULL;
+	s->len = s->ready = 0;
+}
+
+/* --log-dir: the bytes as the rank wrote them. A failed write (a full disk)
+ * ends the file's log, once said. */
+static void log_write(struct job *job, struct stream *s, const char *p, size_t n)
+{
+	while (n > 0 && s->log >= 0) {
+		ssize_t w = write(s->log, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			note(job,
+			     PROG ": cannot write rank %d's %s to its log: %s; the rest is not "
+			          "logged\n",
+			     s->rank, s->out ? "stderr" : "stdout",
+			     w < 0 ? strerror(errno) : "no room");
+			close(s->log);
+			s->log = -1;
+			return;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Reads what s's pipe holds, as far as its buffer goes (step 1). */
+static void stream_read(struct job *job, struct stream *s)
+{
+	static char scratch[LINE_CAP];
+	struct io *io = job->io;
+	int keep = io->terminal && !io->out[s->out].dead;
+	char *nl;
+
+	while (s->fd >= 0) {
+		char *at = scratch;
+		size_t room = sizeof(scratch);
+		ssize_t n;
+
+		if (!keep && !io->logging) {
+			/* Nobody takes it any more: the rank sees EPIPE (step 4). */
+			stream_close(s);
+			break;
+		}
+		if (keep && !s->buf)
+			s->buf = malloc(LINE_CAP);
+		if (keep && !s->buf) {
+			/* No memory for its lines: they are dropped (never spin on it). */
+			keep = 0;
+			continue;
+		}
+		if (keep) {
+			if (s->len == LINE_CAP)
+				break;
+			at = s->buf + s->len;
+			room = LINE_CAP - s->len;
+		}
+		n = read(s->fd, at, room);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			stream_close(s);
+			break;
+		}
+		log_write(job, s, at, (size_t)n);
+		if (keep)
+			s->len += (size_t)n;
+	}
+	if (!s->buf || s->len == s->ready)
+		return;
+	nl = memrchr(s->buf + s->ready, '\n', s->len - s->ready);
+	if (nl)
+		s->ready = (size_t)(nl - s->buf) + 1;
+	if (s->fd < 0 || (s->ready == 0 && s->len == LINE_CAP))
+		s->ready = s->len;
+}
+
+/* Moves s's ready lines, as many as fit, into o's stage (step 2). The first
+ * always fits: a line is at most LINE_CAP bytes. */
+static void take(const struct io *io, struct stream *s, struct output *o)
+{
+	size_t at = 0;
+
+	o->len = o->off = 0;
+	while (at < s->ready) {
+		char *nl = memchr(s->buf + at, '\n', s->ready - at), tag[TAG_MAX];
+		size_t end = nl ? (size_t)(nl - s->buf) + 1 : s->ready, tl = 0;
+
+		if (io->tag && s->rank >= 0)
+			tl = (size_t)snprintf(tag, sizeof(tag), "[%d]<%s>: ", s->rank,
+			                      s->out ? "stderr" : "stdout");
+		if (o->len + tl + (end - at) + 1 > STAGE_CAP)
+			break;
+		memcpy(o->stage + o->len, tag, tl);
+		memcpy(o->stage + o->len + tl, s->buf + at, end - at);
+		o->len += tl + (end - at);
+		if (!nl)
+			o->stage[o->len++] = '\n';
+		at = end;
+	}
+	memmove(s->buf, s->buf + at, s->len - at);
+	s->len -= at;
+	s->ready -= at;
+	if (s->len == 0)
+		stream_drop(s);
+}
+
+/* Fills output `which`'s stage from the next stream with ready lines for it;
+ * returns 0 if there is none. */
+static int output_fill(struct io *io, int which)
+{
+	struct output *o = &io->out[which];
+	int n = io->nstreams - 1, k;
+
+	for (k = 0; k <= n; k++) {
+		int i = k < n ? (o->next + k) % n : n;
+		struct stream *s = &io->s[i];
+
+		if (s->out == which && s->ready > 0) {
+			take(io, s, o);
+			if (i < n)
+				o->next = (i + 1) % n;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* A write to output `which` failed: nothing more goes to it (step 4). */
+static void output_dead(struct io *io, int which)
+{
+	int i;
+
+	io->out[which].dead = 1;
+	io->out[which].len = io->out[which].off = 0;
+	for (i = 0; i < io->nstreams; i++) {
+		struct stream *s = &io->s[i];
+
+		if (s->out != which)
+			continue;
+		stream_drop(s);
+		if (!io->logging)
+			stream_close(s);
+	}
+}
+
+/* Whether output `which` must wait for the other to finish its stage. */
+static int output_held(const struct io *io, int which)
+{
+	return io->shared && io->out[!which].off < io->out[!which].len;
+}
+
+/* Output `which` may take a write (POLLOUT): one where a write could block,
+ * as many as there are lines for a regular file (step 3). */
+static void output_write(struct io *io, int which)
+{
+	struct output *o = &io->out[which];
+
+	if (output_held(io, which))
+		return;
+	for (;;) {
+		size_t want;
+		ssize_t n;
+
+		if (o->off == o->len && !output_fill(io, which))
+			return;
+		want = o->len - o->off < o->chunk ? o->len - o->off : o->chunk;
+		n = write(o->fd, o->stage + o->off, want);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			output_dead(io, which);
+			return;
+		}
+		o->off += (size_t)n;
+		if (o->chunk != SIZE_MAX)
+			return;
+	}
+}
+
+/* Whether output `which` has anything to write (it may be held). */
+static int output_pending(const struct io *io, int which)
+{
+	int i;
+
+	if (io->out[which].dead)
+		return 0;
+	if (io->out[which].off < io->out[which].len)
+		return 1;
+	for (i = 0; i < io->nstreams; i++)
+		if (io->s[i].out == which && io->s[i].ready > 0)
+			return 1;
+	return 0;
+}
+
+/* Everything read has been written, and every pipe is closed (or the rest was
+ * given up). */
+static int io_done(const struct io *io)
+{
+	int i;
+
+	if (io->abandon)
+		return 1;
+	for (i = 0; i < io->nstreams; i++)
+		if (io->s[i].fd >= 0)
+			return 0;
+	return !output_pending(io, 0) && !output_pending(io, 1);
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir)
+{
+	char path[PATH_MAX], *p;
+
+	if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	for (p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0777) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(path, 0777) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Sets up the passing on of the ranks' output: the streams, the outputs, the
+ * log files (opened now, so a bad --log-dir fails before anything starts) and
+ * the poll array for nnodes control connections. Returns 0, or -1 with a
+ * message printed. */
+static int io_open(struct job *job, int nnodes, int tag, const char *log_dir, int log_only)
+{
+	struct io *io = calloc(1, sizeof(*io));
+	struct stat st[2] = {0};
+	int i, k, n = 2 * job->size + 1, err;
+
+	if (!io || !(io->s = calloc((size_t)n, sizeof(*io->s))) ||
+	    !(io->pf = calloc((size_t)(1 + nnodes + n + 2), sizeof(*io->pf))) ||
+	    !(io->who = calloc((size_t)(1 + nnodes + n + 2), sizeof(*io->who)))) {
+		fprintf(stderr, PROG ": out of memory\n");
+		goto err;
+	}
+	job->io = io;
+	io->nstreams = n;
+	io->tag = tag;
+	io->terminal = !log_only;
+	for (i = 0; i < n; i++) {
+		io->s[i].fd = io->s[i].log = -1;
+		io->s[i].rank = i < n - 1 ? job->rank0 + i / 2 : -1;
+		io->s[i].out = i < n - 1 ? i % 2 : 1;
+	}
+	for (k = 0; k < 2; k++) {
+		io->out[k].fd = k ? STDERR_FILENO : STDOUT_FILENO;
+		io->out[k].chunk = fstat(io->out[k].fd, &st[k]) == 0 && S_ISREG(st[k].st_mode)
+		                       ? SIZE_MAX
+		                       : PIPE_BUF;
+	}
+	io->shared = st[0].st_dev == st[1].st_dev && st[0].st_ino == st[1].st_ino;
+	if (!log_dir)
+		return 0;
+	io->logging = 1;
+	err = make_dirs(log_dir);
+	if (err < 0) {
+		fprintf(stderr, PROG ": --log-dir %s: %s\n", log_dir, strerror(-err));
+		goto err;
+	}
+	for (i = 0; i < n - 1; i++) {
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/rank.%d.%s", log_dir, io->s[i].rank,
+		         i % 2 ? "stderr" : "stdout");
+		io->s[i].log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+		if (io->s[i].log < 0) {
+			fprintf(stderr, PROG ": cannot open %s: %s\n", path, strerror(errno));
+			goto err;
+		}
+	}
+	return 0;
+err:
+	if (io && io->s)
+		for (i = 0; i < n; i++)
+			if (io->s[i].log >= 0)
+				close(io->s[i].log);
+	if (io) {
+		free(io->s);
+		free(io->pf);
+		free(io->who);
+	}
+	free(io);
+	job->io = NULL;
+	return -1;
+}
+
+/* Writes what is left of the launcher's own messages (none once wait_job()
+ * has run to its end) and frees it all. */
+static void io_close(struct job *job)
+{
+	struct io *io = job->io;
+	struct stream *s;
+	int i;
+
+	if (!io)
+		return;
+	s = &io->s[io->nstreams - 1];
+	job->io = NULL;
+	if (s->len && !io->out[1].dead && !io->abandon)
+		fwrite(s->buf, 1, s->len, stderr);
+	for (i = 0; i < io->nstreams; i++) {
+		stream_close(&io->s[i]);
+		stream_drop(&io->s[i]);
+		if (io->s[i].log >= 0)
+			close(io->s[i].log);
+	}
+	free(io->s);
+	free(io->pf);
+	free(io->who);
+	free(io);
+}
+
+/* Rank i's two pipes: the read ends go to its streams, the write ends (its
+ * stdout and stderr to be) to w. Returns 0 or -errno. */
+static int rank_pipes(struct job *job, int i, int w[2])
+{
+	int k, p[2], err;
+
+	for (k = 0; k < 2; k++) {
+		if (pipe2(p, O_CLOEXEC) < 0)
+			goto err;
+		job->io->s[2 * i + k].fd = p[0];
+		w[k] = p[1];
+		if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0) {
+			k++;
+			goto err;
+		}
+	}
+	return 0;
+err:
+	err = -errno;
+	while (k-- > 0) {
+		stream_close(&job->io->s[2 * i + k]);
+		close(w[k]);
+	}
+	return err;
 }
 
 /* The launcher's children: the ranks, and the processes they started that
@@ -371,11 +958,15 @@ static void stop_job(struct job *job)
 /* Runs in the child: joins the ranks' group, ties its life to the launcher and
  * execs PROGRAM. rank is the local rank. Only rank-local state is touched;
  * never returns. */
-static void exec_rank(const struct job *job, int rank, const sigset_t *origmask)
+static void exec_rank(const struct job *job, int rank, const int w[2], const sigset_t *origmask)
 {
 	char buf[16], global[16];
 	int err, ok;
 
+	/* The pipes to the launcher (dup2 clears close-on-exec on the copies; the
+	 * originals, and every other rank's read ends, close at exec). */
+	if (dup2(w[0], STDOUT_FILENO) < 0 || dup2(w[1], STDERR_FILENO) < 0)
+		_exit(EXIT_EXEC);
 	if (setpgid(0, rank == 0 ? 0 : job->pgid) < 0) {
 		dprintf(STDERR_FILENO, PROG ": rank %d cannot join the job's process group: %s\n",
 		        rank, strerror(errno));
@@ -386,7 +977,8 @@ static void exec_rank(const struct job *job, int rank, const sigset_t *origmask)
 		_exit(EXIT_EXEC);
 	snprintf(buf, sizeof(buf), "%d", rank);
 	snprintf(global, sizeof(global), "%d", job->rank0 + rank);
-	ok = setenv("SHMCOLL_RANK", global, 1) == 0 && setenv("SHMCOLL_LOCAL_RANK", buf, 1) == 0;
+	ok = setenv("SHMCOLL_RANK", global, 1) == 0 && setenv("SHMCOLL_LOCAL_RANK", buf, 1) == 0 &&
+	     setenv("RANK", global, 1) == 0 && setenv("LOCAL_RANK", buf, 1) == 0;
 	/* The leader (local rank 0) alone inherits the listening socket. */
 	if (ok && job->cl && rank == 0) {
 		snprintf(buf, sizeof(buf), "%d", job->leader_fd);
@@ -413,6 +1005,9 @@ static void exec_rank(const struct job *job, int rank, const sigset_t *origmask)
 			_exit(EXIT_EXEC);
 		}
 	}
+	/* What the launcher changed for itself only. */
+	setrlimit(RLIMIT_NOFILE, &job->files);
+	sigaction(SIGPIPE, &job->pipe_sa, NULL);
 	sigprocmask(SIG_SETMASK, origmask, NULL);
 	execvp(job->argv[0], job->argv);
 	err = errno;
@@ -422,18 +1017,33 @@ static void exec_rank(const struct job *job, int rank, const sigset_t *origmask)
 
 static int start_ranks(struct job *job, const sigset_t *origmask)
 {
-	int i;
+	int i, w[2], err;
 
 	for (i = 0; i < job->size; i++) {
-		pid_t pid = fork();
+		pid_t pid;
 
+		err = rank_pipes(job, i, w);
+		if (err < 0) {
+			note(job, PROG ": cannot make rank %d's output pipes: %s\n", job->rank0 + i,
+			     strerror(-err));
+			return -1;
+		}
+		pid = fork();
 		if (pid < 0) {
-			fprintf(stderr, PROG ": cannot start rank %d: %s\n", job->rank0 + i,
-			        strerror(errno));
+			err = errno;
+			close(w[0]);
+			close(w[1]);
+			stream_close(&job->io->s[2 * i]);
+			stream_close(&job->io->s[2 * i + 1]);
+			note(job, PROG ": cannot start rank %d: %s\n", job->rank0 + i,
+			     strerror(err));
 			return -1;
 		}
 		if (pid == 0)
-			exec_rank(job, i, origmask);
+			exec_rank(job, i, w, origmask);
+		/* Only the rank holds the write ends: its exit is their end. */
+		close(w[0]);
+		close(w[1]);
 		/* Also set here, so the group exists before the next rank joins it and
 		 * before any signal is forwarded. EACCES: the child has exec'd, and it
 		 * joined the group itself first. */
@@ -473,18 +1083,21 @@ static void reap(struct job *job, pid_t pid, int ws)
 		stop_job(job);
 		return;
 	}
+	/* What the rank wrote last goes out before the word on how it ended. */
+	stream_read(job, &job->io->s[2 * rank]);
+	stream_read(job, &job->io->s[2 * rank + 1]);
 	if (WIFEXITED(ws)) {
 		code = WEXITSTATUS(ws);
-		fprintf(stderr, PROG ": rank %d (pid %ld) exited with status %d\n",
-		        job->rank0 + rank, (long)pid, code);
+		note(job, PROG ": rank %d (pid %ld) exited with status %d\n", job->rank0 + rank,
+		     (long)pid, code);
 	} else {
 		sig = WTERMSIG(ws);
 		code = 128 + sig;
 		abbrev = sigabbrev_np(sig);
-		fprintf(stderr, PROG ": rank %d (pid %ld) killed by signal %d (%s%s: %s)%s\n",
-		        job->rank0 + rank, (long)pid, sig, abbrev ? "SIG" : "",
-		        abbrev ? abbrev : "unnamed", strsignal(sig),
-		        WCOREDUMP(ws) ? ", core dumped" : "");
+		note(job, PROG ": rank %d (pid %ld) killed by signal %d (%s%s: %s)%s\n",
+		     job->rank0 + rank, (long)pid, sig, abbrev ? "SIG" : "",
+		     abbrev ? abbrev : "unnamed", strsignal(sig),
+		     WCOREDUMP(ws) ? ", core dumped" : "");
 	}
 	job->status = code;
 	stop_job(job);
@@ -493,7 +1106,7 @@ static void reap(struct job *job, pid_t pid, int ws)
 /* A job whose ranks were all SIGKILLed never ran shmcoll_comm_destroy(): its arena's name,
  * and the names of heap segments (shm/arena.h: "<arena>.h<seq>") a growing shmcoll_malloc
  * had made but not yet unlinked when its ranks died. */
-static void remove_arena(const struct job *job)
+static void remove_arena(struct job *job)
 {
 	char name[SHMCOLL_NAME_MAX], path[sizeof(((struct dirent *)0)->d_name) + 2];
 	struct dirent *e;
@@ -503,7 +1116,7 @@ static void remove_arena(const struct job *job)
 	if (shmcoll__arena_name(name, sizeof(name), job->id) < 0)
 		return;
 	if (shm_unlink(name) < 0 && errno != ENOENT)
-		fprintf(stderr, PROG ": cannot remove %s: %s\n", name, strerror(errno));
+		note(job, PROG ": cannot remove %s: %s\n", name, strerror(errno));
 	d = opendir("/dev/shm");
 	if (!d)
 		return;
@@ -513,7 +1126,7 @@ static void remove_arena(const struct job *job)
 			continue;
 		snprintf(path, sizeof(path), "/%s", e->d_name);
 		if (shm_unlink(path) < 0 && errno != ENOENT)
-			fprintf(stderr, PROG ": cannot remove %s: %s\n", path, strerror(errno));
+			note(job, PROG ": cannot remove %s: %s\n", path, strerror(errno));
 	}
 	closedir(d);
 }
@@ -577,8 +1190,7 @@ static void remote_failed(struct job *job, int node, int status)
 {
 	if (node == job->cl->node || job->alive == 0 || job->stopping || job->got_sig)
 		return;
-	fprintf(stderr, PROG ": node %d failed (status %d); stopping this node's ranks\n", node,
-	        status);
+	note(job, PROG ": node %d failed (status %d); stopping this node's ranks\n", node, status);
 	stop_job(job);
 }
 
@@ -635,14 +1247,14 @@ static void peer_lost(struct job *job, int j, const char *why)
 	peer_close(&c->peers[j]);
 	if (expected)
 		return;
-	fprintf(stderr, PROG ": lost the connection to node %d's launcher: %s\n", j, why);
+	note(job, PROG ": lost the connection to node %d's launcher: %s\n", j, why);
 	if (c->node == 0) {
 		decide(job, EXIT_FAILURE_LAUNCHER, j);
 		return;
 	}
 	c->final = EXIT_FAILURE_LAUNCHER;
 	if (job->alive > 0 && !job->stopping && !job->got_sig)
-		fprintf(stderr, PROG ": stopping this node's ranks\n");
+		note(job, PROG ": stopping this node's ranks\n");
 	if (job->alive > 0)
 		stop_job(job);
 }
@@ -805,6 +1417,9 @@ static void on_signal(struct job *job, int sig)
 	if (sig == SIGCHLD)
 		return;
 	if (job->gone) {
+		/* The job is over: only its output is left, and the user wants out. */
+		if (sig == SIGINT || sig == SIGTERM)
+			job->io->abandon = 1;
 		if (job->cl && (sig == SIGINT || sig == SIGTERM))
 			interrupted(job, sig);
 		return;
@@ -824,19 +1439,49 @@ static void on_signal(struct job *job, int sig)
 	}
 }
 
+/* The local job is over: pipes still open are held by someone outside it,
+ * read for DRAIN_MS more (step 5 of "The ranks' output"). */
+static void drain(struct job *job)
+{
+	struct io *io = job->io;
+
+	now(&io->drain_at);
+	io->drain_at.tv_nsec += DRAIN_MS * 1000000L;
+	io->drain_at.tv_sec += io->drain_at.tv_nsec / 1000000000L;
+	io->drain_at.tv_nsec %= 1000000000L;
+	io->draining = 1;
+}
+
+/* Lowers *timeout (NULL: none yet) to the time left until ts; *left holds it. */
+static void sooner(struct timespec **timeout, struct timespec *left, const struct timespec *ts)
+{
+	struct timespec l = until(ts);
+
+	if (l.tv_sec < 0)
+		l.tv_sec = l.tv_nsec = 0;
+	if (!*timeout || l.tv_sec < left->tv_sec ||
+	    (l.tv_sec == left->tv_sec && l.tv_nsec < left->tv_nsec)) {
+		*left = l;
+		*timeout = left;
+	}
+}
+
 /* Waits for SIGCHLD, the forwarded signals (every one of them blocked and
- * read from sfd: there are no handlers at all), the SIGKILL deadline and, in
- * a multi-node job, the control connections, until the launcher has no child
- * left (no rank, and nothing a rank started) and, in a multi-node job, the
- * job's status is known. The arena goes as soon as the children have. */
+ * read from sfd: there are no handlers at all), the SIGKILL deadline, the
+ * ranks' output pipes and the launcher's outputs and, in a multi-node job, the
+ * control connections, until the launcher has no child left (no rank, and
+ * nothing a rank started), all their output is written and, in a multi-node
+ * job, the job's status is known. The arena goes as soon as the children have. */
 static void wait_job(struct job *job, int sfd)
 {
 	struct cluster *c = job->cl;
+	struct io *io = job->io;
+	struct pollfd *pf = io->pf;
+	struct polled *who = io->who;
 
 	for (;;) {
 		struct timespec left, *timeout = NULL;
 		struct signalfd_siginfo si;
-		struct pollfd one, *pf = c ? c->pf : &one;
 		pid_t pid;
 		int ws, n = 0, k;
 
@@ -853,6 +1498,7 @@ static void wait_job(struct job *job, int sfd)
 				job->alive = 0;
 				job->gone = 1;
 				remove_arena(job);
+				drain(job);
 				if (c)
 					local_done(job);
 			} else if (job->alive == 0) {
@@ -862,47 +1508,79 @@ static void wait_job(struct job *job, int sfd)
 			}
 			break;
 		}
-		if (job->gone && (!c || cluster_done(job)))
+		if (io->draining && until(&io->drain_at).tv_sec < 0) {
+			for (k = 0; k < io->nstreams; k++)
+				stream_close(&io->s[k]);
+			io->draining = 0;
+		}
+		if (job->gone && (!c || cluster_done(job)) && io_done(io))
 			break;
 		if (!job->gone && job->kill_pending) {
-			left = until(&job->kill_at);
-			if (left.tv_sec < 0) {
+			if (until(&job->kill_at).tv_sec < 0) {
 				/* Again until nothing is left: a process may have
 				 * been started, or adopted, since the last round. */
 				signal_job(job, SIGKILL);
 				arm_kill(job, KILL_AGAIN_MS);
 				continue;
 			}
-			timeout = &left;
+			sooner(&timeout, &left, &job->kill_at);
 		}
 		if (c && c->linger) {
-			struct timespec l = until(&c->linger_at);
-
-			if (l.tv_sec < 0) {
+			if (until(&c->linger_at).tv_sec < 0) {
 				c->linger = 0;
 				continue;
 			}
-			if (!timeout || l.tv_sec < left.tv_sec ||
-			    (l.tv_sec == left.tv_sec && l.tv_nsec < left.tv_nsec)) {
-				left = l;
-				timeout = &left;
-			}
+			sooner(&timeout, &left, &c->linger_at);
 		}
-		pf[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
+		if (io->draining)
+			sooner(&timeout, &left, &io->drain_at);
+		pf[n] = (struct pollfd){.fd = sfd, .events = POLLIN};
+		who[n++] = (struct polled){POLL_SIGNALS, 0};
 		for (k = 0; c && k < c->nnodes; k++) {
 			if (c->peers[k].fd < 0)
 				continue;
-			c->who[n] = k;
-			pf[n++] = (struct pollfd){.fd = c->peers[k].fd, .events = POLLIN};
+			pf[n] = (struct pollfd){.fd = c->peers[k].fd, .events = POLLIN};
+			who[n++] = (struct polled){POLL_PEER, k};
+		}
+		/* A stream whose buffer is full waits for its lines to go out. */
+		for (k = 0; !io->abandon && k < io->nstreams; k++) {
+			const struct stream *s = &io->s[k];
+
+			if (s->fd < 0 || s->len == LINE_CAP)
+				continue;
+			pf[n] = (struct pollfd){.fd = s->fd, .events = POLLIN};
+			who[n++] = (struct polled){POLL_STREAM, k};
+		}
+		for (k = 0; k < 2; k++) {
+			if (io->abandon || !output_pending(io, k) || output_held(io, k))
+				continue;
+			pf[n] = (struct pollfd){.fd = io->out[k].fd, .events = POLLOUT};
+			who[n++] = (struct polled){POLL_OUTPUT, k};
 		}
 		if (ppoll(pf, (nfds_t)n, timeout, NULL) < 0)
 			continue;
-		if (pf[0].revents)
-			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-				on_signal(job, (int)si.ssi_signo);
-		for (k = 1; k < n; k++)
-			if (pf[k].revents && c->peers[c->who[k]].fd == pf[k].fd)
-				peer_readable(job, c->who[k]);
+		for (k = 0; k < n; k++) {
+			if (!pf[k].revents)
+				continue;
+			switch (who[k].kind) {
+			case POLL_SIGNALS:
+				while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+					on_signal(job, (int)si.ssi_signo);
+				break;
+			case POLL_PEER:
+				if (c->peers[who[k].idx].fd == pf[k].fd)
+					peer_readable(job, who[k].idx);
+				break;
+			case POLL_STREAM:
+				if (io->s[who[k].idx].fd == pf[k].fd)
+					stream_read(job, &io->s[who[k].idx]);
+				break;
+			case POLL_OUTPUT:
+				if (!io->abandon)
+					output_write(io, who[k].idx);
+				break;
+			}
+		}
 	}
 }
 
@@ -937,6 +1615,9 @@ struct opts {
 	const char *timeout_ms; /* --timeout-ms */
 	int bind;
 	int cleanup;
+	int tag;             /* --tag-output */
+	const char *log_dir; /* --log-dir */
+	int log_only;        /* --log-only */
 };
 
 enum {
@@ -950,6 +1631,9 @@ enum {
 	OPT_ROOT,
 	OPT_NODE_ADDR,
 	OPT_CONNECT,
+	OPT_TAG,
+	OPT_LOG_DIR,
+	OPT_LOG_ONLY,
 };
 
 /* Parses the options; returns -1 to go on, or the status to exit with. */
@@ -968,6 +1652,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	    {"root", required_argument, NULL, OPT_ROOT},
 	    {"node-addr", required_argument, NULL, OPT_NODE_ADDR},
 	    {"connect-timeout-ms", required_argument, NULL, OPT_CONNECT},
+	    {"tag-output", no_argument, NULL, OPT_TAG},
+	    {"log-dir", required_argument, NULL, OPT_LOG_DIR},
+	    {"log-only", no_argument, NULL, OPT_LOG_ONLY},
 	    {NULL, 0, NULL, 0},
 	};
 	int opt, v;
@@ -1027,6 +1714,17 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_CLEANUP:
 			o->cleanup = 1;
+			break;
+		case OPT_TAG:
+			o->tag = 1;
+			break;
+		case OPT_LOG_DIR:
+			if (!*optarg)
+				return usage_error("--log-dir wants a directory");
+			o->log_dir = optarg;
+			break;
+		case OPT_LOG_ONLY:
+			o->log_only = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -1131,8 +1829,9 @@ static int join_nodes(struct job *job, const struct shmcoll_rdv_cfg *cfg)
 {
 	struct shmcoll_rdv r;
 	struct cluster *c;
-	char err[512], buf[32], *nodes;
+	char err[512], buf[32], host[SHMCOLL_ADDR_MAX], *nodes;
 	size_t at = 0;
+	uint16_t port;
 	int rc, j;
 
 	rc = shmcoll__rdv_run(cfg, &r, err, sizeof(err));
@@ -1142,12 +1841,9 @@ static int join_nodes(struct job *job, const struct shmcoll_rdv_cfg *cfg)
 	}
 	c = calloc(1, sizeof(*c));
 	nodes = malloc((size_t)cfg->nnodes * SHMCOLL_ADDR_MAX);
-	if (c) {
+	if (c)
 		c->peers = calloc((size_t)cfg->nnodes, sizeof(*c->peers));
-		c->pf = calloc((size_t)cfg->nnodes + 1, sizeof(*c->pf));
-		c->who = calloc((size_t)cfg->nnodes + 1, sizeof(*c->who));
-	}
-	if (!c || !nodes || !c->peers || !c->pf || !c->who) {
+	if (!c || !nodes || !c->peers) {
 		fprintf(stderr, PROG ": out of memory\n");
 		goto err;
 	}
@@ -1163,6 +1859,18 @@ static int join_nodes(struct job *job, const struct shmcoll_rdv_cfg *cfg)
 			c->peers[j].sent = 1;
 		else
 			c->peers[j].rcvd = 1;
+	if (!r.master_port && cfg->node > 0)
+		fprintf(stderr, PROG ": node 0's launcher handed out no MASTER_PORT (it predates "
+		                     "torchrun's variables): MASTER_ADDR, MASTER_PORT and "
+		                     "TORCHELASTIC_RUN_ID are not set\n");
+	/* Every node's ranks reach rank 0's store where they reached node 0. */
+	rc = shmcoll__addr_split(cfg->root, host, sizeof(host), &port) < 0
+	         ? -1
+	         : torch_env(cfg->nproc, cfg->nnodes, cfg->node, host, r.master_port, r.run_id);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": cannot set the ranks' environment: %s\n", strerror(errno));
+		goto err;
+	}
 	snprintf(buf, sizeof(buf), "%d", cfg->nnodes);
 	rc = setenv("SHMCOLL_NNODES", buf, 1);
 	snprintf(buf, sizeof(buf), "%d", cfg->node);
@@ -1189,8 +1897,6 @@ err:
 		for (j = 0; c->peers && j < cfg->nnodes; j++)
 			peer_close(&c->peers[j]);
 		free(c->peers);
-		free(c->pf);
-		free(c->who);
 	}
 	free(c);
 	free(nodes);
@@ -1207,8 +1913,6 @@ static void free_cluster(struct cluster *c)
 	for (j = 0; j < c->nnodes; j++)
 		peer_close(&c->peers[j]);
 	free(c->peers);
-	free(c->pf);
-	free(c->who);
 	free(c);
 }
 
@@ -1218,19 +1922,29 @@ int main(int argc, char **argv)
 	struct shmcoll_rdv_cfg cfg = {0};
 	struct job job = {.status = -1, .leader_fd = -1};
 	sigset_t waitset, origmask;
-	struct sigaction sa = {.sa_handler = SIG_DFL};
+	struct sigaction sa = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
 	char buf[32], token[SHMCOLL_TOKEN_MAX + 1];
-	int err, ncpus, rc, sfd;
+	int err, ncpus, rc, sfd, fd;
+	unsigned port = 0;
+	uint64_t run;
+	rlim_t need;
 
+	/* The pipes and files opened below must not become stdin, stdout or stderr. */
+	for (fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+			return EXIT_FAILURE_LAUNCHER;
 	rc = parse_opts(argc, argv, &o);
 	if (rc >= 0)
 		return rc;
 	if (o.cleanup) {
 		if (o.np || o.ppn || o.nnodes || o.node >= 0 || o.root || o.node_addr ||
-		    o.connect_ms || o.timeout_ms || optind < argc)
+		    o.connect_ms || o.timeout_ms || o.tag || o.log_dir || o.log_only ||
+		    optind < argc)
 			return usage_error("--cleanup runs no job: it takes no -n and no PROGRAM");
 		return sweep();
 	}
+	if (o.log_only && !o.log_dir)
+		return usage_error("--log-only needs --log-dir");
 	rc = check_nodes(&o, &cfg, token, sizeof(token));
 	if (rc >= 0)
 		return rc;
@@ -1258,7 +1972,28 @@ int main(int argc, char **argv)
 
 	if (cfg.nnodes > 1 && job_token(token, sizeof(token)) < 0)
 		return EXIT_FAILURE_LAUNCHER;
+	job.rank0 = cfg.nnodes > 1 ? cfg.node * job.size : 0;
+	/* The launcher holds two pipes per rank, and two files with --log-dir; the
+	 * ranks get the limit back (exec_rank()). */
+	need = (rlim_t)job.size * (o.log_dir ? 4 : 2) + (rlim_t)cfg.nnodes + 16;
+	if (getrlimit(RLIMIT_NOFILE, &job.files) < 0)
+		job.files.rlim_cur = job.files.rlim_max = RLIM_INFINITY; /* the ranks': unchanged */
+	else if (job.files.rlim_cur != RLIM_INFINITY && job.files.rlim_cur < need) {
+		struct rlimit more = {.rlim_cur = need, .rlim_max = job.files.rlim_max};
+
+		if ((more.rlim_max != RLIM_INFINITY && more.rlim_max < need) ||
+		    setrlimit(RLIMIT_NOFILE, &more) < 0) {
+			fprintf(stderr,
+			        PROG
+			        ": %d ranks need %llu open files in the launcher, more than its "
+			        "limit allows (ulimit -n)\n",
+			        job.size, (unsigned long long)need);
+			return EXIT_FAILURE_LAUNCHER;
+		}
+	}
 	err = make_job_id(&job);
+	if (err == 0)
+		err = random_u64(&run);
 	if (err < 0) {
 		fprintf(stderr, PROG ": cannot make a job id: %s\n", strerror(-err));
 		return EXIT_FAILURE_LAUNCHER;
@@ -1297,18 +2032,43 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": cannot set the ranks' environment: %s\n", strerror(errno));
 		return EXIT_FAILURE_LAUNCHER;
 	}
+	/* torchrun's: node 0 (or the one node) finds MASTER_PORT and the run id;
+	 * the rendezvous hands them to the other nodes (join_nodes()). */
+	if (cfg.nnodes <= 1 || cfg.node == 0) {
+		port = free_port();
+		if (!port)
+			fprintf(stderr,
+			        PROG ": found no free TCP port for MASTER_PORT: MASTER_ADDR, "
+			             "MASTER_PORT and TORCHELASTIC_RUN_ID are not set\n");
+		cfg.master_port = (uint16_t)port;
+		cfg.run_id = run;
+	}
+	if (cfg.nnodes <= 1 && torch_env(job.size, 1, 0, "127.0.0.1", port, run) < 0) {
+		fprintf(stderr, PROG ": cannot set the ranks' environment: %s\n", strerror(errno));
+		return EXIT_FAILURE_LAUNCHER;
+	}
 	job.pids = calloc((size_t)job.size, sizeof(*job.pids));
 	if (!job.pids) {
 		fprintf(stderr, PROG ": out of memory\n");
 		return EXIT_FAILURE_LAUNCHER;
 	}
-	/* Before any signal is blocked: until the ranks start, SIGINT simply
-	 * ends the launcher, and the other nodes see its connection close. */
-	if (cfg.nnodes > 1 && join_nodes(&job, &cfg) < 0) {
+	if (io_open(&job, cfg.nnodes, o.tag, o.log_dir, o.log_only) < 0) {
 		free(job.pids);
 		free(job.cpus);
 		return EXIT_FAILURE_LAUNCHER;
 	}
+	/* Before any signal is blocked: until the ranks start, SIGINT simply
+	 * ends the launcher, and the other nodes see its connection close. */
+	if (cfg.nnodes > 1 && join_nodes(&job, &cfg) < 0) {
+		io_close(&job);
+		free(job.pids);
+		free(job.cpus);
+		return EXIT_FAILURE_LAUNCHER;
+	}
+	/* A reader of the launcher's output that goes away is an EPIPE to handle
+	 * (step 4 of "The ranks' output"), not a death; the ranks get the
+	 * disposition back. */
+	sigaction(SIGPIPE, &ign, &job.pipe_sa);
 
 	/* An inherited SIG_IGN for SIGCHLD would reap the ranks behind our back. */
 	sigaction(SIGCHLD, &sa, NULL);
@@ -1342,6 +2102,7 @@ int main(int argc, char **argv)
 		wait_job(&job, sfd);
 	if (sfd >= 0)
 		close(sfd);
+	io_close(&job);
 	free(job.pids);
 	free(job.cpus);
 
