@@ -2339,22 +2339,25 @@ Test(launcher, pipe_held_outside, .timeout = 60)
 	cleanup(&r);
 }
 
-/* Rank 1 writes a line and part of one to stderr, then kills itself; the
- * others wrote a line and wait. Everything written comes out, rank 1's last
- * words before the launcher's report of its death. */
+/* Ranks 0 and 2 write a line and wait; once they have, rank 1 writes a line
+ * and part of one to stderr and kills itself. Everything written comes out,
+ * rank 1's last words before the launcher's report of its death. */
 Test(launcher, output_of_killed_rank, .timeout = 60)
 {
 	static struct run r;
-	char *argv[] = {(char *)launcher(),
-	                "--tag-output",
-	                "-n",
-	                "3",
-	                "/bin/sh",
-	                "-c",
-	                "echo \"hello from $SHMCOLL_RANK\"; "
-	                "if [ \"$SHMCOLL_RANK\" = 1 ]; then echo 'last words' >&2; "
-	                "printf 'cut sho' >&2; kill -9 $$; fi; exec sleep 1000",
-	                NULL};
+	char *argv[] = {
+	    (char *)launcher(),
+	    "--tag-output",
+	    "-n",
+	    "3",
+	    "/bin/sh",
+	    "-c",
+	    "d=\"$SHMCOLL_TEST_PIDDIR\"; echo \"hello from $SHMCOLL_RANK\"; "
+	    "if [ \"$SHMCOLL_RANK\" != 1 ]; then : > \"$d/said.$SHMCOLL_RANK\"; "
+	    "exec sleep 1000; fi; "
+	    "while [ ! -e \"$d/said.0\" ] || [ ! -e \"$d/said.2\" ]; do sleep 0.01; done; "
+	    "echo 'last words' >&2; printf 'cut sho' >&2; kill -9 $$",
+	    NULL};
 	const char *words, *cut, *report;
 	int i;
 
