@@ -111,12 +111,14 @@ class Info:
         return self._d is not None and key in self._d
 
     def __getitem__(self, key):
-        v = self.Get(key)
+        v = self.Get(key) if self._d is not None else None
         if v is None:
             raise KeyError(key)
         return v
 
     def __setitem__(self, key, value):
+        if self._d is None:
+            raise KeyError(key)  # mpi4py's, for INFO_NULL
         self.Set(key, value)
 
     def __delitem__(self, key):
