@@ -1,51 +1,155 @@
-"""from shmcoll import MPI: the commonly used part of mpi4py's MPI module over shmcoll.
+"""from shmcoll import MPI: mpi4py's MPI module over shmcoll.
 
-A program written for mpi4py runs with its import line changed, started by
-``shmcoll-run -n P python3 prog.py``. COMM_WORLD is the launcher's job, made on first use;
+A program written for mpi4py (3.1, and 4.0's API) runs with its import line changed, started
+by ``shmcoll-run -n P python3 prog.py``. COMM_WORLD is the launcher's job, made on first use;
 the communicators are shmcoll.Comm, whose methods have mpi4py's names, arguments and
-semantics (docs/PYTHON.md lists them)."""
+semantics. What is not supported (intercommunicators, one-sided communication, MPI-IO,
+dynamic processes, process topologies, generalized requests) raises NotImplementedError
+naming the feature; docs/PYTHON.md lists what is there and what differs."""
 
-import socket as _socket
+import threading as _threading
 import time as _time
 
-from . import _shmcoll
-from ._comm import Comm, Status  # noqa: F401
-from ._comm import init as _init
+from . import _comm, _errors, _shmcoll
+from ._comm import (  # noqa: F401 (mpi4py's names)
+    APPNUM,
+    COMM_TYPE_HW_GUIDED,
+    COMM_TYPE_HW_UNGUIDED,
+    COMM_TYPE_RESOURCE_GUIDED,
+    COMM_TYPE_SHARED,
+    HOST,
+    IO,
+    KEYVAL_INVALID,
+    LASTUSEDCODE,
+    TAG_UB,
+    UNIVERSE_SIZE,
+    WTIME_IS_GLOBAL,
+    Cartcomm,
+    Distgraphcomm,
+    Graphcomm,
+    Intercomm,
+    Pickle,
+    Topocomm,
+    pickle,
+)
+from ._comm import BaseComm as Comm
+from ._comm import Comm as Intracomm
+from ._errors import CODES as _CODES
+from ._group import GROUP_EMPTY, GROUP_NULL, Group  # noqa: F401
+from ._info import (  # noqa: F401
+    ERRHANDLER_NULL,
+    ERRORS_ABORT,
+    ERRORS_ARE_FATAL,
+    ERRORS_RETURN,
+    INFO_ENV,
+    INFO_NULL,
+    MAX_INFO_KEY,
+    MAX_INFO_VAL,
+    Errhandler,
+    Info,
+)
+from ._message import MESSAGE_NO_PROC, MESSAGE_NULL, Message  # noqa: F401
+from ._request import Grequest, Prequest  # noqa: F401
+from ._status import Status  # noqa: F401
 
-Intracomm = Comm
-Request = _shmcoll.Request
+# ---- predefined objects of the C module: datatypes, ops, buffers ----
+
+globals().update(_shmcoll._datatypes)  # every datatype mpi4py has, by its names
+globals().update(_shmcoll._ops)  # SUM ... MAXLOC, MINLOC, LAND, REPLACE, NO_OP, OP_NULL
 Datatype = _shmcoll.Datatype
 Op = _shmcoll.Op
-Exception = _shmcoll.Error  # noqa: A001 (mpi4py's name for its error class)
-
+Request = _shmcoll.Request
+BOTTOM = _shmcoll.BOTTOM
 IN_PLACE = _shmcoll.IN_PLACE
+REQUEST_NULL = _shmcoll.Request()  # inactive: equal to every completed request
+
+# mpi4py's typecode dictionaries: all its codes; the C types'; Fortran's.
+_typedict = dict(_shmcoll._typedict)
+_typedict_c = {k: _typedict[k] for k in (
+    "?", "b", "h", "i", "l", "q", "B", "H", "I", "L", "Q", "f", "d", "g", "F", "D", "G", "b1",
+    "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "c8", "f8", "c16", "f16", "c32")}
+_typedict_f = {k: _shmcoll._datatypes[v] for k, v in (
+    ("?", "F_BOOL"), ("i", "F_INT"), ("s", "F_FLOAT"), ("r", "F_FLOAT"), ("d", "F_DOUBLE"),
+    ("c", "F_COMPLEX"), ("z", "F_DOUBLE_COMPLEX"), ("?1", "LOGICAL1"), ("?2", "LOGICAL2"),
+    ("?4", "LOGICAL4"), ("?8", "LOGICAL8"), ("i1", "INTEGER1"), ("i2", "INTEGER2"),
+    ("i4", "INTEGER4"), ("i8", "INTEGER8"), ("r4", "REAL4"), ("r8", "REAL8"),
+    ("r16", "REAL16"), ("c8", "COMPLEX8"), ("c16", "COMPLEX16"), ("c32", "COMPLEX32"))}
+
+
+def _typecode(datatype):
+    """mpi4py's: the typecode of a predefined datatype, or None."""
+    for k, v in _typedict.items():
+        if v is datatype:
+            return k
+    return None
+
+
+# ---- constants ----
+
+UNDEFINED = _shmcoll.UNDEFINED
 ANY_SOURCE = _shmcoll.ANY_SOURCE
 ANY_TAG = _shmcoll.ANY_TAG
 PROC_NULL = _shmcoll.PROC_NULL
-UNDEFINED = _shmcoll.UNDEFINED
-COMM_NULL = None
-REQUEST_NULL = None
-SUCCESS = 0
+ROOT = -4
+IDENT, CONGRUENT, SIMILAR, UNEQUAL = 0, 1, 2, 3
+THREAD_SINGLE, THREAD_FUNNELED, THREAD_SERIALIZED, THREAD_MULTIPLE = 0, 1, 2, 3
+VERSION, SUBVERSION = 3, 1
+MAX_PROCESSOR_NAME = 256
+MAX_ERROR_STRING = 256
+MAX_OBJECT_NAME = 64
+MAX_PORT_NAME = 1024
+MAX_DATAREP_STRING = 128
+MAX_LIBRARY_VERSION_STRING = 256
+BSEND_OVERHEAD = 128
+CART, GRAPH, DIST_GRAPH = 1, 2, 3
+UNWEIGHTED, WEIGHTS_EMPTY = 2, 3
+TYPECLASS_INTEGER, TYPECLASS_REAL, TYPECLASS_COMPLEX = 1, 2, 3
+DISTRIBUTE_BLOCK, DISTRIBUTE_CYCLIC, DISTRIBUTE_NONE, DISTRIBUTE_DFLT_DARG = 0, 1, 2, -1
+ORDER_C, ORDER_FORTRAN = _shmcoll.ORDER_C, _shmcoll.ORDER_FORTRAN
+ORDER_F = ORDER_FORTRAN
+# One-sided communication and MPI-IO are not supported; their names are mpi4py's.
+WIN_BASE, WIN_SIZE, WIN_DISP_UNIT, WIN_CREATE_FLAVOR, WIN_FLAVOR, WIN_MODEL = 7, 8, 9, 10, 10, 11
+WIN_FLAVOR_CREATE, WIN_FLAVOR_ALLOCATE, WIN_FLAVOR_DYNAMIC, WIN_FLAVOR_SHARED = 1, 2, 3, 4
+WIN_SEPARATE, WIN_UNIFIED = 1, 0
+MODE_NOCHECK, MODE_NOSTORE, MODE_NOPUT, MODE_NOPRECEDE, MODE_NOSUCCEED = 1, 8, 4, 2, 16
+LOCK_EXCLUSIVE, LOCK_SHARED = 1, 2
+MODE_RDONLY, MODE_WRONLY, MODE_RDWR, MODE_CREATE, MODE_EXCL = 2, 4, 8, 1, 64
+MODE_DELETE_ON_CLOSE, MODE_UNIQUE_OPEN, MODE_SEQUENTIAL, MODE_APPEND = 16, 32, 256, 128
+SEEK_SET, SEEK_CUR, SEEK_END = 600, 602, 604
+DISPLACEMENT_CURRENT = DISP_CUR = -54278278
 
-SUM = _shmcoll.SUM
-PROD = _shmcoll.PROD
-MIN = _shmcoll.MIN
-MAX = _shmcoll.MAX
-BAND = _shmcoll.BAND
-BOR = _shmcoll.BOR
-BXOR = _shmcoll.BXOR
+# ---- errors ----
 
-# mpi4py's datatype names: C's fixed-width ones, and the C types of this platform (LP64).
-INT8_T = SIGNED_CHAR = _shmcoll.INT8
-UINT8_T = UNSIGNED_CHAR = _shmcoll.UINT8
-INT32_T = INT = _shmcoll.INT32
-UINT32_T = UNSIGNED = UNSIGNED_INT = _shmcoll.UINT32
-INT64_T = LONG = LONG_LONG = _shmcoll.INT64
-UINT64_T = UNSIGNED_LONG = UNSIGNED_LONG_LONG = _shmcoll.UINT64
-FLOAT = _shmcoll.FLOAT32
-DOUBLE = _shmcoll.FLOAT64
-BYTE = CHAR = _shmcoll.BYTE
+globals().update(_CODES)  # SUCCESS, ERR_ARG ... ERR_LASTCODE
+Exception = _shmcoll.Error  # noqa: A001 (mpi4py's name: every failed call raises it)
 
+
+def Get_error_class(errorcode):
+    return _errors.error_class(errorcode)
+
+
+def Get_error_string(errorcode):
+    return _errors.error_string(errorcode)
+
+
+def Add_error_class():
+    raise NotImplementedError("shmcoll.MPI: user error classes (Add_error_class) are not "
+                              "supported")
+
+
+def Add_error_code(errorclass):
+    raise NotImplementedError("shmcoll.MPI: user error codes (Add_error_code) are not "
+                              "supported")
+
+
+def Add_error_string(errorcode, string):
+    raise NotImplementedError("shmcoll.MPI: user error strings (Add_error_string) are not "
+                              "supported")
+
+
+# ---- communicators ----
+
+COMM_NULL = Comm()
 _world = None
 _self = None
 _finalized = False
@@ -54,7 +158,9 @@ _finalized = False
 def _world_comm():
     global _world
     if _world is None:
-        _world = _init()
+        _world = _comm.init()
+        _world.__dict__["_name"] = "MPI_COMM_WORLD"
+        _world.__dict__["_world"] = True
     return _world
 
 
@@ -63,7 +169,10 @@ def _self_comm():
     if _self is None:
         import os
 
-        _self = Comm(0, 1, "mpi-self-%d" % os.getpid())
+        world = _world_comm()
+        _self = Intracomm(0, 1, "mpi-self-%d" % os.getpid())
+        _self.__dict__["_wr"] = (world.rank,)
+        _self.__dict__["_name"] = "MPI_COMM_SELF"
     return _self
 
 
@@ -76,26 +185,31 @@ def __getattr__(name):
     raise AttributeError("module 'shmcoll.MPI' has no attribute %r" % name)
 
 
-def Wtime():
-    """Seconds since an arbitrary time in the past, as MPI_Wtime."""
-    return _time.perf_counter()
-
-
-def Wtick():
-    return _time.get_clock_info("perf_counter").resolution
+# ---- the environment ----
 
 
 def Init():
     _world_comm()
 
 
-def Init_thread(required=None):
+def Init_thread(required=THREAD_MULTIPLE):
+    """THREAD_MULTIPLE: calls release the GIL, and a communicator takes calls of one thread
+    at a time."""
     _world_comm()
-    return 3  # MPI_THREAD_MULTIPLE: calls release the GIL; one thread per communicator
+    return THREAD_MULTIPLE
+
+
+def Query_thread():
+    return THREAD_MULTIPLE
+
+
+def Is_thread_main():
+    return _threading.current_thread() is _threading.main_thread()
 
 
 def Is_initialized():
-    return _world is not None
+    """True, as mpi4py's after its import (COMM_WORLD itself is made on first use)."""
+    return True
 
 
 def Is_finalized():
@@ -108,9 +222,263 @@ def Finalize():
     _finalized = True
 
 
-def Get_processor_name():
-    return _socket.gethostname()
+def Pcontrol(level):
+    pass
+
+
+def get_vendor():
+    """("shmcoll", its version as three numbers)."""
+    parts = [int(p) if p.isdigit() else 0 for p in _shmcoll.__version__.split(".")[:3]]
+    return ("shmcoll", tuple(parts + [0] * (3 - len(parts))))
 
 
 def Get_version():
-    return (3, 1)
+    return (VERSION, SUBVERSION)
+
+
+def Get_library_version():
+    return "shmcoll %s (shared-memory collectives; mpi4py's API as shmcoll.MPI)" % (
+        _shmcoll.__version__)
+
+
+def Get_processor_name():
+    import socket
+
+    return socket.gethostname()
+
+
+def Wtime():
+    """Seconds since an arbitrary time in the past, as MPI_Wtime."""
+    return _time.perf_counter()
+
+
+def Wtick():
+    return _time.get_clock_info("perf_counter").resolution
+
+
+# ---- memory ----
+
+
+def _buffer_info(obj, writable=False):
+    """(address, bytes, readonly) of a buffer argument, resolved as the calls resolve it
+    (the buffer protocol, __array_interface__, DLPack, torch tensors) where the C module
+    offers it (_shmcoll._mem), else through the buffer protocol."""
+    info = getattr(_shmcoll, "_mem", None)
+    if info is not None:
+        return info(obj, writable)
+    import ctypes
+
+    m = memoryview(obj)
+    if writable and m.readonly:
+        raise BufferError("Object is not writable.")
+    if not m.contiguous:
+        raise BufferError("a non-contiguous buffer")
+    if m.nbytes == 0:
+        return 0, 0, m.readonly
+    if not m.readonly:
+        return ctypes.addressof(ctypes.c_char.from_buffer(m.cast("B"))), m.nbytes, False
+    ai = getattr(obj, "__array_interface__", None)
+    if ai is not None:
+        return ai["data"][0], m.nbytes, True
+    if isinstance(obj, bytes):
+        return ctypes.cast(ctypes.c_char_p(obj), ctypes.c_void_p).value, m.nbytes, True
+    raise TypeError("cannot take the address of a read-only %s" % type(obj).__name__)
+
+
+class memory:
+    """mpi4py's MPI.memory (MPI.buffer in mpi4py 4): memory(buf) is a memoryview of bytes
+    over buf's memory; memory.allocate(n) new memory of n bytes."""
+
+    def __new__(cls, buf=None):
+        if buf is None:
+            return memoryview(b"")
+        if isinstance(buf, memoryview):
+            return buf.cast("B") if buf.contiguous else buf
+        try:
+            return memoryview(buf).cast("B")
+        except TypeError:
+            pass
+        import ctypes
+
+        addr, n, readonly = _buffer_info(buf)
+        view = memoryview((ctypes.c_char * n).from_address(addr)).cast("B")
+        return view.toreadonly() if readonly else view
+
+    @staticmethod
+    def allocate(nbytes, clear=False):
+        return memoryview(bytearray(int(nbytes)))
+
+    @staticmethod
+    def frombuffer(obj, readonly=False):
+        m = memory(obj)
+        return m.toreadonly() if readonly else m
+
+    @staticmethod
+    def fromaddress(address, nbytes, readonly=False):
+        import ctypes
+
+        if nbytes and not address:
+            raise ValueError("fromaddress: a NULL address with %d bytes" % nbytes)
+        m = memoryview((ctypes.c_char * nbytes).from_address(address)).cast("B")
+        return m.toreadonly() if readonly else m
+
+
+buffer = memory
+
+
+def Alloc_mem(size, info=INFO_NULL):
+    """size bytes of memory, a memoryview (for Attach_buffer, or anything)."""
+    return memoryview(bytearray(int(size)))
+
+
+def Free_mem(mem):
+    pass
+
+
+def Get_address(location):
+    """The address of a buffer's first byte (0 for BOTTOM)."""
+    if location is BOTTOM:
+        return 0
+    return _buffer_info(location)[0]
+
+
+def Aint_add(base, disp):
+    return base + disp
+
+
+def Aint_diff(addr1, addr2):
+    return addr1 - addr2
+
+
+BUFFER_AUTOMATIC = BOTTOM  # mpi4py 4: a buffer the library manages (every send's here)
+_attached = [None]
+
+
+def Attach_buffer(buf):
+    """Bsend's buffer: kept and given back by Detach_buffer; shmcoll's sends need none."""
+    _attached[0] = buf
+
+
+def Detach_buffer():
+    buf, _attached[0] = _attached[0], None
+    return buf
+
+
+def Flush_buffer():
+    pass
+
+
+def Iflush_buffer():
+    return Request()
+
+
+def Get_hw_resource_info():
+    """mpi4py 4's: what is known of the hardware (nothing)."""
+    return Info.Create()
+
+
+def Compute_dims(nnodes, dims):
+    """A balanced split of nnodes over the dimensions (dims: their count, or a list with
+    fixed dimensions and 0s), each as large as the next or larger (MPI_Dims_create)."""
+    try:
+        dims = [0] * int(dims)
+    except TypeError:
+        dims = [int(d) for d in dims]
+    fixed = 1
+    for d in dims:
+        if d < 0:
+            _errors.raise_mpi(_CODES["ERR_DIMS"], "Compute_dims: a negative dimension")
+        if d:
+            fixed *= d
+    free = [i for i, d in enumerate(dims) if d == 0]
+    if (free and nnodes % fixed) or (not free and fixed != nnodes):
+        _errors.raise_mpi(_CODES["ERR_DIMS"], "Compute_dims: %d nodes do not fit %s"
+                          % (nnodes, dims))
+    if not free:
+        return dims
+    rest, factors, p = nnodes // fixed, [], 2
+    while rest > 1:
+        while rest % p == 0:
+            factors.append(p)
+            rest //= p
+        p += 1
+    sizes = [1] * len(free)
+    for f in sorted(factors, reverse=True):
+        sizes[sizes.index(min(sizes))] *= f
+    for i, s in zip(free, sorted(sizes, reverse=True)):
+        dims[i] = s
+    return dims
+
+
+# ---- what shmcoll does not do ----
+
+
+def _unsupported(feature):
+    def fn(*args, **kw):
+        raise NotImplementedError("shmcoll.MPI: %s is not supported" % feature)
+
+    fn.__name__ = feature.split("(")[-1].rstrip(")")
+    return fn
+
+
+Open_port = _unsupported("dynamic processes (Open_port)")
+Close_port = _unsupported("dynamic processes (Close_port)")
+Publish_name = _unsupported("dynamic processes (Publish_name)")
+Unpublish_name = _unsupported("dynamic processes (Unpublish_name)")
+Lookup_name = _unsupported("dynamic processes (Lookup_name)")
+Register_datarep = _unsupported("MPI-IO (Register_datarep)")
+
+
+class _Unsupported:
+    """A class of a feature shmcoll does not have: its instance is the null handle, and
+    every method raises NotImplementedError naming the feature."""
+
+    _feature = ""
+
+    def __init__(self, handle=None):
+        pass
+
+    def __bool__(self):
+        return False
+
+    def __eq__(self, other):
+        return type(other) is type(self)
+
+    def __hash__(self):
+        return 0
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _unsupported("%s (%s.%s)" % (self._feature, type(self).__name__, name))
+
+
+class Win(_Unsupported):
+    """One-sided communication is not supported: Win() is WIN_NULL; making a window, and
+    every method, raises NotImplementedError."""
+
+    _feature = "one-sided communication"
+    Create = classmethod(_unsupported("one-sided communication (Win.Create)"))
+    Allocate = classmethod(_unsupported("one-sided communication (Win.Allocate)"))
+    Allocate_shared = classmethod(_unsupported("one-sided communication (Win.Allocate_shared)"))
+    Create_dynamic = classmethod(_unsupported("one-sided communication (Win.Create_dynamic)"))
+
+
+class File(_Unsupported):
+    """MPI-IO is not supported: File() is FILE_NULL; File.Open, and every method, raise
+    NotImplementedError."""
+
+    _feature = "MPI-IO"
+    Open = classmethod(_unsupported("MPI-IO (File.Open)"))
+    Delete = classmethod(_unsupported("MPI-IO (File.Delete)"))
+
+
+class Session(_Unsupported):
+    """MPI 4 sessions are not supported."""
+
+    _feature = "sessions"
+    Init = classmethod(_unsupported("sessions (Session.Init)"))
+
+
+WIN_NULL = Win()
+FILE_NULL = File()

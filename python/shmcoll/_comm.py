@@ -1,144 +1,711 @@
-"""The communicator class: the C type's buffer methods (python/src/) and, here, the
-object methods of mpi4py (lower case), which pickle what they move."""
+"""The communicator classes: the C type's buffer methods (python/src/) and, here, what mpi4py's
+communicators have besides: groups, the making of communicators (Create, Create_group,
+Split_type, ...), names, attributes, info, persistent requests, matched probes, and the object
+methods (lower case), which pickle what they move.
 
+BaseComm is mpi4py's MPI.Comm, Comm (shmcoll.Comm) its MPI.Intracomm: the class of
+COMM_WORLD. A communicator knows the world ranks (COMM_WORLD's ranks) of its ranks, for its
+group, and a name (_uid) that every rank of it gives alike, from which the communicators
+made from it derive theirs (Create_group's arena among the group's members only)."""
+
+import array
+import hashlib
 import os
-import pickle
+import pickle as _pickle_mod
+import socket
 import sys
 import time as _time
+import weakref
 
-from . import _shmcoll
+from . import _errors, _shmcoll
+from ._group import Group
+from ._info import ERRORS_ARE_FATAL, ERRORS_RETURN, INFO_NULL, Errhandler, Info
+from ._message import Message
+from ._request import Prequest
+from ._status import Status
 
 _LEN = "q"  # a pickle's length travels as one int64
+_UNDEFINED = _shmcoll.UNDEFINED
+_IDENT, _CONGRUENT, _SIMILAR, _UNEQUAL = 0, 1, 2, 3
+
+# Comm.Get_attr's predefined keys (Open MPI's numbers, as Debian's mpi4py has them).
+TAG_UB, HOST, IO, WTIME_IS_GLOBAL, UNIVERSE_SIZE, APPNUM, LASTUSEDCODE = 0, 1, 2, 3, 6, 4, 5
+KEYVAL_INVALID = -1
+COMM_TYPE_SHARED = 0
+# mpi4py 4's hardware split types: one node is all the hardware shmcoll knows.
+COMM_TYPE_HW_GUIDED, COMM_TYPE_HW_UNGUIDED, COMM_TYPE_RESOURCE_GUIDED = 1, 2, 3
+_SPLIT_TYPES = (COMM_TYPE_SHARED, COMM_TYPE_HW_GUIDED, COMM_TYPE_HW_UNGUIDED,
+                COMM_TYPE_RESOURCE_GUIDED)
+
+
+class Pickle:
+    """mpi4py's MPI.pickle: how the object methods serialize (Pickle(dumps, loads, protocol);
+    a program may set its own with MPI.pickle.__init__(dumps, loads))."""
+
+    def __init__(self, dumps=None, loads=None, protocol=None):
+        self._dumps = dumps if dumps is not None else _pickle_mod.dumps
+        self._loads = loads if loads is not None else _pickle_mod.loads
+        if protocol is None and dumps is None:
+            protocol = _pickle_mod.HIGHEST_PROTOCOL
+        self.PROTOCOL = protocol
+
+    def dumps(self, obj, buffer_callback=None):
+        if self.PROTOCOL is None:
+            return self._dumps(obj)
+        return self._dumps(obj, self.PROTOCOL)
+
+    def loads(self, data, buffers=None):
+        # An empty message is None, as mpi4py receives one (a send of [None, 0, 'B']).
+        if len(data) == 0:
+            return None
+        return self._loads(data)
+
+
+pickle = Pickle()
 
 
 def _lengths(n):
-    import array
-
     return array.array(_LEN, [0]) * n
 
 
-class Status:
-    """What a receive got (mpi4py's MPI.Status): source, tag and its size in bytes."""
-
-    def __init__(self):
-        self.source = _shmcoll.ANY_SOURCE
-        self.tag = _shmcoll.ANY_TAG
-        self.nbytes = 0
-        self.total = 0
-
-    def Get_source(self):
-        return self.source
-
-    def Get_tag(self):
-        return self.tag
-
-    def Get_count(self, datatype=None):
-        size = 1 if datatype is None else datatype.Get_size()
-        return self.nbytes // size
-
-    def Get_elements(self, datatype):
-        return self.Get_count(datatype)
-
-    def __repr__(self):
-        return "Status(source=%d, tag=%d, nbytes=%d)" % (self.source, self.tag, self.nbytes)
+def _h(*parts):
+    """A short name every rank derives alike from the same parts."""
+    return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
 
 
-def _vspec(spec, size, what):
-    """mpi4py's vector buffer forms -> (buffer, counts, displs): [buf, counts, displs, dtype],
-    [buf, (counts, displs), dtype], [buf, counts, dtype], [buf, (counts, displs)],
-    [buf, counts], or a buffer alone (no counts). Displacements left out are the counts'
-    prefix sums; counts and displacements are in elements."""
-    if spec is None or spec is _shmcoll.IN_PLACE:
-        return spec, None, None
-    dtype = None
-    if isinstance(spec, (list, tuple)):
-        items = list(spec)
-        buf = items.pop(0)
-        if items and isinstance(items[-1], _shmcoll.Datatype):
-            dtype = items.pop()
-        counts = displs = None
-        if len(items) == 2:
-            counts, displs = items
-        elif len(items) == 1:
-            counts = items[0]
-            if isinstance(counts, tuple) and len(counts) == 2 and not isinstance(counts[0], int):
-                counts, displs = counts
-        elif items:
-            raise TypeError("%s: a vector buffer is [buf, counts, displs, datatype]" % what)
-    else:
-        buf, counts, displs = spec, None, None
-    bufspec = [buf, dtype] if dtype is not None else buf
-    if counts is None:
-        return bufspec, None, None  # the caller says whether it needs them
-    if isinstance(counts, int):
-        counts = [counts] * size
-    counts = [int(c) for c in counts]
-    if displs is None:
-        displs, at = [], 0
-        for c in counts:
-            displs.append(at)
-            at += c
-    return bufspec, counts, list(displs)
+def _err_comm(what):
+    _errors.raise_mpi(_errors.CODES["ERR_COMM"], "%s: the communicator is COMM_NULL" % what)
 
 
-class Comm(_shmcoll._Comm):
-    """One rank's communicator: Comm(rank, size, job, arena_bytes=0, timeout_ms=0) makes one
-    over the ranks that pass the same job (processes or threads of this machine); init()
-    makes the launcher's. A context manager: leaving the block frees it on every rank
-    together, or breaks it for every rank when leaving on an exception."""
+def _unsupported(feature):
+    return NotImplementedError("shmcoll.MPI: %s is not supported" % feature)
+
+
+# Communicators by their py2f handle (for f2py).
+_handles = weakref.WeakValueDictionary()
+
+
+class BaseComm(_shmcoll._Comm):
+    """A communicator (mpi4py's MPI.Comm). BaseComm() is a null one, equal to COMM_NULL and to
+    every freed communicator; BaseComm(comm) the same communicator as comm (one handle: freeing
+    either frees it); Comm(rank, size, job, arena_bytes=0, timeout_ms=0) makes one over the
+    ranks that pass the same job (processes or threads of this machine)."""
+
+    def __init__(self, *args, **kw):
+        # A communicator made from a job name: its ranks share that name (the C type's
+        # constructor took the arguments).
+        job = args[2] if len(args) > 2 else kw.get("job")
+        if job is not None:
+            self.__dict__["_id"] = _h("job", job)
 
     def __repr__(self):
-        state = "freed" if self.freed else "rank %d of %d" % (self.rank, self.size)
-        return "<shmcoll.Comm %s>" % state
+        if self.freed:
+            return "<shmcoll.%s COMM_NULL>" % type(self).__name__
+        return "<shmcoll.%s rank %d of %d>" % (type(self).__name__, self.rank, self.size)
 
-    def malloc(self, shape, dtype=float):
-        """shmcoll.malloc(self, shape, dtype): a NumPy array over symmetric memory."""
-        return malloc(self, shape, dtype)
+    # ---- handles: null, equality ----
 
-    # ---- variable counts (buffer specs parsed here, the call in python/src/coll.c) ----
+    def __bool__(self):
+        return not self.freed
 
-    def Allgatherv(self, sendbuf, recvbuf):
-        rb, rc, rd = _vspec(recvbuf, self.size, "Allgatherv")
-        if rc is None:
-            raise TypeError("Allgatherv: recvbuf needs its counts: [buf, counts, displs, type]")
-        self._vcall(0, sendbuf, None, None, rb, rc, rd, 0, _shmcoll.SUM)
+    def __eq__(self, other):
+        if not isinstance(other, _shmcoll._Comm):
+            return NotImplemented
+        if self.freed or other.freed:
+            return self.freed and other.freed
+        return self._handle is other._handle
 
-    def Gatherv(self, sendbuf, recvbuf, root=0):
-        rb, rc, rd = (None, None, None)
-        if self.rank == root:
-            rb, rc, rd = _vspec(recvbuf, self.size, "Gatherv")
-            if rc is None:
-                raise TypeError("Gatherv: the root's recvbuf needs its counts")
-        self._vcall(1, sendbuf, None, None, rb, rc, rd, root, _shmcoll.SUM)
+    def __ne__(self, other):
+        r = self.__eq__(other)
+        return r if r is NotImplemented else not r
 
-    def Scatterv(self, sendbuf, recvbuf, root=0):
-        sb, sc, sd = (None, None, None)
-        if self.rank == root:
-            sb, sc, sd = _vspec(sendbuf, self.size, "Scatterv")
-            if sc is None:
-                raise TypeError("Scatterv: the root's sendbuf needs its counts")
-        self._vcall(2, sb, sc, sd, recvbuf, None, None, root, _shmcoll.SUM)
+    def __hash__(self):
+        return 0 if self.freed else id(self._handle)
 
-    def Alltoallv(self, sendbuf, recvbuf):
-        sb, sc, sd = _vspec(sendbuf, self.size, "Alltoallv")
-        rb, rc, rd = _vspec(recvbuf, self.size, "Alltoallv")
-        if sc is None or rc is None:
-            raise TypeError("Alltoallv: both buffers need their counts")
-        self._vcall(3, sb, sc, sd, rb, rc, rd, 0, _shmcoll.SUM)
+    def _live(self, what):
+        if self.freed:
+            _err_comm(what)
 
-    def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=_shmcoll.SUM):
-        if recvcounts is None:
-            # mpi4py's default: every rank's receive buffer, as many elements as it holds.
-            import array
+    # ---- what every rank knows of the communicator ----
 
-            mine = array.array(_LEN, [len(memoryview(recvbuf).cast("B"))])
-            every = _lengths(self.size)
-            self.Allgather(mine, every)
-            size = memoryview(recvbuf).itemsize
-            recvcounts = [n // size for n in every]
-        self._vcall(4, sendbuf, None, None, recvbuf, list(recvcounts), None, 0, op)
+    def _wranks(self):
+        """The world ranks of its ranks, in rank order."""
+        w = self.__dict__.get("_wr")
+        if w is None:
+            w = self.__dict__["_wr"] = tuple(range(self.size))
+        return w
 
-    # ---- object methods (pickled, as mpi4py's) ----
+    def _uid(self):
+        u = self.__dict__.get("_id")
+        if u is None:
+            _errors.raise_mpi(_errors.CODES["ERR_COMM"],
+                              "Create_group: this communicator has no name its ranks share "
+                              "(it was not made by MPI.COMM_WORLD, shmcoll.init or "
+                              "shmcoll.Comm)")
+        return u
+
+    def _next(self):
+        """The number of the next communicator made from this one (collective calls count on
+        every rank alike)."""
+        n = self.__dict__.get("_made", 0)
+        self.__dict__["_made"] = n + 1
+        return n
+
+    def _adopt(self, new, wranks, uid, info=None):
+        """new, made from self: its world ranks, name, error handler and attributes."""
+        d = new.__dict__
+        d["_wr"], d["_id"] = tuple(wranks), uid
+        d["_errh"] = self.__dict__.get("_errh", ERRORS_RETURN)
+        if info is not None:
+            d["_info"] = dict(info.items()) if info else {}
+        return new
+
+    def _null(self):
+        return type(self)()
+
+    # ---- groups ----
+
+    def Get_group(self):
+        self._live("Comm.Get_group")
+        w = self._wranks()
+        return Group._of(w, w[self.rank])
+
+    @property
+    def group(self):
+        return self.Get_group()
+
+    @classmethod
+    def Compare(cls, comm1, comm2):
+        """IDENT: the same communicator; CONGRUENT: the same ranks in the same order; SIMILAR:
+        the same ranks; UNEQUAL."""
+        for c in (comm1, comm2):
+            if not isinstance(c, _shmcoll._Comm):
+                raise TypeError("Comm.Compare: expecting communicators")
+            if c.freed:
+                _err_comm("Comm.Compare")
+        if comm1 == comm2:
+            return _IDENT
+        a, b = comm1._wranks(), comm2._wranks()
+        if a == b:
+            return _CONGRUENT
+        if len(a) == len(b) and set(a) == set(b):
+            return _SIMILAR
+        return _UNEQUAL
+
+    # ---- making communicators (collective over self but Create_group) ----
+
+    def Dup(self, info=None):
+        self._live("Comm.Dup")
+        n = self._next()
+        new = _shmcoll._Comm.Dup(self)
+        self._adopt(new, self._wranks(), _h(self._uid_or_none(), "dup", n),
+                    info if info is not None else self.Get_info())
+        self._copy_attrs(new)
+        return new
+
+    def _uid_or_none(self):
+        return self.__dict__.get("_id")
+
+    def Dup_with_info(self, info):
+        return self.Dup(info)
+
+    def Clone(self):
+        return self.Dup()
+
+    def Idup(self, info=None):
+        """(a Dup, a request): the Dup is made at once, so the request is complete."""
+        return self.Dup(info), _shmcoll.Request()
+
+    def Idup_with_info(self, info):
+        return self.Idup(info)
+
+    def Split(self, color=0, key=0):
+        """The ranks of one color (>= 0) get a communicator ranked by key (then by rank);
+        color UNDEFINED gets COMM_NULL."""
+        self._live("Comm.Split")
+        n = self._next()
+        new = _shmcoll._Comm.Split(self, color, key)
+        if new is None:
+            return self._null()
+        mine = array.array(_LEN, [self._wranks()[self.rank]])
+        every = _lengths(new.size)
+        new.Allgather(mine, every)
+        return self._adopt(new, every, _h(self._uid_or_none(), "split", n, color), INFO_NULL)
+
+    def Create(self, group):
+        """Collective over self: the members of group get a communicator ranked as in group;
+        the others COMM_NULL."""
+        self._live("Comm.Create")
+        members = self._members(group, "Comm.Create")
+        n = self._next()
+        me = self._wranks()[self.rank]
+        g = {w: i for i, w in enumerate(members)}
+        color = 0 if me in g else _UNDEFINED
+        new = _shmcoll._Comm.Split(self, color, g.get(me, 0))
+        if new is None:
+            return self._null()
+        return self._adopt(new, members, _h(self._uid_or_none(), "create", n), INFO_NULL)
+
+    def Create_group(self, group, tag=0):
+        """Collective over the members of group only: a communicator of theirs, ranked as in
+        group. They meet in an arena of their own, named alike by every member from this
+        communicator's name, the members, the tag and how many times they made one so."""
+        self._live("Comm.Create_group")
+        members = self._members(group, "Comm.Create_group")
+        me = self._wranks()[self.rank]
+        if me not in members:
+            _errors.raise_mpi(_errors.CODES["ERR_GROUP"],
+                              "Comm.Create_group: this rank is not in the group")
+        key = (members, int(tag))
+        counts = self.__dict__.setdefault("_cg", {})
+        k = counts.get(key, 0)
+        counts[key] = k + 1
+        job = "pyg-" + _h(self._uid(), members, int(tag), k)
+        new = type(self)(members.index(me), len(members), job)
+        return self._adopt(new, members, job, INFO_NULL)
+
+    def _members(self, group, what):
+        if not isinstance(group, Group):
+            raise TypeError("%s: expecting a Group, not %s" % (what, type(group).__name__))
+        if not group:
+            _errors.raise_mpi(_errors.CODES["ERR_GROUP"], "%s: the group is GROUP_NULL" % what)
+        members = group._h.members
+        mine = set(self._wranks())
+        if any(w not in mine for w in members):
+            _errors.raise_mpi(_errors.CODES["ERR_GROUP"],
+                              "%s: the group has processes outside the communicator" % what)
+        return members
+
+    def Split_type(self, split_type, key=0, info=INFO_NULL):
+        """COMM_TYPE_SHARED: a communicator per node (every rank of a communicator within one
+        node gets one over them all); UNDEFINED: COMM_NULL."""
+        self._live("Comm.Split_type")
+        if split_type != _UNDEFINED and split_type not in _SPLIT_TYPES:
+            _errors.raise_mpi(_errors.CODES["ERR_ARG"],
+                              "Comm.Split_type: unknown split type %r" % (split_type,))
+        color = 0
+        if int(os.environ.get("SHMCOLL_NNODES", "1") or 1) > 1:
+            hosts = self.allgather(socket.gethostname())
+            color = hosts.index(hosts[self.rank])
+        return self.Split(color if split_type != _UNDEFINED else _UNDEFINED, key)
+
+    def Free(self):
+        """Frees the communicator on this rank: it becomes COMM_NULL. Its operations still
+        outstanding complete (their requests' Wait and Test work); the C communicator goes
+        when the last of them has."""
+        self._live("Comm.Free")
+        self._delete_attrs()
+        _shmcoll._Comm.Free(self)
+
+    def Disconnect(self):
+        self.Free()
+
+    # ---- what mpi4py asks of every communicator ----
+
+    def Is_inter(self):
+        self._live("Comm.Is_inter")
+        return False
+
+    def Is_intra(self):
+        self._live("Comm.Is_intra")
+        return True
+
+    is_inter = property(Is_inter)
+    is_intra = property(Is_intra)
+
+    def Get_topology(self):
+        self._live("Comm.Get_topology")
+        return _UNDEFINED
+
+    topology = property(Get_topology)
+    is_topo = property(lambda self: False)
+
+    @classmethod
+    def Get_parent(cls):
+        """COMM_NULL: no process here was spawned."""
+        from . import MPI
+
+        return MPI.Intercomm()
+
+    @classmethod
+    def Join(cls, fd):
+        raise _unsupported("dynamic processes (Comm.Join)")
+
+    def Get_name(self):
+        self._live("Comm.Get_name")
+        return self.__dict__.get("_name", "")
+
+    def Set_name(self, name):
+        self._live("Comm.Set_name")
+        self.__dict__["_name"] = str(name)
+
+    name = property(Get_name, Set_name)
+
+    def Get_info(self):
+        self._live("Comm.Get_info")
+        return Info.Create(self.__dict__.get("_info", {}))
+
+    def Set_info(self, info):
+        self._live("Comm.Set_info")
+        self.__dict__["_info"] = dict(info.items()) if info else {}
+
+    info = property(Get_info, Set_info)
+
+    def Get_errhandler(self):
+        self._live("Comm.Get_errhandler")
+        return Errhandler(self.__dict__.get("_errh", ERRORS_RETURN))
+
+    def Set_errhandler(self, errhandler):
+        """Takes ERRORS_RETURN, ERRORS_ARE_FATAL, ERRORS_ABORT; errors always raise
+        MPI.Exception (mpi4py's default)."""
+        self._live("Comm.Set_errhandler")
+        if not isinstance(errhandler, Errhandler):
+            raise TypeError("Comm.Set_errhandler: expecting an error handler")
+        if not errhandler:
+            _errors.raise_mpi(_errors.CODES["ERR_ARG"], "Comm.Set_errhandler: ERRHANDLER_NULL")
+        self.__dict__["_errh"] = Errhandler(errhandler)
+
+    def Call_errhandler(self, errorcode):
+        self._live("Comm.Call_errhandler")
+        if self.__dict__.get("_errh") == ERRORS_ARE_FATAL:
+            self.Abort(errorcode)
+
+    def Abort(self, errorcode=0):
+        _shmcoll._Comm.Abort(self, errorcode)
+
+    def py2f(self):
+        if self.freed:
+            return 0
+        h = id(self._handle) & 0x3FFFFFFF or 1
+        _handles[h] = self._handle
+        return h
+
+    @classmethod
+    def f2py(cls, arg):
+        try:
+            return cls(_handles[arg])
+        except KeyError:
+            return cls()
+
+    # mpi4py 4's names of the same.
+    tohandle = py2f
+    fromhandle = f2py
+    handle = property(py2f)
+
+    # mpi4py 4's buffer of the buffered sends, per communicator: kept, not needed.
+    def Attach_buffer(self, buf):
+        self.__dict__["_bsend_buf"] = buf
+
+    def Detach_buffer(self):
+        return self.__dict__.pop("_bsend_buf", None)
+
+    def Flush_buffer(self):
+        pass
+
+    def Iflush_buffer(self):
+        return _shmcoll.Request()
+
+    # ---- attributes ----
+
+    def Get_attr(self, keyval):
+        self._live("Comm.Get_attr")
+        if keyval == TAG_UB:
+            return 0x7FFFFFFF
+        if keyval == HOST:
+            return _shmcoll.PROC_NULL
+        if keyval == IO:
+            return _shmcoll.ANY_SOURCE  # every rank can do I/O
+        if keyval == WTIME_IS_GLOBAL:
+            return 0
+        if keyval == UNIVERSE_SIZE:
+            return len(self._wranks()) if self.__dict__.get("_world") else _world_size()
+        if keyval == APPNUM:
+            return 0
+        if keyval == LASTUSEDCODE:
+            return _errors.ERR_LASTCODE
+        _keyval(keyval, "Comm.Get_attr")
+        return self.__dict__.get("_attrs", {}).get(keyval)
+
+    def Set_attr(self, keyval, attrval):
+        self._live("Comm.Set_attr")
+        kv = _keyval(keyval, "Comm.Set_attr")
+        attrs = self.__dict__.setdefault("_attrs", {})
+        if keyval in attrs and kv[1] is not None:
+            kv[1](self, keyval, attrs[keyval])
+        attrs[keyval] = attrval
+
+    def Delete_attr(self, keyval):
+        self._live("Comm.Delete_attr")
+        kv = _keyval(keyval, "Comm.Delete_attr")
+        attrs = self.__dict__.get("_attrs", {})
+        if keyval not in attrs:
+            _errors.raise_mpi(_errors.CODES["ERR_KEYVAL"],
+                              "Comm.Delete_attr: no attribute of keyval %d" % keyval)
+        val = attrs.pop(keyval)
+        if kv[1] is not None:
+            kv[1](self, keyval, val)
+
+    @classmethod
+    def Create_keyval(cls, copy_fn=None, delete_fn=None, nopython=False):
+        """A new attribute key. copy_fn(comm, keyval, value) -> the Dup's value
+        (NotImplemented: none); None: not copied; True: copied as is."""
+        k = _next_keyval[0]
+        _next_keyval[0] += 1
+        _keyvals[k] = (copy_fn, delete_fn)
+        return k
+
+    @classmethod
+    def Free_keyval(cls, keyval):
+        _keyval(keyval, "Comm.Free_keyval")
+        del _keyvals[keyval]
+        return KEYVAL_INVALID
+
+    def _copy_attrs(self, new):
+        attrs = self.__dict__.get("_attrs")
+        if not attrs:
+            return
+        out = {}
+        for k, v in attrs.items():
+            copy_fn = _keyvals.get(k, (None, None))[0]
+            if copy_fn is None or copy_fn is False:
+                continue
+            nv = v if copy_fn is True else copy_fn(self, k, v)
+            if nv is not NotImplemented:
+                out[k] = nv
+        new.__dict__["_attrs"] = out
+
+    def _delete_attrs(self):
+        attrs = self.__dict__.pop("_attrs", None)
+        for k, v in (attrs or {}).items():
+            delete_fn = _keyvals.get(k, (None, None))[1]
+            if delete_fn is not None:
+                delete_fn(self, k, v)
+
+    # ---- point to point: persistent requests, matched probes ----
+
+    def Send_init(self, buf, dest, tag=0):
+        """A persistent request whose each Start() is Isend(buf, dest, tag)."""
+        self._live("Comm.Send_init")
+        return Prequest._make(lambda: self.Isend(buf, dest, tag))
+
+    def Ssend_init(self, buf, dest, tag=0):
+        self._live("Comm.Ssend_init")
+        return Prequest._make(lambda: self.Issend(buf, dest, tag))
+
+    def Bsend_init(self, buf, dest, tag=0):
+        self._live("Comm.Bsend_init")
+        return Prequest._make(lambda: self.Ibsend(buf, dest, tag))
+
+    def Rsend_init(self, buf, dest, tag=0):
+        self._live("Comm.Rsend_init")
+        return Prequest._make(lambda: self.Irsend(buf, dest, tag))
+
+    def Recv_init(self, buf, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG):
+        """A persistent request whose each Start() is Irecv(buf, source, tag)."""
+        self._live("Comm.Recv_init")
+        return Prequest._make(lambda: self.Irecv(buf, source, tag))
+
+    def Mprobe(self, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG, status=None):
+        """Waits for a message matching source and tag: a Message to receive it with."""
+        if source == _shmcoll.PROC_NULL:
+            _null_status(status)
+            return Message._no_proc()
+        self._serve_queue()
+        st = Status()
+        self.Probe(source, tag, st)
+        _copy_status(st, status)
+        return Message._found(self, st)
+
+    def Improbe(self, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG, status=None):
+        """A Message of a matching message that has arrived, or None."""
+        if source == _shmcoll.PROC_NULL:
+            _null_status(status)
+            return Message._no_proc()
+        self._serve_queue()
+        st = Status()
+        if not self.Iprobe(source, tag, st):
+            return None
+        _copy_status(st, status)
+        return Message._found(self, st)
+
+    def _serve_queue(self):
+        # Messages that queued object receives take are not there for a probe (MPI matched
+        # them when they arrived).
+        if self.__dict__.get("_objq"):
+            self._match()
+
+    # ---- object point to point ----
+
+    def probe(self, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG, status=None):
+        self._serve_queue()
+        return self.Probe(source, tag, status)
+
+    def iprobe(self, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG, status=None):
+        self._serve_queue()
+        return self.Iprobe(source, tag, status)
+
+    def mprobe(self, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG, status=None):
+        return self.Mprobe(source, tag, status)
+
+    def improbe(self, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG, status=None):
+        return self.Improbe(source, tag, status)
+
+    # An object receive does not know its size before the message is there, so irecv posts
+    # nothing in C: it joins this communicator's queue of object receives (in the order they
+    # were posted), and whichever object call waits or tests next matches the messages that
+    # have arrived to the queue as MPI does - each to the earliest posted receive it matches
+    # (_match). An isend is a C Isend of its pickle, which never waits for the receiver.
+    # bsend and ibsend are send and isend (sends need no attached buffer). A synchronous send
+    # (ssend, issend) to another rank completes as a standard one (docs/PYTHON.md); to this
+    # rank, whose receives this layer sees, issend completes when a receive takes its
+    # message, as MPI's: this rank's object sends to itself are kept in order per tag
+    # (_selfq), and each object receive of a message from itself pops the earliest.
+
+    def _objrecvs(self):
+        try:
+            return self.__dict__["_objq"]
+        except KeyError:
+            q = self.__dict__["_objq"] = []
+            return q
+
+    def _match(self):
+        """Gives arrived messages to the queued object receives, each to the earliest posted
+        one it matches. Returns whether any receive completed."""
+        q = self._objrecvs()
+        got = False
+        st = Status()
+        while q:
+            hit = None
+            for i, r in enumerate(q):
+                if self.Iprobe(r.source, r.tag, st):
+                    hit = i
+                    break
+            if hit is None:
+                return got
+            # A message that came in during the scan may match an earlier receive, which
+            # takes precedence: probe those again until none of them has one.
+            again = True
+            while again:
+                again = False
+                for i in range(hit):
+                    if self.Iprobe(q[i].source, q[i].tag, st):
+                        hit, again = i, True
+                        break
+            # st is q[hit]'s latest probe (a probe that finds nothing leaves it alone); its
+            # message is the earliest of its sender that matches q[hit], so the receive by
+            # that sender and tag takes exactly it.
+            r = q.pop(hit)
+            data = bytearray(st.nbytes)
+            self.Recv(data, st.source, st.tag)
+            self._taken_from(st.source, st.tag)
+            r._deliver(data, st)
+            got = True
+        return got
+
+    def _sent_to_self(self, tag, req):
+        """An object send to this rank (req: a synchronous one's request, else None)."""
+        q = self.__dict__.setdefault("_selfq", {})
+        q.setdefault(tag, []).append(req)
+
+    def _taken_from(self, source, tag):
+        """An object receive took the message of source and tag: a synchronous send to this
+        rank is matched when its message is taken."""
+        if source != self.rank:
+            return
+        q = self.__dict__.get("_selfq")
+        sends = q.get(tag) if q else None
+        if sends:
+            req = sends.pop(0)
+            if req is not None:
+                req._matched = True
+
+    def _progress(self, done):
+        """Matches object receives until done() is true; sleeps a little longer each time
+        nothing moved (other ranks share the CPUs)."""
+        nap = 0.0
+        while not done():
+            if self._match():
+                nap = 0.0
+                continue
+            if done():
+                return
+            if nap == 0.0:
+                nap = 1e-6
+                os.sched_yield()
+            else:
+                _time.sleep(nap)
+                nap = min(nap * 2, 1e-3)
+
+    def isend(self, obj, dest, tag=0):
+        data = pickle.dumps(obj)
+        r = _ObjRequest._send(self, self.Isend(data, dest, tag))
+        if dest == self.rank:
+            self._sent_to_self(tag, None)
+        return r
+
+    ibsend = isend
+
+    def issend(self, obj, dest, tag=0):
+        data = pickle.dumps(obj)
+        r = _ObjRequest._send(self, self.Isend(data, dest, tag))
+        if dest == self.rank:
+            r._matched = False
+            self._sent_to_self(tag, r)
+        return r
+
+    def irecv(self, buf=None, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG):
+        # buf is accepted for mpi4py's signature; the message's own size is allocated.
+        r = _ObjRequest._recv(self, source, tag)
+        if source == _shmcoll.PROC_NULL:
+            r._deliver(None, None)
+        else:
+            self._objrecvs().append(r)
+        return r
+
+    def send(self, obj, dest, tag=0):
+        data = pickle.dumps(obj)
+        if dest == self.rank:
+            self._sent_to_self(tag, None)
+        if not self.__dict__.get("_objq"):
+            self.Send(data, dest, tag)
+            return
+        # Object receives are queued: a large message to a peer whose own send waits for
+        # one of them must not wait for that peer, so this send serves them while it waits.
+        _ObjRequest._send(self, self.Isend(data, dest, tag)).wait()
+
+    ssend = bsend = send
+
+    def recv(self, buf=None, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG, status=None):
+        if source == _shmcoll.PROC_NULL:
+            _null_status(status)
+            return None
+        if not self.__dict__.get("_objq"):
+            st = Status()
+            self.Probe(source, tag, st)
+            data = bytearray(st.nbytes)
+            self.Recv(data, st.source, st.tag, status)
+            self._taken_from(st.source, st.tag)
+            return pickle.loads(data)
+        # Receives posted before this one take their messages first.
+        return self.irecv(None, source, tag).wait(status)
+
+    def sendrecv(
+        self,
+        sendobj,
+        dest,
+        sendtag=0,
+        recvbuf=None,
+        source=_shmcoll.ANY_SOURCE,
+        recvtag=_shmcoll.ANY_TAG,
+        status=None,
+    ):
+        # The send never waits for its receiver (isend), so two ranks that sendrecv to each
+        # other both get to their receive; the peer may receive with recv or irecv.
+        req = self.isend(sendobj, dest, sendtag) if dest != _shmcoll.PROC_NULL else None
+        obj = self.recv(recvbuf, source, recvtag, status)
+        if req is not None:
+            req.wait()
+        return obj
 
     # ---- object collectives: a header per object, then its pickle or its raw bytes ----
     #
@@ -148,6 +715,7 @@ class Comm(_shmcoll._Comm):
     # decoded by their headers, so ranks may mix arrays and other objects. A reduction whose
     # headers are all the same array (dtype and shape) with a reduction op runs Allreduce or
     # Reduce on the arrays themselves; every rank sees every header, so all take one path.
+    # Any other reduction folds the objects in rank order with op(a, b), as mpi4py's.
 
     def bcast(self, obj, root=0):
         hdr = _hdr_array()
@@ -190,10 +758,10 @@ class Comm(_shmcoll._Comm):
     def _gather_blocks(self, payload, every, root):
         send = _bytes_of(payload)
         if self.rank != root:
-            self.Gatherv(send, None, root)
+            self.Gatherv([send, _shmcoll.BYTE], None, root)
             return None
         counts, displs, out = _layout(every)
-        self.Gatherv(send, [out, counts, displs], root)
+        self.Gatherv(send, [out, (counts, displs), _shmcoll.BYTE], root)
         return [_decode(every[i], out, displs[i]) for i in range(self.size)]
 
     def allgather(self, sendobj):
@@ -202,14 +770,14 @@ class Comm(_shmcoll._Comm):
 
     def _allgather_blocks(self, payload, every):
         counts, displs, out = _layout(every)
-        self.Allgatherv(_bytes_of(payload), [out, counts, displs])
+        self.Allgatherv(_bytes_of(payload), [out, (counts, displs), _shmcoll.BYTE])
         return [_decode(every[i], out, displs[i]) for i in range(self.size)]
 
     def scatter(self, sendobj, root=0):
         if self.rank == root:
             if sendobj is None or len(sendobj) != self.size:
                 raise ValueError("scatter: the root needs a sequence of %d objects" % self.size)
-            datas = [pickle.dumps(o, pickle.HIGHEST_PROTOCOL) for o in sendobj]
+            datas = [pickle.dumps(o) for o in sendobj]
         lens = _lengths(self.size)
         if self.rank == root:
             for i, d in enumerate(datas):
@@ -226,7 +794,7 @@ class Comm(_shmcoll._Comm):
     def alltoall(self, sendobj):
         if sendobj is None or len(sendobj) != self.size:
             raise ValueError("alltoall: needs a sequence of %d objects" % self.size)
-        datas = [pickle.dumps(o, pickle.HIGHEST_PROTOCOL) for o in sendobj]
+        datas = [pickle.dumps(o) for o in sendobj]
         lens = _lengths(self.size)
         for i, d in enumerate(datas):
             lens[i] = len(d)
@@ -264,145 +832,181 @@ class Comm(_shmcoll._Comm):
     def barrier(self):
         self.Barrier()
 
-    # ---- object point-to-point: one message per object, its pickle ----
-    #
-    # An object receive does not know its size before the message is there, so irecv posts
-    # nothing in C: it joins this communicator's queue of object receives (in the order they
-    # were posted), and whichever object call waits or tests next matches the messages that
-    # have arrived to the queue as MPI does - each to the earliest posted receive it matches
-    # (_match). An isend is a C Isend of its pickle, which never waits for the receiver.
 
-    def _objrecvs(self):
-        try:
-            return self.__dict__["_objq"]
-        except KeyError:
-            q = self.__dict__["_objq"] = []
-            return q
+class Comm(BaseComm):
+    """An intracommunicator (mpi4py's MPI.Intracomm, the class of COMM_WORLD): a
+    communicator, with the prefix reductions; topologies, intercommunicators and dynamic
+    processes raise NotImplementedError."""
 
-    def _match(self):
-        """Gives arrived messages to the queued object receives, each to the earliest posted
-        one it matches. Returns whether any receive completed."""
-        q = self._objrecvs()
-        got = False
-        st = Status()
-        while q:
-            hit = None
-            for i, r in enumerate(q):
-                if self.Iprobe(r.source, r.tag, st):
-                    hit = i
-                    break
-            if hit is None:
-                return got
-            # A message that came in during the scan may match an earlier receive, which
-            # takes precedence: probe those again until none of them has one.
-            again = True
-            while again:
-                again = False
-                for i in range(hit):
-                    if self.Iprobe(q[i].source, q[i].tag, st):
-                        hit, again = i, True
-                        break
-            # st is q[hit]'s latest probe (a probe that finds nothing leaves it alone); its
-            # message is the earliest of its sender that matches q[hit], so the receive by
-            # that sender and tag takes exactly it.
-            r = q.pop(hit)
-            data = bytearray(st.nbytes)
-            self.Recv(data, st.source, st.tag)
-            r._deliver(data, st)
-            got = True
-        return got
+    def malloc(self, shape, dtype=float):
+        """shmcoll.malloc(self, shape, dtype): a NumPy array over symmetric memory."""
+        return malloc(self, shape, dtype)
 
-    def _progress(self, done):
-        """Matches object receives until done() is true; sleeps a little longer each time
-        nothing moved (other ranks share the CPUs)."""
-        nap = 0.0
-        while not done():
-            if self._match():
-                nap = 0.0
-                continue
-            if done():
-                return
-            if nap == 0.0:
-                nap = 1e-6
-                os.sched_yield()
-            else:
-                _time.sleep(nap)
-                nap = min(nap * 2, 1e-3)
+    def scan(self, sendobj, op=_shmcoll.SUM):
+        """op over the objects of ranks 0 .. this one, folded in rank order."""
+        h, payload = _describe(sendobj)
+        every = self._headers(h)
+        if _raw_reduction(every, op, prefix=True):
+            out = _empty(every[0])
+            self.Scan(payload, out, op=op)
+            return out
+        objs = self._allgather_blocks(payload, every)
+        return _fold(objs[: self.rank + 1], op)
 
-    def isend(self, obj, dest, tag=0):
-        data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
-        return _ObjRequest._send(self, self.Isend(data, dest, tag))
+    def exscan(self, sendobj, op=_shmcoll.SUM):
+        """op over the objects of ranks 0 .. this one - 1; None on rank 0."""
+        h, payload = _describe(sendobj)
+        every = self._headers(h)
+        if _raw_reduction(every, op, prefix=True):
+            out = _empty(every[0])
+            self.Exscan(payload, out, op=op)
+            return out if self.rank else None
+        objs = self._allgather_blocks(payload, every)
+        return _fold(objs[: self.rank], op) if self.rank else None
 
-    def irecv(self, buf=None, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG):
-        # buf is accepted for mpi4py's signature; the message's own size is allocated.
-        r = _ObjRequest._recv(self, source, tag)
-        if source == _shmcoll.PROC_NULL:
-            r._deliver(None, None)
-        else:
-            self._objrecvs().append(r)
-        return r
+    @classmethod
+    def Create_from_group(cls, group, stringtag="org.mpi4py", info=INFO_NULL, errhandler=None):
+        """mpi4py 4's: a communicator of group's members, collective over them only (as
+        Create_group over COMM_WORLD, the string tag naming it)."""
+        from . import MPI
 
-    def send(self, obj, dest, tag=0):
-        data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
-        if not self.__dict__.get("_objq"):
-            self.Send(data, dest, tag)
-            return
-        # Object receives are queued: a large message to a peer whose own send waits for
-        # one of them must not wait for that peer, so this send serves them while it waits.
-        _ObjRequest._send(self, self.Isend(data, dest, tag)).wait()
+        new = MPI.COMM_WORLD.Create_group(group, tag=int(_h("from_group", stringtag), 16))
+        if info:
+            new.Set_info(info)
+        if errhandler is not None:
+            new.Set_errhandler(errhandler)
+        return new
 
-    def recv(self, buf=None, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG, status=None):
-        if source == _shmcoll.PROC_NULL:
-            if status is not None:
-                _null_status(status)
-            return None
-        if not self.__dict__.get("_objq"):
-            st = Status()
-            self.Probe(source, tag, st)
-            data = bytearray(st.nbytes)
-            self.Recv(data, st.source, st.tag, status)
-            return pickle.loads(data)
-        # Receives posted before this one take their messages first.
-        return self.irecv(None, source, tag).wait(status)
+    def Create_cart(self, dims, periods=None, reorder=False):
+        raise _unsupported("process topologies (Create_cart)")
 
-    def sendrecv(
-        self,
-        sendobj,
-        dest,
-        sendtag=0,
-        recvbuf=None,
-        source=_shmcoll.ANY_SOURCE,
-        recvtag=_shmcoll.ANY_TAG,
-        status=None,
-    ):
-        # The send never waits for its receiver (isend), so two ranks that sendrecv to each
-        # other both get to their receive; the peer may receive with recv or irecv.
-        req = self.isend(sendobj, dest, sendtag) if dest != _shmcoll.PROC_NULL else None
-        obj = self.recv(recvbuf, source, recvtag, status)
-        if req is not None:
-            req.wait()
-        return obj
+    def Create_graph(self, index, edges, reorder=False):
+        raise _unsupported("process topologies (Create_graph)")
+
+    def Create_dist_graph_adjacent(self, sources, destinations, sourceweights=None,
+                                   destweights=None, info=INFO_NULL, reorder=False):
+        raise _unsupported("process topologies (Create_dist_graph_adjacent)")
+
+    def Create_dist_graph(self, sources, degrees, destinations, weights=None, info=INFO_NULL,
+                          reorder=False):
+        raise _unsupported("process topologies (Create_dist_graph)")
+
+    def Cart_map(self, dims, periods=None):
+        raise _unsupported("process topologies (Cart_map)")
+
+    def Graph_map(self, index, edges):
+        raise _unsupported("process topologies (Graph_map)")
+
+    def Create_intercomm(self, local_leader, peer_comm, remote_leader, tag=0):
+        raise _unsupported("intercommunicators (Create_intercomm)")
+
+    def Spawn(self, command, args=None, maxprocs=1, info=INFO_NULL, root=0, errcodes=None):
+        raise _unsupported("dynamic processes (Spawn)")
+
+    def Spawn_multiple(self, command, args=None, maxprocs=None, info=INFO_NULL, root=0,
+                       errcodes=None):
+        raise _unsupported("dynamic processes (Spawn_multiple)")
+
+    def Accept(self, port_name, info=INFO_NULL, root=0):
+        raise _unsupported("dynamic processes (Accept)")
+
+    def Connect(self, port_name, info=INFO_NULL, root=0):
+        raise _unsupported("dynamic processes (Connect)")
+
+
+class Intercomm(BaseComm):
+    """Intercommunicators are not supported: Intercomm() is a null one (COMM_NULL)."""
+
+    def __new__(cls, *args, **kw):
+        if args or kw:
+            raise _unsupported("intercommunicators (Intercomm)")
+        return super().__new__(cls)
+
+    def Get_remote_group(self):
+        self._live("Intercomm.Get_remote_group")  # a null one is COMM_NULL's error
+        raise _unsupported("intercommunicators (Get_remote_group)")
+
+    def Get_remote_size(self):
+        self._live("Intercomm.Get_remote_size")
+        raise _unsupported("intercommunicators (Get_remote_size)")
+
+    def Merge(self, high=False):
+        self._live("Intercomm.Merge")
+        raise _unsupported("intercommunicators (Merge)")
+
+    remote_group = property(Get_remote_group)
+    remote_size = property(Get_remote_size)
+
+
+class Topocomm(Comm):
+    """Process topologies are not supported: Topocomm() and its subclasses are null."""
+
+    def __new__(cls, *args, **kw):
+        if args or kw:
+            raise _unsupported("process topologies (%s)" % cls.__name__)
+        return super().__new__(cls)
+
+
+class Cartcomm(Topocomm):
+    pass
+
+
+class Graphcomm(Topocomm):
+    pass
+
+
+class Distgraphcomm(Topocomm):
+    pass
 
 
 def _null_status(status):
-    status.source = _shmcoll.PROC_NULL
-    status.tag = _shmcoll.ANY_TAG
-    status.nbytes = 0
-    status.total = 0
+    if status is not None:
+        status.source = _shmcoll.PROC_NULL
+        status.tag = _shmcoll.ANY_TAG
+        status.error = 0
+        status.nbytes = status.total = 0
+        status.cancelled = False
+
+
+def _copy_status(st, status):
+    if status is not None:
+        status.source, status.tag, status.error = st.source, st.tag, st.error
+        status.nbytes, status.total, status.cancelled = st.nbytes, st.total, False
+
+
+def _world_size():
+    from . import MPI
+
+    return MPI.COMM_WORLD.size
+
+
+# Attribute keys: keyval -> (copy_fn, delete_fn).
+_keyvals = {}
+_next_keyval = [100]
+
+
+def _keyval(keyval, what):
+    try:
+        return _keyvals[keyval]
+    except (KeyError, TypeError):
+        _errors.raise_mpi(_errors.CODES["ERR_KEYVAL"], "%s: keyval %r is not one of "
+                          "Create_keyval's" % (what, keyval))
 
 
 class _ObjRequest(_shmcoll.Request):
     """The request of an object isend or irecv: mpi4py's wait(status=None) (the object
     received, None for a send) and test() -> (flag, object), and Wait/Test as every request.
-    The object is returned once, by the call that completes the request, as in mpi4py."""
+    The object is returned once, by the call that completes the request, as in mpi4py; that
+    call makes the request inactive (false, equal to REQUEST_NULL)."""
 
-    __slots__ = ("_comm", "_c", "source", "tag", "_done", "_data", "_st", "_taken")
+    __slots__ = ("_comm", "_c", "source", "tag", "_done", "_data", "_st", "_taken", "_matched")
 
     @classmethod
     def _send(cls, comm, creq):
         r = cls()
         r._comm, r._c, r.source, r.tag = comm, creq, None, None
         r._done, r._data, r._st, r._taken = False, None, None, False
+        r._matched = True  # False: a synchronous send to this rank, until received
         return r
 
     @classmethod
@@ -410,6 +1014,7 @@ class _ObjRequest(_shmcoll.Request):
         r = cls()
         r._comm, r._c, r.source, r.tag = comm, None, source, tag
         r._done, r._data, r._st, r._taken = False, None, None, False
+        r._matched = True
         return r
 
     def _deliver(self, data, st):
@@ -419,37 +1024,53 @@ class _ObjRequest(_shmcoll.Request):
 
     @property
     def completed(self):
-        return self._ready()
+        return self._taken
+
+    def __bool__(self):
+        # Active (MPI's non-null request) until a wait or test has completed it.
+        return not self._taken
+
+    def _active(self):
+        return not self._taken
 
     def _ready(self):
         # Whether it completed, moving messages on the way; nothing is taken from it.
         if self._done:
             return True
         if self._c is not None:
-            if self._c.Test():
-                self._done = True
-                return True
             if self._comm.__dict__.get("_objq"):
                 self._comm._match()
-            return False
+            if self._matched and self._c.Test():
+                self._done = True
+            return self._done
         self._comm._match()
         return self._done
 
+    def _status_to(self, status):
+        if status is None:
+            return
+        if self._st is not None:
+            status.source, status.tag, status.nbytes = self._st
+            status.total, status.error, status.cancelled = self._st[2], 0, False
+        elif self._c is None and not self._taken:
+            _null_status(status)
+        else:
+            _copy_status(Status(), status)  # a send's, or a request completed before
+
     def _result(self, status):
-        if status is not None:
-            if self._st is not None:
-                status.source, status.tag, status.nbytes = self._st
-                status.total = self._st[2]
-            elif self._c is None:
-                _null_status(status)
-        if self._taken or self._data is None:
-            self._taken = True
-            return None
+        """Completes the request: fills status, returns the object (once)."""
+        self._status_to(status)
         self._taken = True
         data, self._data = self._data, None
-        return pickle.loads(data)
+        return None if data is None else pickle.loads(data)
 
-    def wait(self, status=None):
+    def _finish(self):
+        if not self._matched:
+            # A synchronous send to this rank: its receive may be queued here. One that is
+            # not would never come in this thread (MPI: a deadlock): the send completes.
+            if self._comm.__dict__.get("_objq"):
+                self._comm._match()
+            self._matched = True
         if not self._done:
             comm = self._comm
             q = comm.__dict__.get("_objq")
@@ -465,27 +1086,49 @@ class _ObjRequest(_shmcoll.Request):
                     comm._progress(lambda: self._done)
             else:
                 comm._progress(self._ready)
+
+    def wait(self, status=None):
+        if self._taken:
+            _copy_status(Status(), status)
+            return None
+        self._finish()
         return self._result(status)
 
     def test(self, status=None):
+        if self._taken:
+            _copy_status(Status(), status)
+            return (True, None)
         if not self._ready():
             return (False, None)
         return (True, self._result(status))
 
     def Wait(self, status=None):
         self.wait(status)
-
-    def Test(self, status=None):
-        if not self._ready():
-            return False
-        if status is not None:
-            self._result_status(status)
         return True
 
-    def _result_status(self, status):
-        if self._st is not None:
-            status.source, status.tag, status.nbytes = self._st
-            status.total = self._st[2]
+    def Test(self, status=None):
+        return self.test(status)[0]
+
+    def Get_status(self, status=None):
+        if self._taken or self._ready():
+            self._status_to(status)
+            return True
+        return False
+
+    get_status = Get_status
+
+    def Free(self):
+        """Lets the request go: a send completes anyway; a receive still takes its message
+        (dropped when it comes)."""
+        if self._c is not None:
+            self._c.Free()
+        self._taken = True
+        self._data = None
+
+    def Cancel(self):
+        pass
+
+    cancel = Cancel
 
 
 _HDR = 12  # kind (a dtype's index, or -1: a pickle), bytes, ndim, 8 dims, 0
@@ -497,8 +1140,6 @@ _ALIGN = 64  # where each block starts in a gathered buffer
 
 
 def _hdr_array(h=None, n=1):
-    import array
-
     if h is not None:
         return array.array(_LEN, h)
     return array.array(_LEN, [0]) * (_HDR * n)
@@ -518,7 +1159,7 @@ def _describe(obj):
         a = np.ascontiguousarray(obj)
         dims = list(a.shape) + [0] * (_MAXDIM - a.ndim)
         return [_RAW.index(a.dtype.name), a.nbytes, a.ndim] + dims + [0], a
-    data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
+    data = pickle.dumps(obj)
     return [-1, len(data), 0] + [0] * (_MAXDIM + 1), data
 
 
@@ -559,16 +1200,19 @@ def _decode(h, out, at):
     return a.reshape(tuple(h[3 : 3 + h[2]]))
 
 
-_RAW_OPS = ("SUM", "PROD", "MIN", "MAX", "BAND", "BOR", "BXOR")
+_RAW_OPS = ("SUM", "PROD", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR")
 
 
-def _raw_reduction(every, op):
+def _raw_reduction(every, op, prefix=False):
     """Whether a reduction runs on the arrays themselves: every rank's header the same
-    array (dtype and shape) and op one of the C library's that the dtype has."""
+    array (dtype and shape) and op one of the C library's that the dtype has (AVG has no
+    prefix form)."""
     first = every[0]
     if first[0] < 0 or any(h != first for h in every[1:]):
         return False
     if not isinstance(op, _shmcoll.Op) or id(op) not in _RAW_OP_IDS:
+        return False
+    if prefix and op is _shmcoll.AVG:
         return False
     bitwise = op is _shmcoll.BAND or op is _shmcoll.BOR or op is _shmcoll.BXOR
     return not bitwise or first[0] < _RAW_INT
@@ -577,28 +1221,23 @@ def _raw_reduction(every, op):
 _RAW_OP_IDS = {id(getattr(_shmcoll, n)) for n in _RAW_OPS}
 
 
-_PY_OPS = {
-    id(_shmcoll.SUM): lambda a, b: a + b,
-    id(_shmcoll.PROD): lambda a, b: a * b,
-    id(_shmcoll.MIN): min,
-    id(_shmcoll.MAX): max,
-    id(_shmcoll.BAND): lambda a, b: a & b,
-    id(_shmcoll.BOR): lambda a, b: a | b,
-    id(_shmcoll.BXOR): lambda a, b: a ^ b,
-}
-
-
 def _fold(objs, op):
-    if callable(op) and not isinstance(op, _shmcoll.Op):
-        fn = op
-    elif isinstance(op, _shmcoll.Op) and id(op) in _PY_OPS:
-        fn = _PY_OPS[id(op)]
-    else:
-        raise TypeError("the object reductions take SUM, PROD, MIN, MAX, BAND, BOR, BXOR or a "
-                        "function of two arguments")
+    """op(op(objs[0], objs[1]), ...), in rank order, as mpi4py folds: an Op is called on
+    two objects (MAXLOC on (value, index) pairs, a user op's function with datatype None),
+    and so is any function of two arguments. AVG is the sum over the count (an int sum
+    truncated toward zero)."""
+    if op is _shmcoll.AVG:
+        total = _fold(objs, _shmcoll.SUM)
+        n = len(objs)
+        if isinstance(total, int):
+            return total // n if total >= 0 else -(-total // n)
+        return total / n
+    if not callable(op):
+        raise TypeError("the object reductions take an MPI.Op or a function of two "
+                        "arguments, not %s" % type(op).__name__)
     acc = objs[0]
     for o in objs[1:]:
-        acc = fn(acc, o)
+        acc = op(acc, o)
     return acc
 
 
@@ -640,7 +1279,9 @@ def malloc(comm, shape, dtype=float):
     if nbytes > sys.maxsize:
         raise ValueError("malloc: shape %s of dtype %s is %d bytes, more than an address space"
                          % (dims, dt, nbytes))
-    buf = comm._malloc(nbytes)
+    # Through the communicator's first handle, which counts the buffers over its memory
+    # (a second handle, MPI.Comm(comm), frees the same memory).
+    buf = comm._handle._malloc(nbytes)
     # The array's base is buf, which holds comm: buf goes with the last array over it.
     return np.ndarray(dims, dt, buffer=buf)
 
@@ -668,4 +1309,24 @@ def init(timeout_ms=None):
     timeout_ms, when given, sets SHMCOLL_TIMEOUT_MS for it."""
     if timeout_ms is not None:
         os.environ["SHMCOLL_TIMEOUT_MS"] = str(int(timeout_ms))
-    return _shmcoll.init(Comm)
+    comm = _shmcoll.init(Comm)
+    _name_job(comm)
+    return comm
+
+
+_jobs = [0]  # the launcher's communicators made so far in this process
+
+
+def _name_job(comm):
+    """Gives the launcher's communicator a name every rank gives alike, unique on this
+    machine: shmcoll-run's job and how many this process made before, else rank 0's random
+    number."""
+    k = _jobs[0]
+    _jobs[0] += 1
+    job = os.environ.get("SHMCOLL_JOB")
+    if job and os.environ.get("SHMCOLL_SIZE") == str(comm.size):
+        comm.__dict__["_id"] = _h("job", job, k)
+        return
+    token = array.array(_LEN, [int.from_bytes(os.urandom(7), "little")])
+    comm.Bcast(token, 0)
+    comm.__dict__["_id"] = _h("job", token[0], k)

@@ -75,6 +75,12 @@ for _name in ("uint32", "uint64"):  # torch >= 2.3
     if hasattr(torch, _name):
         _REDUCIBLE.add(getattr(torch, _name))
 _FLOATS = {torch.float32, torch.float64, torch.float16, torch.bfloat16}
+# The dtypes the C module gives a datatype of their own (python/src/buffer.c); others move
+# as bytes, counted in bytes.
+_TYPED = _REDUCIBLE | {torch.int16, torch.bool, torch.complex64, torch.complex128}
+for _name in ("uint16",):  # torch >= 2.3
+    if hasattr(torch, _name):
+        _TYPED.add(getattr(torch, _name))
 _BITWISE = {_shmcoll.BAND, _shmcoll.BOR, _shmcoll.BXOR}
 
 
@@ -560,7 +566,7 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
 def _units(t):
     """What the C module counts t in, per element: 1 for a dtype it knows, the element's
     bytes for one it moves as bytes."""
-    return 1 if t.dtype in _REDUCIBLE else t.element_size()
+    return 1 if t.dtype in _TYPED else t.element_size()
 
 
 def init_process_group(backend=BACKEND, **kwargs):

@@ -1,99 +1,48 @@
-/* buffer.c - the memory of a buffer argument. A buffer argument is one of
- *   - an object with the buffer protocol, C-contiguous (NumPy arrays, memoryview, bytearray,
- *     array.array): its format gives the element type;
+/* buffer.c - the memory of a buffer argument, as mpi4py takes it:
+ *   - an object with the buffer protocol, C- or Fortran-contiguous (NumPy arrays,
+ *     memoryview, bytearray, bytes for a send, array.array): its format names the datatype;
  *   - a CPU torch.Tensor, contiguous (its data_ptr, numel and dtype; bfloat16 too);
- *   - mpi4py's list forms: [buf, datatype], [buf, count, datatype], [buf, count].
- * Reductions need one of the ten element types of the C API (TypeError otherwise); calls that
- * only move data move any buffer as bytes when its type is none of them. */
+ *   - an object with __array_interface__ (NumPy's protocol) or a CPU __dlpack__.
+ * Only the memory is resolved here; message.c reads mpi4py's message specifications around
+ * it (counts, displacements, datatypes). */
 #include "shmcoll_py.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
-/* The element type of a buffer format character of itemsize bytes, or BYTES. */
-static int format_dtype(const char *fmt, Py_ssize_t itemsize)
+static void not_contiguous(const char *how, PyObject *detail)
 {
-	int signed_int;
-
-	if (!fmt)
-		return itemsize == 1 ? SHMCOLL_UINT8 : BYTES;
-	if (*fmt == '@' || *fmt == '=' || *fmt == '<' || *fmt == '!' || *fmt == '>') {
-		/* Host byte order only: the library reduces in host order. */
-		if ((*fmt == '>' || *fmt == '!') && itemsize > 1)
-			return BYTES;
-		fmt++;
-	}
-	if (!fmt[0] || fmt[1])
-		return BYTES; /* a struct or a repeat count: not one scalar */
-	switch (*fmt) {
-	case 'e':
-		return itemsize == 2 ? SHMCOLL_FLOAT16 : BYTES;
-	case 'f':
-		return itemsize == 4 ? SHMCOLL_FLOAT32 : BYTES;
-	case 'd':
-		return itemsize == 8 ? SHMCOLL_FLOAT64 : BYTES;
-	case 'b':
-		return SHMCOLL_INT8;
-	case 'B':
-	case 'c':
-		return SHMCOLL_UINT8;
-	case 'i':
-	case 'l':
-	case 'q':
-	case 'n':
-		signed_int = 1;
-		break;
-	case 'I':
-	case 'L':
-	case 'Q':
-	case 'N':
-		signed_int = 0;
-		break;
-	default:
-		return BYTES; /* 'h', '?', complex, pointers: move as bytes, no reduction */
-	}
-	switch (itemsize) {
-	case 4:
-		return signed_int ? SHMCOLL_INT32 : SHMCOLL_UINT32;
-	case 8:
-		return signed_int ? SHMCOLL_INT64 : SHMCOLL_UINT64;
-	default:
-		return BYTES;
-	}
+	PyErr_Format(py__BufferError,
+	             "the buffer is not %s (%S): pass a contiguous array, e.g. "
+	             "numpy.ascontiguousarray(...)",
+	             how, detail ? detail : Py_None);
 }
 
-void py__buf_release(struct buf *b)
-{
-	if (b->held)
-		PyBuffer_Release(&b->view);
-	b->held = 0;
-}
+/* ---- torch tensors ---- */
 
-static size_t es_of(int dt)
-{
-	return dt == BYTES ? 1 : shmcoll_dtype_size((shmcoll_dtype)dt);
-}
-
-/* torch's dtypes as shmcoll's: found by name the first time a dtype object is seen, then by
- * the object itself (torch's dtypes are singletons). BYTES for one shmcoll does not reduce;
- * es is its element size. */
+/* torch's dtypes as datatypes: found by name the first time a dtype object is seen, then by
+ * the object itself (torch's dtypes are singletons). */
 static struct {
 	PyObject *dtype; /* a reference held, so that its address names it for good */
-	int dt;
+	DatatypeObject *dt;
 	Py_ssize_t es;
 } torch_dtypes[32];
 static int torch_ndtypes;
 
-static int torch_dtype(PyObject *obj, PyObject *dtype, int *dt, Py_ssize_t *es)
+static int torch_dtype(PyObject *obj, PyObject *dtype, DatatypeObject **dt, Py_ssize_t *es)
 {
 	static const struct {
-		const char *name;
-		int dt;
+		const char *name, *type;
 	} tt[] = {
-	    {"torch.float32", SHMCOLL_FLOAT32}, {"torch.float64", SHMCOLL_FLOAT64},
-	    {"torch.float16", SHMCOLL_FLOAT16}, {"torch.bfloat16", SHMCOLL_BFLOAT16},
-	    {"torch.int8", SHMCOLL_INT8},       {"torch.uint8", SHMCOLL_UINT8},
-	    {"torch.int32", SHMCOLL_INT32},     {"torch.int64", SHMCOLL_INT64},
-	    {"torch.uint32", SHMCOLL_UINT32},   {"torch.uint64", SHMCOLL_UINT64},
+	    {"torch.float32", "f"},   {"torch.float64", "d"},    {"torch.float16", "e"},
+	    {"torch.bfloat16", NULL}, {"torch.int8", "i1"},      {"torch.uint8", "u1"},
+	    {"torch.int16", "i2"},    {"torch.int32", "i4"},     {"torch.int64", "i8"},
+	    {"torch.uint16", "u2"},   {"torch.uint32", "u4"},    {"torch.uint64", "u8"},
+	    {"torch.bool", "?"},      {"torch.complex64", "Zf"}, {"torch.complex128", "Zd"},
 	};
 	PyObject *name, *r;
 	const char *dname;
@@ -111,11 +60,14 @@ static int torch_dtype(PyObject *obj, PyObject *dtype, int *dt, Py_ssize_t *es)
 		Py_DECREF(name);
 		return -1;
 	}
-	*dt = BYTES;
+	*dt = py__dt_byte; /* a dtype with no datatype moves as bytes */
 	for (size_t k = 0; k < sizeof(tt) / sizeof(tt[0]); k++)
 		if (!strcmp(dname, tt[k].name))
-			*dt = tt[k].dt;
+			*dt =
+			    tt[k].type ? py__dt_of_format(tt[k].type) : py__dt_c[SHMCOLL_BFLOAT16];
 	Py_DECREF(name);
+	if (!*dt)
+		return -1;
 	if (!(r = PyObject_CallMethod(obj, "element_size", NULL)))
 		return -1;
 	*es = PyLong_AsSsize_t(r);
@@ -125,6 +77,8 @@ static int torch_dtype(PyObject *obj, PyObject *dtype, int *dt, Py_ssize_t *es)
 		           ? -1
 		           : (PyErr_SetString(PyExc_TypeError, "a tensor dtype without a size"),
 		              -1);
+	if ((*dt)->size != *es)
+		*dt = py__dt_byte;
 	if (torch_ndtypes < (int)(sizeof(torch_dtypes) / sizeof(torch_dtypes[0]))) {
 		Py_INCREF(dtype);
 		torch_dtypes[torch_ndtypes].dtype = dtype;
@@ -135,7 +89,7 @@ static int torch_dtype(PyObject *obj, PyObject *dtype, int *dt, Py_ssize_t *es)
 	return 0;
 }
 
-/* The names torch_buf asks a tensor for, made once. */
+/* The names torch_mem asks a tensor for, made once. */
 static PyObject *s_is_contiguous, *s_is_cpu, *s_dtype, *s_data_ptr, *s_numel;
 
 static int torch_names(void)
@@ -162,15 +116,28 @@ static int call_ull(PyObject *obj, PyObject *name, unsigned long long *v)
 	return PyErr_Occurred() ? -1 : 0;
 }
 
-/* A CPU torch.Tensor (anything with is_contiguous, is_cpu, dtype, data_ptr and numel): 0, or
- * -1 with an exception set. It runs on every call that takes a tensor, so it asks only what
- * it needs, by names made once. */
-static int torch_buf(PyObject *obj, struct buf *b, const char *what)
+static int is_tensor(PyObject *obj)
+{
+	/* torch.Tensor, without importing torch: its type's name and module. */
+	PyTypeObject *t = Py_TYPE(obj);
+
+	for (; t; t = t->tp_base)
+		if (!strcmp(t->tp_name, "Tensor") || !strcmp(t->tp_name, "torch._C._TensorBase") ||
+		    !strcmp(t->tp_name, "torch._C.TensorBase") ||
+		    !strcmp(t->tp_name, "_TensorBase"))
+			return 1;
+	return 0;
+}
+
+/* A CPU torch.Tensor: 0, or -1 with an exception set. It runs on every call that takes a
+ * tensor, so it asks only what it needs, by names made once. */
+static int torch_mem(PyObject *obj, struct mem *m)
 {
 	PyObject *r = NULL;
 	unsigned long long ptr, n;
+	DatatypeObject *dt;
 	Py_ssize_t es;
-	int ok, dt;
+	int ok;
 
 	if (torch_names() < 0 || !(r = PyObject_CallMethodNoArgs(obj, s_is_contiguous)))
 		return -1;
@@ -178,8 +145,8 @@ static int torch_buf(PyObject *obj, struct buf *b, const char *what)
 	Py_DECREF(r);
 	if (ok <= 0) {
 		if (ok == 0)
-			PyErr_Format(py__BufferError,
-			             "%s: the tensor is not contiguous (use .contiguous())", what);
+			PyErr_SetString(py__BufferError,
+			                "the tensor is not contiguous (use .contiguous())");
 		return -1;
 	}
 	if (!(r = PyObject_GetAttr(obj, s_is_cpu)))
@@ -188,7 +155,7 @@ static int torch_buf(PyObject *obj, struct buf *b, const char *what)
 	Py_DECREF(r);
 	if (ok <= 0) {
 		if (ok == 0)
-			PyErr_Format(py__BufferError, "%s: the tensor is not in CPU memory", what);
+			PyErr_SetString(py__BufferError, "the tensor is not in CPU memory");
 		return -1;
 	}
 	if (!(r = PyObject_GetAttr(obj, s_dtype)))
@@ -197,182 +164,581 @@ static int torch_buf(PyObject *obj, struct buf *b, const char *what)
 	Py_DECREF(r);
 	if (ok < 0 || call_ull(obj, s_data_ptr, &ptr) < 0 || call_ull(obj, s_numel, &n) < 0)
 		return -1;
-	b->ptr = (char *)(uintptr_t)ptr;
-	b->dt = dt;
-	if (dt == BYTES) {
-		b->count = (size_t)n * (size_t)es;
-		b->es = 1;
-	} else {
-		b->count = (size_t)n;
-		b->es = (size_t)es;
-	}
+	m->ptr = (char *)(uintptr_t)ptr;
+	m->len = (Py_ssize_t)n * es;
+	m->dtype = dt;
 	return 0;
 }
 
-/* The memory of obj (no list form): 0, or -1 with an exception set. */
-static int plain_buf(PyObject *obj, struct buf *b, int writable, const char *what)
-{
-	int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+/* ---- NumPy's array interface ---- */
 
+/* The datatype of a typestr ("<f8", "|u1", ">i4" ...): native or no byte order only. */
+static DatatypeObject *typestr_dt(const char *ts)
+{
+	if (!ts[0] || !ts[1])
+		return py__dt_of_format(ts);
+	if (ts[0] == '>' && !(ts[1] && strchr("biu", ts[1]) && !strcmp(ts + 2, "1"))) {
+		PyErr_Format(PyExc_ValueError, "typestr '%s' with non-native byte order", ts);
+		return NULL;
+	}
+	return py__dt_of_format(ts + 1);
+}
+
+static int array_interface_mem(PyObject *obj, int writable, struct mem *m)
+{
+	PyObject *ai = PyObject_GetAttrString(obj, "__array_interface__"), *data, *shape, *ts,
+	         *strides;
+	Py_ssize_t n = 1, i, es;
+	int ro;
+
+	if (!ai)
+		return -1;
+	if (!PyDict_Check(ai)) {
+		Py_DECREF(ai);
+		PyErr_SetString(PyExc_TypeError, "__array_interface__ is not a dict");
+		return -1;
+	}
+	data = PyDict_GetItemString(ai, "data");
+	shape = PyDict_GetItemString(ai, "shape");
+	ts = PyDict_GetItemString(ai, "typestr");
+	strides = PyDict_GetItemString(ai, "strides");
+	if (!data || !PyTuple_Check(data) || PyTuple_GET_SIZE(data) != 2 || !shape ||
+	    !PyTuple_Check(shape) || !ts || !PyUnicode_Check(ts)) {
+		Py_DECREF(ai);
+		PyErr_SetString(PyExc_TypeError,
+		                "__array_interface__ without data, shape, typestr");
+		return -1;
+	}
+	m->ptr = PyLong_AsVoidPtr(PyTuple_GET_ITEM(data, 0));
+	ro = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1));
+	if (PyErr_Occurred() || ro < 0)
+		goto fail;
+	if (writable && ro) {
+		PyErr_SetString(py__BufferError, "the array is read-only");
+		goto fail;
+	}
+	for (i = 0; i < PyTuple_GET_SIZE(shape); i++)
+		n *= PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+	if (PyErr_Occurred())
+		goto fail;
+	m->dtype = typestr_dt(PyUnicode_AsUTF8(ts));
+	if (!m->dtype)
+		goto fail;
+	es = m->dtype->size;
+	if (strides && strides != Py_None) {
+		/* Contiguous in C order (C or F is fine, mpi4py's any-contiguous). */
+		Py_ssize_t want = es, nd = PyTuple_GET_SIZE(shape), ok = 1;
+
+		for (i = nd - 1; i >= 0; i--) {
+			Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+
+			if (d > 1 && PyLong_AsSsize_t(PyTuple_GET_ITEM(strides, i)) != want)
+				ok = 0;
+			want *= d;
+		}
+		if (!ok && n > 1) {
+			not_contiguous("contiguous", NULL);
+			goto fail;
+		}
+	}
+	m->len = n * es;
+	m->keep = ai; /* holds the object's description; the object is held by the message */
+	return 0;
+fail:
+	Py_DECREF(ai);
+	return -1;
+}
+
+/* ---- DLPack ---- */
+
+/* DLPack's ABI (dlpack.h, version 0.x), the part read here. */
+typedef struct {
+	int32_t device_type, device_id;
+} DLDevice;
+typedef struct {
+	uint8_t code, bits;
+	uint16_t lanes;
+} DLDataType;
+typedef struct {
+	void *data;
+	DLDevice device;
+	int32_t ndim;
+	DLDataType dtype;
+	int64_t *shape, *strides;
+	uint64_t byte_offset;
+} DLTensor;
+typedef struct DLManagedTensor {
+	DLTensor dl_tensor;
+	void *manager_ctx;
+	void (*deleter)(struct DLManagedTensor *self);
+} DLManagedTensor;
+
+enum {
+	kDLCPU = 1,
+	kDLCUDAHost = 3,
+	kDLInt = 0,
+	kDLUInt = 1,
+	kDLFloat = 2,
+	kDLBfloat = 4,
+	kDLComplex = 5,
+	kDLBool = 6
+};
+
+/* The format of a DLPack dtype, as mpi4py names it (NULL: bytes). */
+static const char *dl_format(const DLDataType *d, Py_ssize_t *itemsize)
+{
+	static const char *const ints[] = {NULL, "b", "h", NULL, "i", NULL, NULL, NULL, "l"};
+	static const char *const uints[] = {NULL, "B", "H", NULL, "I", NULL, NULL, NULL, "L"};
+	unsigned bits = d->bits;
+
+	*itemsize = (bits * (d->lanes ? d->lanes : 1) + 7) / 8;
+	if (d->lanes != 1) {
+		if (d->code == kDLFloat && d->lanes == 2 && (bits == 32 || bits == 64))
+			return bits == 32 ? "Zf" : "Zd";
+		*itemsize = 1;
+		return NULL;
+	}
+	switch (d->code) {
+	case kDLInt:
+		return bits % 8 == 0 && bits <= 64 ? ints[bits / 8] : NULL;
+	case kDLUInt:
+		return bits % 8 == 0 && bits <= 64 ? uints[bits / 8] : NULL;
+	case kDLFloat:
+		return bits == 16 ? "e" : bits == 32 ? "f" : bits == 64 ? "d" : NULL;
+	case kDLComplex:
+		return bits == 64 ? "Zf" : bits == 128 ? "Zd" : NULL;
+	case kDLBool:
+		return bits == 8 ? "?" : NULL;
+	default:
+		return NULL;
+	}
+}
+
+static int dl_contig(const DLTensor *t, int fortran)
+{
+	int64_t size = 1;
+	int i;
+
+	if (!t->strides)
+		return !(t->ndim > 1 && fortran);
+	for (i = 0; i < t->ndim; i++) {
+		int k = fortran ? i : t->ndim - 1 - i;
+
+		if (t->shape[k] > 1 && t->strides[k] != size)
+			return 0;
+		size *= t->shape[k];
+	}
+	return 1;
+}
+
+/* mpi4py's Py_GetDLPackBuffer: the device from __dlpack_device__ (a pair of ints), the
+ * tensor from __dlpack__'s capsule (checked: shape, strides, contiguity), whose deleter
+ * runs at once; the object it came from (held by the message) keeps the memory. 1 when obj
+ * is no DLPack object, 0 done, -1 with mpi4py's error. */
+static int dlpack_mem(PyObject *obj, struct mem *m)
+{
+	PyObject *dev_fn, *dev = NULL, *seq = NULL, *cap = NULL;
+	unsigned long dev_type;
+	DLManagedTensor *mt;
+	DLTensor *t;
+	Py_ssize_t itemsize, n = 1;
+	const char *fmt;
+	int i, rc = -1;
+
+	if (!PyObject_HasAttrString(obj, "__dlpack__") ||
+	    !PyObject_HasAttrString(obj, "__dlpack_device__"))
+		return 1;
+	if (!(dev_fn = PyObject_GetAttrString(obj, "__dlpack_device__")))
+		return -1;
+	dev = PyObject_CallNoArgs(dev_fn);
+	Py_DECREF(dev_fn);
+	if (!dev)
+		return -1;
+	/* device_type, device_id = obj.__dlpack_device__() */
+	if (!(seq = PySequence_Fast(dev, "cannot unpack the device of __dlpack_device__()")))
+		goto out;
+	if (PySequence_Fast_GET_SIZE(seq) != 2) {
+		PyErr_Format(PyExc_ValueError,
+		             "__dlpack_device__() gave %zd values, expected 2 (device_type, "
+		             "device_id)",
+		             PySequence_Fast_GET_SIZE(seq));
+		goto out;
+	}
+	dev_type = PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(seq, 0));
+	if (PyErr_Occurred())
+		goto out;
+	(void)PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, 1));
+	if (PyErr_Occurred())
+		goto out;
+	if (dev_type != kDLCPU && dev_type != kDLCUDAHost) {
+		PyErr_SetString(py__BufferError, "dlpack: the array is not in CPU memory");
+		goto out;
+	}
+	if (!(cap = PyObject_CallMethod(obj, "__dlpack__", NULL)))
+		goto out;
+	if (!PyCapsule_IsValid(cap, "dltensor")) {
+		PyErr_SetString(PyExc_BufferError, "dlpack: invalid capsule object");
+		goto out;
+	}
+	mt = PyCapsule_GetPointer(cap, "dltensor");
+	t = &mt->dl_tensor;
+	if (t->ndim < 0) {
+		PyErr_SetString(PyExc_BufferError, "dlpack: number of dimensions is negative");
+	} else if (t->ndim > 0 && !t->shape) {
+		PyErr_SetString(PyExc_BufferError, "dlpack: shape is NULL");
+	} else {
+		for (i = 0; i < t->ndim; i++)
+			if (t->shape[i] < 0 || (t->strides && t->strides[i] < 0))
+				break;
+		if (i < t->ndim)
+			PyErr_SetString(PyExc_BufferError,
+			                t->shape[i] < 0 ? "dlpack: shape item is negative"
+			                                : "dlpack: strides item is negative");
+		else if (!dl_contig(t, 0) && !dl_contig(t, 1))
+			PyErr_SetString(PyExc_BufferError, "dlpack: buffer is not contiguous");
+	}
+	if (!PyErr_Occurred()) {
+		for (i = 0; i < t->ndim; i++)
+			n *= (Py_ssize_t)t->shape[i];
+		fmt = t->dtype.code == kDLBfloat && t->dtype.bits == 16
+		          ? NULL
+		          : dl_format(&t->dtype, &itemsize);
+		m->ptr = (char *)t->data + t->byte_offset;
+		m->len = n * ((t->dtype.bits * (t->dtype.lanes ? t->dtype.lanes : 1) + 7) / 8);
+		if (t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1)
+			m->dtype = py__dt_c[SHMCOLL_BFLOAT16];
+		else
+			m->format = fmt;
+		rc = 0;
+	}
+	/* As mpi4py: the producer's deleter runs now, the capsule is spent (with the error, if
+	 * any, set aside: the deleter may be Python code). */
+	{
+		PyObject *et, *ev, *etb;
+
+		PyErr_Fetch(&et, &ev, &etb);
+		if (mt->deleter)
+			mt->deleter(mt);
+		PyCapsule_SetName(cap, "used_dltensor");
+		PyErr_Restore(et, ev, etb);
+	}
+out:
+	/* The capsule's destructor may be Python code: the error, if any, is set aside. */
+	{
+		PyObject *et, *ev, *etb;
+
+		PyErr_Fetch(&et, &ev, &etb);
+		Py_XDECREF(cap);
+		Py_XDECREF(seq);
+		Py_XDECREF(dev);
+		PyErr_Restore(et, ev, etb);
+	}
+	return rc;
+}
+
+/* ---- the CUDA array interface ---- */
+
+/* Whether the bytes [p, p + n) can be read here: a process_vm_readv of this process's own
+ * memory, which fails with EFAULT instead of faulting (a GPU's device pointer behind the
+ * interface would otherwise crash the process). The first and last byte are tried. */
+static int readable(const char *p, Py_ssize_t n)
+{
+	char c;
+	struct iovec local = {&c, 1}, remote;
+
+	if (n <= 0)
+		return 1;
+	remote.iov_base = (void *)p;
+	remote.iov_len = 1;
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != 1)
+		return errno == ENOSYS || errno == EPERM; /* no way to tell: trust it */
+	remote.iov_base = (void *)(p + n - 1);
+	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 1 || errno == ENOSYS ||
+	       errno == EPERM;
+}
+
+/* The item of a dict that must be there (KeyError), of type check (TypeError; NULL
+ * check: any), or an optional one (NULL when absent or None). */
+static PyObject *cai_item(PyObject *d, const char *key, int must, int (*check)(PyObject *),
+                          const char *what)
+{
+	PyObject *v = PyDict_GetItemString(d, key);
+
+	if (!v) {
+		if (must)
+			PyErr_SetString(PyExc_KeyError, key);
+		return NULL;
+	}
+	if (!must && v == Py_None)
+		return NULL;
+	if (check && !check(v)) {
+		PyErr_Format(PyExc_TypeError,
+		             "__cuda_array_interface__: '%s' must be %s, not %.100s", key, what,
+		             Py_TYPE(v)->tp_name);
+		return NULL;
+	}
+	return v;
+}
+
+static int tuple_check(PyObject *o)
+{
+	return PyTuple_Check(o);
+}
+
+static int list_check(PyObject *o)
+{
+	return PyList_Check(o);
+}
+
+static int str_check(PyObject *o)
+{
+	return PyUnicode_Check(o);
+}
+
+static int cai_contig(PyObject *shape, PyObject *strides, Py_ssize_t itemsize, int fortran)
+{
+	Py_ssize_t nd = PyTuple_GET_SIZE(shape), i, size = itemsize;
+
+	if (PyTuple_GET_SIZE(strides) != nd)
+		return 0;
+	for (i = 0; i < nd; i++) {
+		Py_ssize_t k = fortran ? i : nd - 1 - i;
+		Py_ssize_t dim = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k));
+		Py_ssize_t st = PyLong_AsSsize_t(PyTuple_GET_ITEM(strides, k));
+
+		if (dim > 1 && size != st)
+			return 0;
+		size *= dim;
+	}
+	return 1;
+}
+
+/* The format of a typestr's kind and item size, as mpi4py's cuda_get_format (NULL: bytes). */
+static const char *cai_format(char kind, Py_ssize_t n)
+{
+	const Py_ssize_t ld = (Py_ssize_t)sizeof(long double);
+
+	switch (kind) {
+	case 'b':
+		return n == 1 ? "?" : NULL;
+	case 'i':
+		return n == 1 ? "b" : n == 2 ? "h" : n == 4 ? "i" : n == 8 ? "l" : NULL;
+	case 'u':
+		return n == 1 ? "B" : n == 2 ? "H" : n == 4 ? "I" : n == 8 ? "L" : NULL;
+	case 'f':
+		return n == 2 ? "e" : n == 4 ? "f" : n == 8 ? "d" : n == ld ? "g" : NULL;
+	case 'c':
+		return n == 8 ? "Zf" : n == 16 ? "Zd" : n == 2 * ld ? "Zg" : NULL;
+	default:
+		return NULL;
+	}
+}
+
+/* mpi4py's Py_GetCAIBuffer (host memory behind it only: see readable()). 1 when obj has no
+ * __cuda_array_interface__, 0 done, -1 with mpi4py's error. */
+static int cai_mem(PyObject *obj, int writable, struct mem *m)
+{
+	PyObject *cai, *data, *ts, *shape, *strides, *descr, *mask, *ptr, *seq = NULL;
+	Py_ssize_t i, size = 1, itemsize;
+	const char *tstr;
+	int ro, rc = -1;
+	char kind;
+
+	if (!PyObject_HasAttrString(obj, "__cuda_array_interface__"))
+		return 1;
+	if (!(cai = PyObject_GetAttrString(obj, "__cuda_array_interface__")))
+		return -1;
+	if (!PyDict_Check(cai)) {
+		PyErr_Format(PyExc_TypeError, "__cuda_array_interface__ must be a dict, not %.100s",
+		             Py_TYPE(cai)->tp_name);
+		goto out;
+	}
+	if (!(data = cai_item(cai, "data", 1, NULL, NULL)) ||
+	    !(ts = cai_item(cai, "typestr", 1, str_check, "a str")) ||
+	    !(shape = cai_item(cai, "shape", 1, tuple_check, "a tuple")))
+		goto out;
+	strides = cai_item(cai, "strides", 0, tuple_check, "a tuple");
+	if (PyErr_Occurred())
+		goto out;
+	descr = cai_item(cai, "descr", 0, list_check, "a list");
+	if (PyErr_Occurred())
+		goto out;
+	mask = cai_item(cai, "mask", 0, NULL, NULL);
+	/* dev_ptr, readonly = data */
+	if (!(seq = PySequence_Fast(data, "__cuda_array_interface__: cannot unpack 'data'")))
+		goto out;
+	if (PySequence_Fast_GET_SIZE(seq) != 2) {
+		PyErr_Format(PyExc_ValueError,
+		             "__cuda_array_interface__: 'data' has %zd items, expected 2",
+		             PySequence_Fast_GET_SIZE(seq));
+		goto out;
+	}
+	ptr = PySequence_Fast_GET_ITEM(seq, 0);
+	if ((ro = PyObject_IsTrue(PySequence_Fast_GET_ITEM(seq, 1))) < 0)
+		goto out;
+	for (i = 0; i < PyTuple_GET_SIZE(shape); i++) {
+		Py_ssize_t d = PyNumber_AsSsize_t(PyTuple_GET_ITEM(shape, i), PyExc_OverflowError);
+
+		if (d == -1 && PyErr_Occurred())
+			goto out;
+		size *= d;
+	}
+	if (ptr == Py_None && size == 0)
+		m->ptr = NULL;
+	else if (!(m->ptr = PyLong_AsVoidPtr(ptr)) && PyErr_Occurred())
+		goto out;
+	tstr = PyUnicode_AsUTF8(ts);
+	if (!tstr)
+		goto out;
+	{
+		char *end;
+		long v = tstr[0] && tstr[1] && tstr[2] ? strtol(tstr + 2, &end, 10) : 0;
+
+		if (!tstr[0] || !tstr[1] || !tstr[2] || *end || v <= 0) {
+			PyErr_Format(PyExc_ValueError,
+			             "__cuda_array_interface__: typestr %R has no item size", ts);
+			goto out;
+		}
+		itemsize = v;
+	}
+	kind = tstr[1];
+	if (tstr[0] == '>' || (tstr[0] != '<' && tstr[0] != '|')) {
+		PyErr_Format(PyExc_BufferError,
+		             "__cuda_array_interface__: typestr %R with %s byte order", ts,
+		             tstr[0] == '>' ? "non-native" : "unrecognized");
+		goto out;
+	}
+	if (mask) {
+		PyErr_SetString(PyExc_BufferError,
+		                "__cuda_array_interface__: cannot handle masked arrays");
+		goto out;
+	}
+	if (size < 0) {
+		PyErr_Format(PyExc_BufferError,
+		             "__cuda_array_interface__: buffer with negative size (shape:%R)",
+		             shape);
+		goto out;
+	}
+	if (strides && !cai_contig(shape, strides, itemsize, 0) &&
+	    !cai_contig(shape, strides, itemsize, 1)) {
+		if (!PyErr_Occurred())
+			PyErr_Format(
+			    PyExc_BufferError,
+			    "__cuda_array_interface__: buffer is not contiguous (shape:%R, "
+			    "strides:%R, itemsize:%zd)",
+			    shape, strides, itemsize);
+		goto out;
+	}
+	if (descr) {
+		PyObject *want = Py_BuildValue("[(sO)]", "", ts);
+		int same = want ? PyObject_RichCompareBool(descr, want, Py_EQ) : -1;
+
+		Py_XDECREF(want);
+		if (same < 0 ||
+		    (!same &&
+		     PyErr_WarnEx(PyExc_RuntimeWarning,
+		                  "__cuda_array_interface__: ignoring 'descr' key", 1) < 0))
+			goto out;
+	}
+	if (writable && ro) {
+		PyErr_SetString(PyExc_BufferError, "Object is not writable.");
+		goto out;
+	}
+	m->len = size * itemsize;
+	if (m->len && !readable(m->ptr, m->len)) {
+		PyErr_SetString(
+		    py__BufferError,
+		    "__cuda_array_interface__: the memory is not this process's (a GPU's "
+		    "device memory?): shmcoll moves host memory only");
+		goto out;
+	}
+	m->format = cai_format(kind, itemsize);
+	rc = 0;
+out:
+	Py_XDECREF(seq);
+	Py_DECREF(cai);
+	return rc;
+}
+
+/* ---- any buffer ---- */
+
+int py__is_buffer(PyObject *obj)
+{
+	return PyObject_CheckBuffer(obj) || is_tensor(obj) ||
+	       PyObject_HasAttrString(obj, "__dlpack__") ||
+	       PyObject_HasAttrString(obj, "__cuda_array_interface__") ||
+	       PyObject_HasAttrString(obj, "__array_interface__");
+}
+
+/* mpi4py's order: the buffer protocol; then DLPack, then the CUDA array interface (and,
+ * beyond mpi4py, NumPy's array interface); else the buffer protocol's error. A tensor takes
+ * a path of its own, for speed (its DLPack would give the same). */
+int py__mem_get(PyObject *obj, int writable, struct mem *m)
+{
+	int rc;
+
+	memset(m, 0, sizeof(*m));
 	if (PyObject_CheckBuffer(obj)) {
-		if (PyObject_GetBuffer(obj, &b->view, flags) < 0) {
+		int flags = PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+
+		if (PyObject_GetBuffer(obj, &m->view, flags) < 0) {
 			if (PyErr_ExceptionMatches(PyExc_BufferError) ||
 			    PyErr_ExceptionMatches(PyExc_ValueError)) {
 				PyObject *t, *v, *tb;
 
 				PyErr_Fetch(&t, &v, &tb);
 				PyErr_NormalizeException(&t, &v, &tb);
-				PyErr_Format(
-				    py__BufferError,
-				    "%s: the buffer is not %s (%S): pass a C-contiguous%s "
-				    "array, e.g. numpy.ascontiguousarray(...)",
-				    what, writable ? "C-contiguous and writable" : "C-contiguous",
-				    v ? v : Py_None, writable ? ", writable" : "");
+				not_contiguous(writable ? "contiguous and writable" : "contiguous",
+				               v);
 				Py_XDECREF(t);
 				Py_XDECREF(v);
 				Py_XDECREF(tb);
 			}
 			return -1;
 		}
-		b->held = 1;
-		b->ptr = b->view.buf;
-		b->dt = format_dtype(b->view.format, b->view.itemsize);
-		b->es = es_of(b->dt);
-		b->count = (size_t)b->view.len / b->es;
+		m->held = 1;
+		m->ptr = m->view.buf;
+		m->len = m->view.len;
+		m->format = m->view.format;
 		return 0;
 	}
-	if (PyObject_HasAttrString(obj, "data_ptr") && PyObject_HasAttrString(obj, "numel"))
-		return torch_buf(obj, b, what);
+	if (is_tensor(obj))
+		return torch_mem(obj, m);
+	if ((rc = dlpack_mem(obj, m)) <= 0)
+		return rc;
+	if ((rc = cai_mem(obj, writable, m)) <= 0)
+		return rc;
+	if (PyObject_HasAttrString(obj, "__array_interface__"))
+		return array_interface_mem(obj, writable, m);
 	PyErr_Format(PyExc_TypeError,
-	             "%s: expected a buffer (a NumPy array, bytearray, memoryview, torch.Tensor, "
-	             "or [buf, datatype]), got %.100s",
-	             what, Py_TYPE(obj)->tp_name);
+	             "expected a buffer (a NumPy array, bytearray, memoryview, torch.Tensor ...), "
+	             "got %.100s",
+	             Py_TYPE(obj)->tp_name);
 	return -1;
 }
 
-/* Resolves a buffer argument: obj, IN_PLACE (if inplace_ok), None (if none_ok), or a list
- * form. 0, or -1 with an exception set (b released). */
-int py__get_buf(PyObject *obj, struct buf *b, int writable, int inplace_ok, int none_ok,
-                const char *what)
+/* _mem(obj, writable=False) -> (address, nbytes, readonly): a buffer's memory as the calls
+ * resolve it (MPI.Get_address and MPI.memory use it). */
+PyObject *py__mem_info(PyObject *mod, PyObject *args)
 {
-	PyObject *first, *item;
-	DatatypeObject *dto = NULL;
-	Py_ssize_t n, i, count = -1;
-	size_t bytes;
+	PyObject *obj, *res;
+	int writable = 0;
+	struct mem m;
 
-	memset(b, 0, sizeof(*b));
-	b->obj = obj;
-	if (obj == py__in_place) {
-		if (!inplace_ok) {
-			PyErr_Format(PyExc_ValueError, "%s: IN_PLACE is not allowed here", what);
-			return -1;
-		}
-		b->inplace = 1;
-		return 0;
-	}
-	if (obj == Py_None) {
-		if (!none_ok) {
-			PyErr_Format(PyExc_TypeError, "%s: the buffer is None", what);
-			return -1;
-		}
-		b->none = 1;
-		b->dt = BYTES;
-		b->es = 1;
-		return 0;
-	}
-	if (!PyList_Check(obj) && !PyTuple_Check(obj))
-		return plain_buf(obj, b, writable, what);
-	/* mpi4py's [buf, datatype], [buf, count, datatype], [buf, count] */
-	n = PySequence_Fast_GET_SIZE(obj);
-	if (n < 2 || n > 3) {
-		PyErr_Format(PyExc_TypeError,
-		             "%s: a buffer list is [buf, datatype], [buf, count, datatype] or "
-		             "[buf, count]",
-		             what);
-		return -1;
-	}
-	first = PySequence_Fast_GET_ITEM(obj, 0);
-	for (i = 1; i < n; i++) {
-		item = PySequence_Fast_GET_ITEM(obj, i);
-		if (PyObject_TypeCheck(item, &py__DatatypeType)) {
-			dto = (DatatypeObject *)item;
-		} else if (PyLong_Check(item)) {
-			count = PyLong_AsSsize_t(item);
-			if (count < 0) {
-				if (!PyErr_Occurred())
-					PyErr_Format(PyExc_ValueError, "%s: a negative count",
-					             what);
-				return -1;
-			}
-		} else {
-			PyErr_Format(
-			    PyExc_TypeError,
-			    "%s: in a buffer list, expected a datatype or a count, got %.100s "
-			    "(count-and-displacement lists belong to the v-calls)",
-			    what, Py_TYPE(item)->tp_name);
-			return -1;
-		}
-	}
-	if (plain_buf(first, b, writable, what) < 0)
-		return -1;
-	bytes = b->count * b->es;
-	if (dto) {
-		b->dt = dto->code;
-		b->es = (size_t)dto->size;
-		b->count = bytes / b->es;
-	}
-	if (count >= 0) {
-		if ((size_t)count > b->count) {
-			PyErr_Format(PyExc_ValueError,
-			             "%s: a count of %zd elements, but the buffer holds %zu", what,
-			             count, b->count);
-			py__buf_release(b);
-			return -1;
-		}
-		b->count = (size_t)count;
-	}
-	return 0;
+	if (!PyArg_ParseTuple(args, "O|p:_mem", &obj, &writable))
+		return NULL;
+	if (py__mem_get(obj, writable, &m) < 0)
+		return NULL;
+	res = Py_BuildValue("(nnO)", (Py_ssize_t)(uintptr_t)m.ptr, m.len,
+	                    m.held && m.view.readonly ? Py_True : Py_False);
+	py__mem_release(&m);
+	return res;
 }
 
-static void to_bytes(struct buf *b)
+void py__mem_release(struct mem *m)
 {
-	b->count *= b->es;
-	b->es = 1;
-	b->dt = BYTES;
-}
-
-/* The same element type on both sides: the send buffer's. A reduction (red) needs one of the
- * ten; a move without one moves bytes. */
-int py__agree(struct buf *s, struct buf *r, int red, const char *what)
-{
-	if (red && s->dt == BYTES) {
-		PyErr_Format(PyExc_TypeError,
-		             "%s: the buffer's element type has no reduction: use int8, uint8, "
-		             "int32, uint32, int64, uint64, float16, bfloat16, float32 or float64",
-		             what);
-		return -1;
-	}
-	if (r && !r->inplace && !r->none && r->dt != s->dt) {
-		if (red || (r->dt != BYTES && s->dt != BYTES)) {
-			PyErr_Format(PyExc_TypeError,
-			             "%s: the send buffer holds %s and the receive buffer %s", what,
-			             s->dt == BYTES ? "bytes" : py__dtype_names[s->dt],
-			             r->dt == BYTES ? "bytes" : py__dtype_names[r->dt]);
-			return -1;
-		}
-		/* A move between a typed buffer and bytes: count both in bytes. */
-		to_bytes(s);
-		to_bytes(r);
-	}
-	return 0;
-}
-
-int py__need(const struct buf *b, size_t count, const char *what, const char *which)
-{
-	if (b->count < count) {
-		PyErr_Format(PyExc_ValueError, "%s: the %s buffer holds %zu elements, %zu needed",
-		             what, which, b->count, count);
-		return -1;
-	}
-	return 0;
+	if (m->held)
+		PyBuffer_Release(&m->view);
+	m->held = 0;
+	Py_CLEAR(m->keep);
 }

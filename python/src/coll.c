@@ -1,11 +1,134 @@
-/* coll.c - the collectives of the communicator: Barrier, Bcast, the reductions (Allreduce,
- * Reduce, Scan, Exscan, Reduce_scatter_block), the moves (Allgather, Gather, Scatter, Alltoall),
- * the variable-count calls (_vcall, under python/shmcoll/_comm.py's buffer specs), and their
- * non-blocking starts. */
+/* coll.c - the collectives of the communicator, with mpi4py's arguments and semantics:
+ * Barrier, Bcast, Gather(v), Scatter(v), Allgather(v), Alltoall(v), Reduce, Allreduce,
+ * Reduce_scatter_block, Reduce_scatter, Scan, Exscan, and the non-blocking start of each.
+ *
+ * Each call reads its message specifications as mpi4py does (message.c), the root-only ones
+ * on the root alone (a non-root's are not looked at), checks them on this rank, and runs as
+ * one call of the library:
+ *   - data that only moves goes as bytes; a buffer whose datatype is contiguous is handed
+ *     to the library where it lies, others are packed into scratch memory first and
+ *     unpacked from it when the call completes;
+ *   - a reduction the library does (op.c's py__op_native: its ops on its element types,
+ *     complex SUM as real pairs) runs as that reduction; any other (a user op, MAXLOC, the
+ *     logical ops, int16, long double ...) gathers every rank's packed data with the
+ *     library (allgather, gather, alltoall(v)) and folds it here in rank order, the same
+ *     on every rank, when the call completes.
+ * Which way a call goes depends only on its op and datatype, which every rank passes
+ * alike, so the ranks always make the same call of the library. */
 #include "shmcoll_py.h"
 
+#include <errno.h>
 #include <string.h>
 #include <time.h>
+
+/* ---- helpers ---- */
+
+static char *at(const struct msg *m, Py_ssize_t elem)
+{
+	return (char *)((uintptr_t)m->addr + (uintptr_t)(elem * py__extent(m->type)));
+}
+
+static int root_ok(CommObject *self, int root, const char *what)
+{
+	if (root >= 0 && root < self->size)
+		return 0;
+	char msg[160];
+
+	PyOS_snprintf(msg, sizeof(msg), "%s: root %d is not a rank (0 .. %d)", what, root,
+	              self->size - 1);
+	py__raise_errno(EINVAL, msg);
+	return -1;
+}
+
+/* The bytes of n elements of m's datatype. */
+static Py_ssize_t bytes_of(const struct msg *m, Py_ssize_t n)
+{
+	return m->type ? n * m->type->size : 0;
+}
+
+/* Where the library reads m's elements first .. first+n-1 from: their memory, or packed
+ * into dst (n * size bytes). */
+static const char *src(const struct msg *m, Py_ssize_t first, Py_ssize_t n, char *dst)
+{
+	if (m->type->contig || n == 0)
+		return at(m, first);
+	py__pack(m->type, at(m, first), n, dst);
+	return dst;
+}
+
+/* finish: unpack k->count elements from k->out into the receive message. */
+static int finish_unpack(struct call *k)
+{
+	py__unpack(k->r.type, k->out, k->count, k->r.addr);
+	return 0;
+}
+
+/* finish: unpack every block of a vector receive, packed one after another at k->out. */
+static int finish_unpack_v(struct call *k)
+{
+	const char *p = k->out;
+	Py_ssize_t i;
+
+	for (i = 0; i < k->size; i++) {
+		py__unpack(k->r.type, p, k->r.counts[i], at(&k->r, k->r.displs[i]));
+		p += k->r.counts[i] * k->r.type->size;
+	}
+	return 0;
+}
+
+/* Where the library writes the receive's n elements: their memory when contiguous, else
+ * scratch at dst, unpacked by finish_unpack at the end. */
+static char *dst(struct call *k, Py_ssize_t n, char *scratch)
+{
+	if (k->r.type->contig || n == 0)
+		return at(&k->r, 0);
+	k->out = scratch;
+	k->count = n;
+	k->finish = finish_unpack;
+	return scratch;
+}
+
+/* Two messages of a reduction agree: the same datatype and count (mpi4py's checks). */
+static int same(const struct msg *s, const struct msg *r)
+{
+	if (s->type != r->type) {
+		PyErr_SetString(PyExc_ValueError, "mismatch in send and receive MPI datatypes");
+		return -1;
+	}
+	if (s->count != r->count) {
+		PyErr_Format(PyExc_ValueError, "mismatch in send count %zd and receive count %zd",
+		             s->count, r->count);
+		return -1;
+	}
+	return 0;
+}
+
+static int fits(const struct msg *m, Py_ssize_t n, const char *what)
+{
+	return py__msg_fits(m, 0, n, what);
+}
+
+/* A vector message's blocks all fit its buffer. */
+static int fits_v(const struct msg *m, Py_ssize_t blocks, const char *what)
+{
+	for (Py_ssize_t i = 0; i < blocks; i++)
+		if (py__msg_fits(m, m->displs[i], m->counts[i], what) < 0)
+			return -1;
+	return 0;
+}
+
+static int parse_op(PyObject *opo, const DatatypeObject *t, struct call *k, const char *what)
+{
+	OpObject *op = py__op_get(opo, what);
+
+	if (!op || py__op_check(op, t, what) < 0)
+		return -1;
+	Py_INCREF(op);
+	k->op = op;
+	return 0;
+}
+
+/* ---- Barrier ---- */
 
 PyObject *py__comm_barrier(CommObject *self, PyObject *unused)
 {
@@ -24,122 +147,16 @@ static PyObject *comm_ibarrier(CommObject *self, PyObject *unused)
 {
 	shmcoll_comm *c = py__live(self);
 	shmcoll_request *req = NULL;
+	struct call *k;
 	int rc;
 
-	if (!c)
+	if (!c || !(k = py__call_new()))
 		return NULL;
 	rc = shmcoll_ibarrier(c, &req);
-	return py__called((PyObject *)self, c, rc, req, 1, NULL, NULL, 0);
+	return py__called(self, rc, req, 1, k);
 }
 
-/* The reductions with one count: allreduce, reduce, scan, exscan. */
-enum red_kind { R_ALLREDUCE, R_REDUCE, R_SCAN, R_EXSCAN };
-
-/* The blocking call (req NULL) or its start. */
-static int run_reduction(enum red_kind k, const void *s, void *r, size_t n, shmcoll_dtype dt,
-                         shmcoll_op op, int root, shmcoll_comm *c, shmcoll_request **req)
-{
-	switch (k) {
-	case R_ALLREDUCE:
-		return req ? shmcoll_iallreduce(s, r, n, dt, op, c, req)
-		           : shmcoll_allreduce(s, r, n, dt, op, c);
-	case R_REDUCE:
-		return req ? shmcoll_ireduce(s, r, n, dt, op, root, c, req)
-		           : shmcoll_reduce(s, r, n, dt, op, root, c);
-	case R_SCAN:
-		return req ? shmcoll_iscan(s, r, n, dt, op, c, req)
-		           : shmcoll_scan(s, r, n, dt, op, c);
-	default:
-		return req ? shmcoll_iexscan(s, r, n, dt, op, c, req)
-		           : shmcoll_exscan(s, r, n, dt, op, c);
-	}
-}
-
-static PyObject *reduction(CommObject *self, PyObject *args, PyObject *kw, enum red_kind k,
-                           const char *fmt, const char *what, int nb)
-{
-	shmcoll_request *req = NULL;
-	static char *kwlist[] = {"sendbuf", "recvbuf", "op", "root", NULL};
-	static char *kwlist_rootless[] = {"sendbuf", "recvbuf", "op", NULL};
-	PyObject *so, *ro, *opo = py__ops[SHMCOLL_SUM];
-	shmcoll_comm *c = py__live(self);
-	struct buf s, r;
-	shmcoll_op op;
-	int root = 0, rc, is_root;
-	const void *sp;
-
-	if (!c ||
-	    !PyArg_ParseTupleAndKeywords(args, kw, fmt, k == R_REDUCE ? kwlist : kwlist_rootless,
-	                                 &so, &ro, &opo, &root))
-		return NULL;
-	if (k == R_REDUCE && (root < 0 || root >= self->size))
-		return PyErr_Format(PyExc_ValueError, "%s: root %d out of range 0..%d", what, root,
-		                    self->size - 1);
-	is_root = k != R_REDUCE || root == self->rank;
-	if (py__get_buf(so, &s, 0, is_root, 0, what) < 0)
-		return NULL;
-	if (py__get_buf(ro, &r, 1, 0, !is_root, what) < 0) {
-		py__buf_release(&s);
-		return NULL;
-	}
-	if (s.inplace) {
-		/* The receive buffer holds this rank's contribution. */
-		s.dt = r.dt;
-		s.es = r.es;
-		s.count = r.count;
-	}
-	if (py__agree(&s, &r, 1, what) < 0 || py__get_op(opo, s.dt, &op, what) < 0 ||
-	    (!r.none && py__need(&r, s.count, what, "receive") < 0))
-		goto fail;
-	sp = s.inplace ? r.ptr : s.ptr;
-	NOGIL(rc = run_reduction(k, sp, r.ptr, s.count, py__cdt(s.dt), op, root, c,
-	                         nb ? &req : NULL));
-	return py__called((PyObject *)self, c, rc, req, nb, &s, &r, 0);
-fail:
-	py__buf_release(&s);
-	py__buf_release(&r);
-	return NULL;
-}
-
-static PyObject *comm_allreduce(CommObject *self, PyObject *args, PyObject *kw)
-{
-	return reduction(self, args, kw, R_ALLREDUCE, "OO|O:Allreduce", "Allreduce", 0);
-}
-
-static PyObject *comm_iallreduce(CommObject *self, PyObject *args, PyObject *kw)
-{
-	return reduction(self, args, kw, R_ALLREDUCE, "OO|O:Iallreduce", "Iallreduce", 1);
-}
-
-static PyObject *comm_reduce(CommObject *self, PyObject *args, PyObject *kw)
-{
-	return reduction(self, args, kw, R_REDUCE, "OO|Oi:Reduce", "Reduce", 0);
-}
-
-static PyObject *comm_ireduce(CommObject *self, PyObject *args, PyObject *kw)
-{
-	return reduction(self, args, kw, R_REDUCE, "OO|Oi:Ireduce", "Ireduce", 1);
-}
-
-static PyObject *comm_scan(CommObject *self, PyObject *args, PyObject *kw)
-{
-	return reduction(self, args, kw, R_SCAN, "OO|O:Scan", "Scan", 0);
-}
-
-static PyObject *comm_iscan(CommObject *self, PyObject *args, PyObject *kw)
-{
-	return reduction(self, args, kw, R_SCAN, "OO|O:Iscan", "Iscan", 1);
-}
-
-static PyObject *comm_exscan(CommObject *self, PyObject *args, PyObject *kw)
-{
-	return reduction(self, args, kw, R_EXSCAN, "OO|O:Exscan", "Exscan", 0);
-}
-
-static PyObject *comm_iexscan(CommObject *self, PyObject *args, PyObject *kw)
-{
-	return reduction(self, args, kw, R_EXSCAN, "OO|O:Iexscan", "Iexscan", 1);
-}
+/* ---- Bcast ---- */
 
 static PyObject *bcast(CommObject *self, PyObject *args, PyObject *kw, int nb)
 {
@@ -147,23 +164,43 @@ static PyObject *bcast(CommObject *self, PyObject *args, PyObject *kw, int nb)
 	const char *what = nb ? "Ibcast" : "Bcast";
 	shmcoll_comm *c = py__live(self);
 	shmcoll_request *req = NULL;
+	struct call *k, kk;
 	PyObject *bo;
-	struct buf b;
-	int root = 0, rc;
+	int root = 0, rc, is_root;
+	Py_ssize_t n;
+	char *p, *scratch;
 
 	if (!c || !PyArg_ParseTupleAndKeywords(args, kw, nb ? "O|i:Ibcast" : "O|i:Bcast", kwlist,
 	                                       &bo, &root))
 		return NULL;
-	if (root < 0 || root >= self->size)
-		return PyErr_Format(PyExc_ValueError, "%s: root %d out of range 0..%d", what, root,
-		                    self->size - 1);
-	if (py__get_buf(bo, &b, root != self->rank, 0, 0, what) < 0)
+	if (root_ok(self, root, what) < 0 || !(k = nb ? py__call_new() : py__call_init(&kk)))
 		return NULL;
+	is_root = root == self->rank;
+	if (py__msg_simple(bo, is_root, 0, is_root ? &k->s : &k->r) < 0)
+		goto fail;
+	if (is_root) {
+		n = k->s.count;
+		if (fits(&k->s, n, what) < 0 ||
+		    !(scratch = py__call_scratch(k, bytes_of(&k->s, n))))
+			goto fail;
+		p = (char *)src(&k->s, 0, n, scratch);
+		n = bytes_of(&k->s, n);
+	} else {
+		n = k->r.count;
+		if (fits(&k->r, n, what) < 0 ||
+		    !(scratch = py__call_scratch(k, bytes_of(&k->r, n))))
+			goto fail;
+		p = dst(k, n, scratch);
+		n = bytes_of(&k->r, n);
+	}
 	if (nb)
-		NOGIL(rc = shmcoll_ibcast(b.ptr, b.count, py__cdt(b.dt), root, c, &req));
+		NOGIL(rc = shmcoll_ibcast(p, (size_t)n, SHMCOLL_UINT8, root, c, &req));
 	else
-		NOGIL(rc = shmcoll_bcast(b.ptr, b.count, py__cdt(b.dt), root, c));
-	return py__called((PyObject *)self, c, rc, req, nb, &b, NULL, 0);
+		NOGIL(rc = shmcoll_bcast(p, (size_t)n, SHMCOLL_UINT8, root, c));
+	return py__called(self, rc, req, nb, k);
+fail:
+	py__call_free(k);
+	return NULL;
 }
 
 static PyObject *comm_bcast(CommObject *self, PyObject *args, PyObject *kw)
@@ -176,101 +213,179 @@ static PyObject *comm_ibcast(CommObject *self, PyObject *args, PyObject *kw)
 	return bcast(self, args, kw, 1);
 }
 
-/* The moves whose receive buffer holds size blocks of the send count: allgather, gather,
- * alltoall; and scatter, whose send buffer holds size blocks of the receive count. */
-enum move_kind { M_ALLGATHER, M_GATHER, M_ALLTOALL, M_SCATTER };
+/* ---- Gather, Scatter, Allgather, Alltoall ---- */
 
-static int run_move(enum move_kind k, const void *s, void *r, size_t n, shmcoll_dtype dt, int root,
-                    shmcoll_comm *c, shmcoll_request **req)
+enum move_kind { M_GATHER, M_SCATTER, M_ALLGATHER, M_ALLTOALL };
+
+static int run_move(enum move_kind k, const void *s, void *r, size_t n, int root, shmcoll_comm *c,
+                    shmcoll_request **req)
 {
 	switch (k) {
 	case M_ALLGATHER:
-		return req ? shmcoll_iallgather(s, r, n, dt, c, req)
-		           : shmcoll_allgather(s, r, n, dt, c);
+		return req ? shmcoll_iallgather(s, r, n, SHMCOLL_UINT8, c, req)
+		           : shmcoll_allgather(s, r, n, SHMCOLL_UINT8, c);
 	case M_GATHER:
-		return req ? shmcoll_igather(s, r, n, dt, root, c, req)
-		           : shmcoll_gather(s, r, n, dt, root, c);
+		return req ? shmcoll_igather(s, r, n, SHMCOLL_UINT8, root, c, req)
+		           : shmcoll_gather(s, r, n, SHMCOLL_UINT8, root, c);
 	case M_SCATTER:
-		return req ? shmcoll_iscatter(s, r, n, dt, root, c, req)
-		           : shmcoll_scatter(s, r, n, dt, root, c);
+		return req ? shmcoll_iscatter(s, r, n, SHMCOLL_UINT8, root, c, req)
+		           : shmcoll_scatter(s, r, n, SHMCOLL_UINT8, root, c);
 	default:
-		return req ? shmcoll_ialltoall(s, r, n, dt, c, req)
-		           : shmcoll_alltoall(s, r, n, dt, c);
+		return req ? shmcoll_ialltoall(s, r, n, SHMCOLL_UINT8, c, req)
+		           : shmcoll_alltoall(s, r, n, SHMCOLL_UINT8, c);
 	}
 }
 
-static PyObject *move(CommObject *self, PyObject *args, PyObject *kw, enum move_kind k,
+/* Block bytes that disagree between a rank's own send and receive. */
+static int block_mismatch(Py_ssize_t sb, Py_ssize_t rb, const char *what)
+{
+	PyErr_Format(PyExc_ValueError,
+	             "%s: mismatch in send and receive blocks: %zd bytes sent, %zd received", what,
+	             sb, rb);
+	return -1;
+}
+
+static PyObject *move(CommObject *self, PyObject *args, PyObject *kw, enum move_kind kind,
                       const char *fmt, const char *what, int nb)
 {
-	shmcoll_request *req = NULL;
 	static char *kwlist[] = {"sendbuf", "recvbuf", "root", NULL};
 	static char *kwlist_rootless[] = {"sendbuf", "recvbuf", NULL};
 	shmcoll_comm *c = py__live(self);
+	shmcoll_request *req = NULL;
 	PyObject *so, *ro;
-	struct buf s, r;
-	int root = 0, rc, rooted = k == M_GATHER || k == M_SCATTER, is_root;
-	size_t n, P = (size_t)self->size;
-	const void *sp;
+	struct call *k, kk;
+	int root = 0, rc, rooted = kind == M_GATHER || kind == M_SCATTER, is_root, P = self->size,
+	    me = self->rank;
+	Py_ssize_t blk = 0, sneed, rneed; /* bytes of one block; scratch wanted */
+	const char *sp = NULL;
+	char *rp = NULL, *scratch;
 
 	if (!c || !PyArg_ParseTupleAndKeywords(args, kw, fmt, rooted ? kwlist : kwlist_rootless,
 	                                       &so, &ro, &root))
 		return NULL;
-	if (rooted && (root < 0 || root >= self->size))
-		return PyErr_Format(PyExc_ValueError, "%s: root %d out of range 0..%d", what, root,
-		                    self->size - 1);
-	is_root = !rooted || root == self->rank;
-	/* Gather: only the root receives; scatter: only the root sends. */
-	if (py__get_buf(so, &s, 0, is_root && k != M_ALLTOALL, k == M_SCATTER && !is_root, what) <
-	    0)
+	if ((rooted && root_ok(self, root, what) < 0) ||
+	    !(k = nb ? py__call_new() : py__call_init(&kk)))
 		return NULL;
-	if (py__get_buf(ro, &r, 1, k == M_SCATTER && is_root, k == M_GATHER && !is_root, what) <
-	    0) {
-		py__buf_release(&s);
-		return NULL;
-	}
-	if (k == M_SCATTER) {
-		if (r.inplace) { /* the root keeps its block where it is */
-			r.dt = s.dt;
-			r.es = s.es;
-			r.count = s.count / P;
+	is_root = !rooted || root == me;
+	switch (kind) {
+	case M_GATHER:
+	case M_ALLGATHER:
+		/* The receive holds size blocks (the root's only, for gather). */
+		if (is_root) {
+			if (py__msg_simple(ro, 0, P, &k->r) < 0)
+				goto fail;
+			if (py__is_in_place(so))
+				py__msg_in_place(&k->s);
+			else if (py__msg_simple(so, 1, 0, &k->s) < 0)
+				goto fail;
+			blk = bytes_of(&k->r, k->r.count);
+			if (!k->s.inplace && bytes_of(&k->s, k->s.count) != blk) {
+				block_mismatch(bytes_of(&k->s, k->s.count), blk, what);
+				goto fail;
+			}
+			if (fits(&k->r, k->r.count * P, what) < 0 ||
+			    (!k->s.inplace && fits(&k->s, k->s.count, what) < 0))
+				goto fail;
+		} else {
+			py__msg_ignore(&k->r);
+			if (py__msg_simple(so, 1, 0, &k->s) < 0 ||
+			    fits(&k->s, k->s.count, what) < 0)
+				goto fail;
+			blk = bytes_of(&k->s, k->s.count);
 		}
-		if (!s.none && py__agree(&r, &s, 0, what) < 0)
+		/* Scratch only for what is not contiguous: the receive's blocks, then the send. */
+		rneed = is_root && !k->r.type->contig ? blk * P : 0;
+		sneed = !k->s.inplace && !k->s.type->contig ? blk : 0;
+		if (!(scratch = py__call_scratch(k, rneed + sneed)))
 			goto fail;
-		n = r.count;
-		if (!s.none && py__need(&s, n * P, what, "send") < 0)
+		if (is_root) {
+			rp = dst(k, k->r.count * P, scratch);
+			if (k->s.inplace) {
+				/* This rank's block is in place in the receive buffer. */
+				if (!k->r.type->contig)
+					py__pack(k->r.type, at(&k->r, (Py_ssize_t)me * k->r.count),
+					         k->r.count, rp + (Py_ssize_t)me * blk);
+				sp = rp + (Py_ssize_t)me * blk;
+			} else {
+				sp = src(&k->s, 0, k->s.count, scratch + rneed);
+			}
+		} else {
+			sp = src(&k->s, 0, k->s.count, scratch);
+		}
+		break;
+	case M_SCATTER:
+		/* The send holds size blocks (the root's only). */
+		if (is_root) {
+			if (py__msg_simple(so, 1, P, &k->s) < 0)
+				goto fail;
+			if (py__is_in_place(ro))
+				py__msg_in_place(&k->r);
+			else if (py__msg_simple(ro, 0, 0, &k->r) < 0)
+				goto fail;
+			blk = bytes_of(&k->s, k->s.count);
+			if (!k->r.inplace && bytes_of(&k->r, k->r.count) != blk) {
+				block_mismatch(blk, bytes_of(&k->r, k->r.count), what);
+				goto fail;
+			}
+			if (fits(&k->s, k->s.count * P, what) < 0 ||
+			    (!k->r.inplace && fits(&k->r, k->r.count, what) < 0))
+				goto fail;
+		} else {
+			py__msg_ignore(&k->s);
+			if (py__msg_simple(ro, 0, 0, &k->r) < 0 ||
+			    fits(&k->r, k->r.count, what) < 0)
+				goto fail;
+			blk = bytes_of(&k->r, k->r.count);
+		}
+		sneed = is_root && !k->s.type->contig ? blk * P : 0;
+		rneed = !k->r.inplace && !k->r.type->contig ? blk : 0;
+		if (!(scratch = py__call_scratch(k, sneed + rneed)))
 			goto fail;
-		if (r.inplace)
-			r.ptr = s.ptr + (size_t)root * n * s.es;
-		NOGIL(rc = run_move(k, s.ptr, r.ptr, n, py__cdt(r.dt), root, c, nb ? &req : NULL));
-		goto done;
-	}
-	if (s.inplace) { /* this rank's block is in place in recvbuf */
-		s.dt = r.dt;
-		s.es = r.es;
-		s.count = r.count / P;
-	}
-	if (py__agree(&s, &r, 0, what) < 0)
-		goto fail;
-	n = s.count;
-	if (k == M_ALLTOALL) {
-		if (n % P) {
-			PyErr_Format(
-			    PyExc_ValueError,
-			    "Alltoall: the send buffer's %zu elements are not %zu equal blocks", n,
-			    P);
+		if (is_root) {
+			sp = src(&k->s, 0, k->s.count * P, scratch);
+			if (k->r.inplace) /* the root keeps its block where it is */
+				rp = (char *)sp + (Py_ssize_t)me * blk;
+			else
+				rp = dst(k, k->r.count, scratch + sneed);
+		} else {
+			rp = dst(k, k->r.count, scratch);
+		}
+		break;
+	default: /* M_ALLTOALL: both hold size blocks */
+		if (py__msg_simple(ro, 0, P, &k->r) < 0)
+			goto fail;
+		if (py__is_in_place(so))
+			py__msg_in_place(&k->s);
+		else if (py__msg_simple(so, 1, P, &k->s) < 0)
+			goto fail;
+		blk = bytes_of(&k->r, k->r.count);
+		if (!k->s.inplace && bytes_of(&k->s, k->s.count) != blk) {
+			block_mismatch(bytes_of(&k->s, k->s.count), blk, what);
 			goto fail;
 		}
-		n /= P;
+		if (fits(&k->r, k->r.count * P, what) < 0 ||
+		    (!k->s.inplace && fits(&k->s, k->s.count * P, what) < 0))
+			goto fail;
+		rneed = !k->r.type->contig ? blk * P : 0;
+		sneed = !k->s.inplace && !k->s.type->contig ? blk * P : 0;
+		if (!(scratch = py__call_scratch(k, rneed + sneed)))
+			goto fail;
+		rp = dst(k, k->r.count * P, scratch);
+		if (k->s.inplace) {
+			/* The library's in-place form: the data to send is in the receive buffer
+			 * (packed into scratch first when its datatype is not contiguous). */
+			if (!k->r.type->contig)
+				py__pack(k->r.type, at(&k->r, 0), k->r.count * P, rp);
+			sp = rp;
+		} else {
+			sp = src(&k->s, 0, k->s.count * P, scratch + rneed);
+		}
+		break;
 	}
-	if (!r.none && py__need(&r, n * P, what, "receive") < 0)
-		goto fail;
-	sp = s.inplace ? r.ptr + (size_t)self->rank * n * r.es : s.ptr;
-	NOGIL(rc = run_move(k, sp, r.ptr, n, py__cdt(s.dt), root, c, nb ? &req : NULL));
-done:
-	return py__called((PyObject *)self, c, rc, req, nb, &s, &r, 0);
+	NOGIL(rc = run_move(kind, sp, rp, (size_t)blk, root, c, nb ? &req : NULL));
+	return py__called(self, rc, req, nb, k);
 fail:
-	py__buf_release(&s);
-	py__buf_release(&r);
+	py__call_free(k);
 	return NULL;
 }
 
@@ -314,45 +429,1085 @@ static PyObject *comm_ialltoall(CommObject *self, PyObject *args, PyObject *kw)
 	return move(self, args, kw, M_ALLTOALL, "OO:Ialltoall", "Ialltoall", 1);
 }
 
-static PyObject *comm_reduce_scatter_block(CommObject *self, PyObject *args, PyObject *kw)
-{
-	static char *kwlist[] = {"sendbuf", "recvbuf", "op", NULL};
-	const char *what = "Reduce_scatter_block";
-	PyObject *so, *ro, *opo = py__ops[SHMCOLL_SUM];
-	shmcoll_comm *c = py__live(self);
-	struct buf s, r;
-	shmcoll_op op;
-	size_t n;
-	int rc;
+/* ---- the variable-count moves ---- */
 
-	if (!c || !PyArg_ParseTupleAndKeywords(args, kw, "OO|O:Reduce_scatter_block", kwlist, &so,
-	                                       &ro, &opo))
-		return NULL;
-	if (py__get_buf(so, &s, 0, 0, 0, what) < 0)
-		return NULL;
-	if (py__get_buf(ro, &r, 1, 0, 0, what) < 0) {
-		py__buf_release(&s);
-		return NULL;
+enum vkind { V_GATHERV, V_SCATTERV, V_ALLGATHERV, V_ALLTOALLV };
+
+/* A vector message's blocks as the library takes them: byte counts and displacements into
+ * its memory (contiguous datatype), or into its packed copy (blocks one after another).
+ * size_t arrays of P (PyMem, in *cnt and *dsp). 0 or -1 with MemoryError. */
+static int byte_layout(const struct msg *m, int P, size_t **cnt, size_t **dsp)
+{
+	Py_ssize_t i, off = 0, ext = py__extent(m->type), sz = m->type->size;
+
+	*cnt = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+	*dsp = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+	if (!*cnt || !*dsp) {
+		PyErr_NoMemory();
+		return -1;
 	}
-	if (py__agree(&s, &r, 1, what) < 0 || py__get_op(opo, s.dt, &op, what) < 0)
-		goto fail;
-	n = r.count;
-	if (py__need(&s, n * (size_t)self->size, what, "send") < 0)
-		goto fail;
-	NOGIL(rc = shmcoll_reduce_scatter(s.ptr, r.ptr, n, py__cdt(s.dt), op, c));
-	py__buf_release(&s);
-	py__buf_release(&r);
-	if (rc)
-		return py__raise_rc(c, rc);
-	Py_RETURN_NONE;
-fail:
-	py__buf_release(&s);
-	py__buf_release(&r);
-	return NULL;
+	for (i = 0; i < P; i++) {
+		(*cnt)[i] = (size_t)(m->counts[i] * sz);
+		if (m->type->contig) {
+			(*dsp)[i] = (size_t)(m->displs[i] * ext);
+		} else {
+			(*dsp)[i] = (size_t)off;
+			off += m->counts[i] * sz;
+		}
+	}
+	return 0;
 }
 
-static int allreduce_loop(shmcoll_comm *c, const struct buf *s, Py_ssize_t iters, struct buf *r,
-                          double *secs)
+/* The packed size of a vector message's blocks. */
+static Py_ssize_t packed_v(const struct msg *m, int P)
+{
+	Py_ssize_t i, n = 0;
+
+	for (i = 0; i < P; i++)
+		n += m->counts[i] * m->type->size;
+	return n;
+}
+
+/* Packs a vector message's blocks one after another into dst. */
+static void pack_v(const struct msg *m, int P, char *dstp)
+{
+	for (int i = 0; i < P; i++) {
+		py__pack(m->type, at(m, m->displs[i]), m->counts[i], dstp);
+		dstp += m->counts[i] * m->type->size;
+	}
+}
+
+/* Nonzero when any of a vector message's displacements is negative (the library's are
+ * unsigned; MPI allows them, so such a message goes packed). */
+static int any_negative(const struct msg *m, int P)
+{
+	for (int i = 0; i < P; i++)
+		if (m->displs[i] < 0)
+			return 1;
+	return 0;
+}
+
+static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkind kind,
+                       const char *fmt, const char *what, int nb)
+{
+	static char *kwlist[] = {"sendbuf", "recvbuf", "root", NULL};
+	static char *kwlist_rootless[] = {"sendbuf", "recvbuf", NULL};
+	shmcoll_comm *c = py__live(self);
+	shmcoll_request *req = NULL;
+	PyObject *so, *ro;
+	struct call *k, kk;
+	int root = 0, rc, rooted = kind == V_GATHERV || kind == V_SCATTERV, is_root, P = self->size,
+	    me = self->rank;
+	size_t *sc = NULL, *sd = NULL, *rc_ = NULL, *rd = NULL, one = 0;
+	const char *sp = NULL;
+	char *rp = NULL, *scratch;
+	Py_ssize_t spack = 0, rpack = 0;
+	PyObject *res = NULL;
+
+	if (!c || !PyArg_ParseTupleAndKeywords(args, kw, fmt, rooted ? kwlist : kwlist_rootless,
+	                                       &so, &ro, &root))
+		return NULL;
+	if ((rooted && root_ok(self, root, what) < 0) ||
+	    !(k = nb ? py__call_new() : py__call_init(&kk)))
+		return NULL;
+	is_root = !rooted || root == me;
+	k->size = P;
+	switch (kind) {
+	case V_GATHERV:
+	case V_ALLGATHERV:
+		if (is_root) {
+			if (py__msg_vector(ro, 0, P, &k->r) < 0)
+				goto out;
+			if (py__is_in_place(so))
+				py__msg_in_place(&k->s);
+			else if (py__msg_simple(so, 1, 0, &k->s) < 0)
+				goto out;
+			if (fits_v(&k->r, P, what) < 0 ||
+			    (!k->s.inplace && fits(&k->s, k->s.count, what) < 0))
+				goto out;
+			if (!k->s.inplace &&
+			    bytes_of(&k->s, k->s.count) != bytes_of(&k->r, k->r.counts[me])) {
+				block_mismatch(bytes_of(&k->s, k->s.count),
+				               bytes_of(&k->r, k->r.counts[me]), what);
+				goto out;
+			}
+			if (any_negative(&k->r, P) && k->r.type->contig) {
+				PyErr_Format(PyExc_ValueError, "%s: a negative displacement", what);
+				goto out;
+			}
+			rpack = packed_v(&k->r, P);
+		} else {
+			py__msg_ignore(&k->r);
+			if (py__msg_simple(so, 1, 0, &k->s) < 0 ||
+			    fits(&k->s, k->s.count, what) < 0)
+				goto out;
+		}
+		spack = k->s.inplace ? 0 : bytes_of(&k->s, k->s.count);
+		if (!(scratch = py__call_scratch(k, spack + rpack)))
+			goto out;
+		if (is_root) {
+			if (byte_layout(&k->r, P, &rc_, &rd) < 0)
+				goto out;
+			if (k->r.type->contig) {
+				rp = at(&k->r, 0);
+			} else {
+				rp = scratch + spack;
+				k->out = rp;
+				k->finish = finish_unpack_v;
+			}
+			if (k->s.inplace) {
+				if (!k->r.type->contig)
+					py__pack(k->r.type, at(&k->r, k->r.displs[me]),
+					         k->r.counts[me], rp + rd[me]);
+				sp = rp + rd[me];
+				one = rc_[me];
+			} else {
+				sp = src(&k->s, 0, k->s.count, scratch);
+				one = (size_t)bytes_of(&k->s, k->s.count);
+			}
+		} else {
+			sp = src(&k->s, 0, k->s.count, scratch);
+			one = (size_t)bytes_of(&k->s, k->s.count);
+		}
+		if (kind == V_ALLGATHERV)
+			NOGIL(rc = nb ? shmcoll_iallgatherv(sp, one, rp, rc_, rd, SHMCOLL_UINT8, c,
+			                                    &req)
+			              : shmcoll_allgatherv(sp, one, rp, rc_, rd, SHMCOLL_UINT8, c));
+		else
+			NOGIL(rc = nb ? shmcoll_igatherv(sp, one, rp, rc_, rd, SHMCOLL_UINT8, root,
+			                                 c, &req)
+			              : shmcoll_gatherv(sp, one, rp, rc_, rd, SHMCOLL_UINT8, root,
+			                                c));
+		break;
+	case V_SCATTERV:
+		if (is_root) {
+			if (py__msg_vector(so, 1, P, &k->s) < 0)
+				goto out;
+			if (py__is_in_place(ro))
+				py__msg_in_place(&k->r);
+			else if (py__msg_simple(ro, 0, 0, &k->r) < 0)
+				goto out;
+			if (fits_v(&k->s, P, what) < 0 ||
+			    (!k->r.inplace && fits(&k->r, k->r.count, what) < 0))
+				goto out;
+			if (!k->r.inplace &&
+			    bytes_of(&k->r, k->r.count) != bytes_of(&k->s, k->s.counts[me])) {
+				block_mismatch(bytes_of(&k->s, k->s.counts[me]),
+				               bytes_of(&k->r, k->r.count), what);
+				goto out;
+			}
+			if (any_negative(&k->s, P) && k->s.type->contig) {
+				PyErr_Format(PyExc_ValueError, "%s: a negative displacement", what);
+				goto out;
+			}
+			spack = packed_v(&k->s, P);
+		} else {
+			py__msg_ignore(&k->s);
+			if (py__msg_simple(ro, 0, 0, &k->r) < 0 ||
+			    fits(&k->r, k->r.count, what) < 0)
+				goto out;
+		}
+		rpack = k->r.inplace ? 0 : bytes_of(&k->r, k->r.count);
+		if (!(scratch = py__call_scratch(k, spack + rpack)))
+			goto out;
+		if (is_root) {
+			if (byte_layout(&k->s, P, &sc, &sd) < 0)
+				goto out;
+			if (k->s.type->contig) {
+				sp = at(&k->s, 0);
+			} else {
+				pack_v(&k->s, P, scratch);
+				sp = scratch;
+			}
+			if (k->r.inplace) {
+				rp = (char *)sp + sd[me];
+				one = sc[me];
+			} else {
+				rp = dst(k, k->r.count, scratch + spack);
+				one = (size_t)bytes_of(&k->r, k->r.count);
+			}
+		} else {
+			rp = dst(k, k->r.count, scratch + spack);
+			one = (size_t)bytes_of(&k->r, k->r.count);
+		}
+		NOGIL(rc = nb ? shmcoll_iscatterv(sp, sc, sd, rp, one, SHMCOLL_UINT8, root, c, &req)
+		              : shmcoll_scatterv(sp, sc, sd, rp, one, SHMCOLL_UINT8, root, c));
+		break;
+	default: /* V_ALLTOALLV */
+		if (py__msg_vector(ro, 0, P, &k->r) < 0)
+			goto out;
+		if (py__is_in_place(so))
+			py__msg_in_place(&k->s);
+		else if (py__msg_vector(so, 1, P, &k->s) < 0)
+			goto out;
+		if (fits_v(&k->r, P, what) < 0 || (!k->s.inplace && fits_v(&k->s, P, what) < 0))
+			goto out;
+		/* Packed copies where a datatype is not contiguous or a displacement negative (the
+		 * library's are unsigned), and of the receive buffer for an in-place call. */
+		rpack = !k->r.type->contig || any_negative(&k->r, P) ? packed_v(&k->r, P) : 0;
+		spack = k->s.inplace                                   ? packed_v(&k->r, P)
+		        : !k->s.type->contig || any_negative(&k->s, P) ? packed_v(&k->s, P)
+		                                                       : 0;
+		if (!(scratch = py__call_scratch(k, spack + rpack)))
+			goto out;
+		/* The library's alltoallv has no in-place form, and takes unsigned displacements:
+		 * an in-place call sends a packed copy of the receive buffer; any message with a
+		 * negative displacement goes packed. */
+		if (k->s.inplace || !k->s.type->contig || any_negative(&k->s, P)) {
+			const struct msg *from = k->s.inplace ? &k->r : &k->s;
+			Py_ssize_t i, off = 0;
+
+			pack_v(from, P, scratch);
+			sp = scratch;
+			sc = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+			sd = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+			if (!sc || !sd) {
+				PyErr_NoMemory();
+				goto out;
+			}
+			for (i = 0; i < P; i++) {
+				sc[i] = (size_t)(from->counts[i] * from->type->size);
+				sd[i] = (size_t)off;
+				off += (Py_ssize_t)sc[i];
+			}
+		} else {
+			sp = at(&k->s, 0);
+			if (byte_layout(&k->s, P, &sc, &sd) < 0)
+				goto out;
+		}
+		if (!k->r.type->contig || any_negative(&k->r, P)) {
+			Py_ssize_t i, off = 0;
+
+			rc_ = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+			rd = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+			if (!rc_ || !rd) {
+				PyErr_NoMemory();
+				goto out;
+			}
+			for (i = 0; i < P; i++) {
+				rc_[i] = (size_t)(k->r.counts[i] * k->r.type->size);
+				rd[i] = (size_t)off;
+				off += (Py_ssize_t)rc_[i];
+			}
+			rp = scratch + spack;
+			k->out = rp;
+			k->finish = finish_unpack_v;
+		} else {
+			rp = at(&k->r, 0);
+			if (byte_layout(&k->r, P, &rc_, &rd) < 0)
+				goto out;
+		}
+		NOGIL(rc = nb ? shmcoll_ialltoallv(sp, sc, sd, rp, rc_, rd, SHMCOLL_UINT8, c, &req)
+		              : shmcoll_alltoallv(sp, sc, sd, rp, rc_, rd, SHMCOLL_UINT8, c));
+		break;
+	}
+	if (nb && !rc) {
+		/* The library reads the arrays until the call completes: the call keeps them. */
+		k->arrays[0] = sc;
+		k->arrays[1] = sd;
+		k->arrays[2] = rc_;
+		k->arrays[3] = rd;
+		sc = sd = rc_ = rd = NULL;
+	}
+	res = py__called(self, rc, req, nb, k);
+	k = NULL;
+out:
+	if (k)
+		py__call_free(k);
+	PyMem_Free(sc);
+	PyMem_Free(sd);
+	PyMem_Free(rc_);
+	PyMem_Free(rd);
+	return res;
+}
+
+static PyObject *comm_gatherv(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return vmove(self, args, kw, V_GATHERV, "OO|i:Gatherv", "Gatherv", 0);
+}
+
+static PyObject *comm_igatherv(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return vmove(self, args, kw, V_GATHERV, "OO|i:Igatherv", "Igatherv", 1);
+}
+
+static PyObject *comm_scatterv(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return vmove(self, args, kw, V_SCATTERV, "OO|i:Scatterv", "Scatterv", 0);
+}
+
+static PyObject *comm_iscatterv(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return vmove(self, args, kw, V_SCATTERV, "OO|i:Iscatterv", "Iscatterv", 1);
+}
+
+static PyObject *comm_allgatherv(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return vmove(self, args, kw, V_ALLGATHERV, "OO:Allgatherv", "Allgatherv", 0);
+}
+
+static PyObject *comm_iallgatherv(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return vmove(self, args, kw, V_ALLGATHERV, "OO:Iallgatherv", "Iallgatherv", 1);
+}
+
+static PyObject *comm_alltoallv(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return vmove(self, args, kw, V_ALLTOALLV, "OO:Alltoallv", "Alltoallv", 0);
+}
+
+static PyObject *comm_ialltoallv(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return vmove(self, args, kw, V_ALLTOALLV, "OO:Ialltoallv", "Ialltoallv", 1);
+}
+
+/* ---- Alltoallw ---- */
+
+/* A message of Alltoallw (mpi4py's message_vector_w): (buf, types),
+ * (buf, (counts, displs), types) or (buf, counts, displs, types); displacements in bytes,
+ * a datatype per block (one Datatype: the same for all). Without counts and displacements
+ * every block is one element at the buffer's start. Into m (counts, displs) and *types. */
+static int msg_w(PyObject *obj, int readonly, int P, struct msg *m, DatatypeObject ***types,
+                 const char *what)
+{
+	PyObject *ob, *oc = NULL, *od = NULL, *ot, *pair, *seq;
+	Py_ssize_t n, i;
+
+	memset(m, 0, sizeof(*m));
+	Py_INCREF(obj);
+	m->obj = obj;
+	if (!PyList_Check(obj) && !PyTuple_Check(obj)) {
+		PyErr_SetString(PyExc_TypeError, "message: expecting a list or tuple");
+		return -1;
+	}
+	n = PySequence_Fast_GET_SIZE(obj);
+	if (n < 2 || n > 4) {
+		PyErr_SetString(PyExc_ValueError, "message: expecting 2 to 4 items");
+		return -1;
+	}
+	ob = PySequence_Fast_GET_ITEM(obj, 0);
+	ot = PySequence_Fast_GET_ITEM(obj, n - 1);
+	if (n == 3) {
+		pair = PySequence_Fast_GET_ITEM(obj, 1);
+		if (!PyTuple_Check(pair) && !PyList_Check(pair)) {
+			PyErr_SetString(PyExc_TypeError, "message: expecting (counts, displs)");
+			return -1;
+		}
+		if (PySequence_Fast_GET_SIZE(pair) != 2) {
+			PyErr_SetString(PyExc_ValueError, "message: expecting (counts, displs)");
+			return -1;
+		}
+		oc = PySequence_Fast_GET_ITEM(pair, 0);
+		od = PySequence_Fast_GET_ITEM(pair, 1);
+	} else if (n == 4) {
+		oc = PySequence_Fast_GET_ITEM(obj, 1);
+		od = PySequence_Fast_GET_ITEM(obj, 2);
+	}
+	if (oc == Py_None && od == Py_None)
+		oc = od = NULL; /* left out: one element at the start, per block */
+	if (ob == py__bottom || ob == Py_None) {
+		if (!oc || !od) {
+			PyErr_Format(PyExc_ValueError, "message: BOTTOM requires %s",
+			             oc ? "displs" : "counts");
+			return -1;
+		}
+		m->addr = NULL;
+	} else {
+		if (py__mem_get(ob, !readonly, &m->mem) < 0)
+			return -1;
+		m->addr = m->mem.ptr;
+	}
+	m->counts = PyMem_Calloc((size_t)P, sizeof(Py_ssize_t));
+	m->displs = PyMem_Calloc((size_t)P, sizeof(Py_ssize_t));
+	*types = PyMem_Calloc((size_t)P, sizeof(**types));
+	if (!m->counts || !m->displs || !*types) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (i = 0; i < P; i++)
+		m->counts[i] = 1;
+	for (int side = 0; side < 2; side++) {
+		PyObject *from = side ? od : oc;
+
+		if (!from)
+			continue;
+		seq = PySequence_Fast(from, "message: counts and displacements are sequences");
+		if (!seq)
+			return -1;
+		if (PySequence_Fast_GET_SIZE(seq) != P) {
+			PyErr_Format(PyExc_ValueError, "expecting %d items, got %zd", P,
+			             PySequence_Fast_GET_SIZE(seq));
+			Py_DECREF(seq);
+			return -1;
+		}
+		for (i = 0; i < P; i++) {
+			Py_ssize_t v = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i),
+			                                  PyExc_OverflowError);
+
+			if (v == -1 && PyErr_Occurred()) {
+				Py_DECREF(seq);
+				return -1;
+			}
+			(side ? m->displs : m->counts)[i] = v;
+		}
+		Py_DECREF(seq);
+	}
+	if (PyObject_TypeCheck(ot, &py__DatatypeType)) {
+		for (i = 0; i < P; i++) {
+			Py_INCREF(ot);
+			(*types)[i] = (DatatypeObject *)ot;
+		}
+	} else {
+		seq = PySequence_Fast(ot, "message: expecting a sequence of datatypes");
+		if (!seq)
+			return -1;
+		if (PySequence_Fast_GET_SIZE(seq) != P) {
+			PyErr_Format(PyExc_ValueError, "expecting %d items, got %zd", P,
+			             PySequence_Fast_GET_SIZE(seq));
+			Py_DECREF(seq);
+			return -1;
+		}
+		for (i = 0; i < P; i++) {
+			DatatypeObject *t = py__dt_get(PySequence_Fast_GET_ITEM(seq, i));
+
+			if (!t) {
+				Py_DECREF(seq);
+				return -1;
+			}
+			Py_INCREF(t);
+			(*types)[i] = t;
+		}
+		Py_DECREF(seq);
+	}
+	for (i = 0; i < P; i++) {
+		DatatypeObject *t = (*types)[i];
+		Py_ssize_t ext = py__extent(t), a, b;
+
+		if (m->counts[i] < 0) {
+			PyErr_Format(PyExc_ValueError, "message: negative count %zd", m->counts[i]);
+			return -1;
+		}
+		if (!m->counts[i] || !m->mem.ptr)
+			continue;
+		a = m->displs[i];
+		b = m->displs[i] + (m->counts[i] - 1) * ext;
+		if ((a < b ? a : b) + t->true_lb < 0 || (a > b ? a : b) + t->true_ub > m->mem.len) {
+			PyErr_Format(
+			    PyExc_ValueError,
+			    "%s: block %zd (%zd elements at byte %zd) is past the buffer's "
+			    "end (%zd bytes)",
+			    what, i, m->counts[i], m->displs[i], m->mem.len);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* finish of Alltoallw: every received block unpacked with its own datatype. */
+static int finish_unpack_w(struct call *k)
+{
+	const char *p = k->out;
+
+	for (int i = 0; i < k->size; i++) {
+		DatatypeObject *t = k->wtypes[1][i];
+
+		py__unpack(t, p, k->r.counts[i], k->r.addr + k->r.displs[i]);
+		p += k->r.counts[i] * t->size;
+	}
+	return 0;
+}
+
+/* Alltoallw(sendbuf, recvbuf): every block packed with its datatype, moved as bytes by the
+ * library's alltoallv, unpacked with the receive's. */
+static PyObject *alltoallw(CommObject *self, PyObject *args, PyObject *kw, int nb)
+{
+	static char *kwlist[] = {"sendbuf", "recvbuf", NULL};
+	const char *what = nb ? "Ialltoallw" : "Alltoallw";
+	shmcoll_comm *c = py__live(self);
+	shmcoll_request *req = NULL;
+	PyObject *so, *ro, *res = NULL;
+	struct call *k, kk;
+	int P = self->size, rc, i;
+	size_t *sc = NULL, *sd = NULL, *rcn = NULL, *rd = NULL;
+	Py_ssize_t spack = 0, rpack = 0;
+	char *scratch, *p;
+
+	if (!c ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, nb ? "OO:Ialltoallw" : "OO:Alltoallw", kwlist,
+	                                 &so, &ro) ||
+	    !(k = nb ? py__call_new() : py__call_init(&kk)))
+		return NULL;
+	k->size = P;
+	if (msg_w(ro, 0, P, &k->r, &k->wtypes[1], what) < 0)
+		goto out;
+	if (py__is_in_place(so))
+		py__msg_in_place(&k->s);
+	else if (msg_w(so, 1, P, &k->s, &k->wtypes[0], what) < 0)
+		goto out;
+	{
+		/* In place: the data sent is the receive buffer's, with its counts and types. */
+		struct msg *sm = k->s.inplace ? &k->r : &k->s;
+		DatatypeObject **st = k->s.inplace ? k->wtypes[1] : k->wtypes[0];
+
+		sc = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+		sd = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+		rcn = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+		rd = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+		if (!sc || !sd || !rcn || !rd) {
+			PyErr_NoMemory();
+			goto out;
+		}
+		for (i = 0; i < P; i++) {
+			sc[i] = (size_t)(sm->counts[i] * st[i]->size);
+			sd[i] = (size_t)spack;
+			spack += (Py_ssize_t)sc[i];
+			rcn[i] = (size_t)(k->r.counts[i] * k->wtypes[1][i]->size);
+			rd[i] = (size_t)rpack;
+			rpack += (Py_ssize_t)rcn[i];
+		}
+		if (!(scratch = py__call_scratch(k, spack + rpack)))
+			goto out;
+		for (i = 0, p = scratch; i < P; i++) {
+			py__pack(st[i], sm->addr + sm->displs[i], sm->counts[i], p);
+			p += sc[i];
+		}
+	}
+	k->out = scratch + spack;
+	k->finish = finish_unpack_w;
+	NOGIL(rc = nb ? shmcoll_ialltoallv(scratch, sc, sd, k->out, rcn, rd, SHMCOLL_UINT8, c, &req)
+	              : shmcoll_alltoallv(scratch, sc, sd, k->out, rcn, rd, SHMCOLL_UINT8, c));
+	if (nb && !rc) {
+		k->arrays[0] = sc;
+		k->arrays[1] = sd;
+		k->arrays[2] = rcn;
+		k->arrays[3] = rd;
+		sc = sd = rcn = rd = NULL;
+	}
+	res = py__called(self, rc, req, nb, k);
+	k = NULL;
+out:
+	if (k)
+		py__call_free(k);
+	PyMem_Free(sc);
+	PyMem_Free(sd);
+	PyMem_Free(rcn);
+	PyMem_Free(rd);
+	return res;
+}
+
+static PyObject *comm_alltoallw(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return alltoallw(self, args, kw, 0);
+}
+
+static PyObject *comm_ialltoallw(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return alltoallw(self, args, kw, 1);
+}
+
+/* ---- reductions ---- */
+
+enum red_kind { R_ALLREDUCE, R_REDUCE, R_SCAN, R_EXSCAN, R_RSB, R_RS };
+
+/* finish of a folded reduction: the contributions of every rank, packed, k->count elements
+ * each, one after another at k->out (block p from rank p, or for the reduce-scatters from
+ * rank p's slice for this rank); folds blocks first .. last into block last, in rank order,
+ * and unpacks it. */
+static int fold_blocks(struct call *k, int first, int last)
+{
+	Py_ssize_t nb = k->count * k->type->size;
+	char *acc = k->out + (Py_ssize_t)last * nb;
+	int p;
+
+	for (p = last - 1; p >= first; p--)
+		if (py__op_fold(k->op, k->type, k->out + (Py_ssize_t)p * nb, acc, k->count) < 0)
+			return -1;
+	if (k->op->kind == OP_AVG)
+		py__op_avg_finish(k->type, acc, k->count, k->size);
+	py__unpack(k->type, acc, k->count, k->r.addr);
+	return 0;
+}
+
+static int finish_fold_all(struct call *k)
+{
+	return fold_blocks(k, 0, k->size - 1);
+}
+
+static int finish_fold_scan(struct call *k)
+{
+	return fold_blocks(k, 0, k->rank);
+}
+
+static int finish_fold_exscan(struct call *k)
+{
+	return k->rank == 0 ? 0 : fold_blocks(k, 0, k->rank - 1);
+}
+
+static int finish_fold_root(struct call *k)
+{
+	return k->rank == k->root ? fold_blocks(k, 0, k->size - 1) : 0;
+}
+
+static int run_native(enum red_kind kind, const void *s, void *r, size_t n, shmcoll_dtype dt,
+                      shmcoll_op op, int root, const size_t *counts, shmcoll_comm *c,
+                      shmcoll_request **req)
+{
+	switch (kind) {
+	case R_ALLREDUCE:
+		return req ? shmcoll_iallreduce(s, r, n, dt, op, c, req)
+		           : shmcoll_allreduce(s, r, n, dt, op, c);
+	case R_REDUCE:
+		return req ? shmcoll_ireduce(s, r, n, dt, op, root, c, req)
+		           : shmcoll_reduce(s, r, n, dt, op, root, c);
+	case R_SCAN:
+		return req ? shmcoll_iscan(s, r, n, dt, op, c, req)
+		           : shmcoll_scan(s, r, n, dt, op, c);
+	case R_EXSCAN:
+		return req ? shmcoll_iexscan(s, r, n, dt, op, c, req)
+		           : shmcoll_exscan(s, r, n, dt, op, c);
+	case R_RSB:
+		return req ? shmcoll_ireduce_scatter(s, r, n, dt, op, c, req)
+		           : shmcoll_reduce_scatter(s, r, n, dt, op, c);
+	default:
+		return req ? shmcoll_ireduce_scatterv(s, r, counts, dt, op, c, req)
+		           : shmcoll_reduce_scatterv(s, r, counts, dt, op, c);
+	}
+}
+
+/* finish of an in-place reduce-scatter on the library: this rank's result sits at its
+ * slice of the packed input (k->off bytes into k->out); it goes to the start of the
+ * receive. */
+static int finish_rs_inplace(struct call *k)
+{
+	py__unpack(k->type, k->out + k->off, k->count, k->r.addr);
+	return 0;
+}
+
+/* Reads the messages of a reduction into k: its send (or IN_PLACE) and receive, as mpi4py
+ * reads them for each kind, with rcounts for Reduce_scatter. *n gets the elements this
+ * rank contributes (all of them: a reduce-scatter's send). */
+static int red_msgs(CommObject *self, enum red_kind kind, PyObject *so, PyObject *ro, PyObject *rco,
+                    int root, struct call *k, Py_ssize_t **rcounts, const char *what)
+{
+	int P = self->size, me = self->rank, is_root = kind != R_REDUCE || root == me;
+	Py_ssize_t i, total;
+
+	if (kind == R_REDUCE && !is_root) {
+		py__msg_ignore(&k->r);
+		if (py__msg_simple(so, 1, 0, &k->s) < 0)
+			return -1;
+		return fits(&k->s, k->s.count, what);
+	}
+	if (kind == R_RSB) {
+		if (py__is_in_place(so)) {
+			if (py__msg_simple(ro, 0, P, &k->r) < 0)
+				return -1;
+			py__msg_in_place(&k->s);
+			return fits(&k->r, k->r.count * P, what);
+		}
+		if (py__msg_simple(ro, 0, 0, &k->r) < 0 || py__msg_simple(so, 1, P, &k->s) < 0)
+			return -1;
+		if (k->s.type != k->r.type) {
+			PyErr_SetString(PyExc_ValueError,
+			                "mismatch in send and receive MPI datatypes");
+			return -1;
+		}
+		if (k->s.count != k->r.count) {
+			PyErr_Format(PyExc_ValueError,
+			             "mismatch in send count %zd receive count %zd", k->s.count,
+			             k->r.count * P);
+			return -1;
+		}
+		return fits(&k->r, k->r.count, what) < 0 || fits(&k->s, k->s.count * P, what) < 0
+		           ? -1
+		           : 0;
+	}
+	if (py__msg_simple(ro, 0, 0, &k->r) < 0)
+		return -1;
+	if (py__is_in_place(so))
+		py__msg_in_place(&k->s);
+	else if (py__msg_simple(so, 1, 0, &k->s) < 0)
+		return -1;
+	if (kind == R_RS) {
+		if (rco == Py_None && k->s.inplace) {
+			PyErr_SetString(PyExc_TypeError,
+			                "Reduce_scatter: IN_PLACE needs recvcounts");
+			return -1;
+		}
+		*rcounts = PyMem_Malloc(sizeof(**rcounts) * (size_t)P);
+		if (!*rcounts) {
+			PyErr_NoMemory();
+			return -1;
+		}
+		if (rco == Py_None) {
+			/* mpi4py's default: every rank's receive count, gathered (a collective). */
+			int64_t mine = (int64_t)k->r.count,
+			        *all = PyMem_Malloc(sizeof(*all) * (size_t)P);
+			int rc;
+
+			if (!all) {
+				PyErr_NoMemory();
+				return -1;
+			}
+			NOGIL(rc = shmcoll_allgather(&mine, all, 1, SHMCOLL_INT64, py__live(self)));
+			if (rc) {
+				PyMem_Free(all);
+				py__raise_rc(self->c, rc);
+				return -1;
+			}
+			for (i = 0; i < P; i++)
+				(*rcounts)[i] = (Py_ssize_t)all[i];
+			PyMem_Free(all);
+		} else {
+			PyObject *seq = PySequence_Fast(rco, "Reduce_scatter: recvcounts must be a "
+			                                     "sequence of integers");
+
+			if (!seq)
+				return -1;
+			if (PySequence_Fast_GET_SIZE(seq) != P) {
+				PyErr_Format(PyExc_ValueError, "expecting %d items, got %zd", P,
+				             PySequence_Fast_GET_SIZE(seq));
+				Py_DECREF(seq);
+				return -1;
+			}
+			for (i = 0; i < P; i++) {
+				(*rcounts)[i] = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i),
+				                                   PyExc_OverflowError);
+				if ((*rcounts)[i] < 0) {
+					Py_DECREF(seq);
+					if (!PyErr_Occurred())
+						PyErr_Format(PyExc_ValueError,
+						             "Reduce_scatter: negative count");
+					return -1;
+				}
+			}
+			Py_DECREF(seq);
+		}
+		for (i = 0, total = 0; i < P; i++)
+			total += (*rcounts)[i];
+		if (!k->s.inplace) {
+			if (k->s.type != k->r.type) {
+				PyErr_SetString(PyExc_ValueError,
+				                "mismatch in send and receive MPI datatypes");
+				return -1;
+			}
+			if (k->s.count != total) {
+				PyErr_Format(PyExc_ValueError,
+				             "mismatch in send count %zd and sum(counts) %zd",
+				             k->s.count, total);
+				return -1;
+			}
+			if (k->r.count != (*rcounts)[me]) {
+				PyErr_Format(PyExc_ValueError,
+				             "mismatch in receive count %zd and counts[%d] %zd",
+				             k->r.count, me, (*rcounts)[me]);
+				return -1;
+			}
+			return fits(&k->s, total, what) < 0 || fits(&k->r, (*rcounts)[me], what) < 0
+			           ? -1
+			           : 0;
+		}
+		if (k->r.count != total) {
+			PyErr_Format(PyExc_ValueError,
+			             "mismatch in receive count %zd and sum(counts) %zd",
+			             k->r.count, total);
+			return -1;
+		}
+		return fits(&k->r, total, what);
+	}
+	if (!k->s.inplace && kind != R_REDUCE && same(&k->s, &k->r) < 0)
+		return -1;
+	return fits(&k->r, k->r.count, what) < 0 ||
+	               (!k->s.inplace && fits(&k->s, k->s.count, what) < 0)
+	           ? -1
+	           : 0;
+}
+
+static PyObject *reduction(CommObject *self, PyObject *args, PyObject *kw, enum red_kind kind,
+                           const char *fmt, const char *what, int nb)
+{
+	static char *kw_root[] = {"sendbuf", "recvbuf", "op", "root", NULL};
+	static char *kw_plain[] = {"sendbuf", "recvbuf", "op", NULL};
+	static char *kw_rs[] = {"sendbuf", "recvbuf", "recvcounts", "op", NULL};
+	shmcoll_comm *c = py__live(self);
+	shmcoll_request *req = NULL;
+	PyObject *so, *ro, *opo = (PyObject *)py__op[OP_SUM], *rco = Py_None, *res = NULL;
+	int root = 0, rc, P = self->size, me = self->rank, is_root, native;
+	Py_ssize_t n, nbytes, *rcounts = NULL, i, before = 0;
+	size_t *bcounts = NULL, *bdispls = NULL, *rbcounts = NULL, *rbdispls = NULL;
+	shmcoll_dtype cdt = SHMCOLL_UINT8;
+	shmcoll_op cop = SHMCOLL_SUM;
+	Py_ssize_t mult = 1;
+	DatatypeObject *t;
+	struct call *k, kk;
+	const char *sp;
+	char *rp, *scratch;
+
+	if (!c)
+		return NULL;
+	if (kind == R_RS) {
+		if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kw_rs, &so, &ro, &rco, &opo))
+			return NULL;
+	} else if (!PyArg_ParseTupleAndKeywords(args, kw, fmt,
+	                                        kind == R_REDUCE ? kw_root : kw_plain, &so, &ro,
+	                                        &opo, &root)) {
+		return NULL;
+	}
+	if ((kind == R_REDUCE && root_ok(self, root, what) < 0) ||
+	    !(k = nb ? py__call_new() : py__call_init(&kk)))
+		return NULL;
+	is_root = kind != R_REDUCE || root == me;
+	k->rank = me;
+	k->size = P;
+	k->root = root;
+	if (red_msgs(self, kind, so, ro, rco, root, k, &rcounts, what) < 0)
+		goto out;
+	/* The datatype and count every rank reduces: the send's, or the receive's in place. */
+	t = k->s.inplace ? k->r.type : k->s.type;
+	n = k->s.inplace ? k->r.count : k->s.count; /* elements this rank contributes */
+	if (kind == R_RSB)
+		n = k->r.count * P; /* size blocks of the receive's count */
+	if (parse_op(opo, t, k, what) < 0)
+		goto out;
+	Py_INCREF(t);
+	k->type = t;
+	native = py__op_native(k->op, t, &cdt, &cop, &mult);
+	nbytes = n * t->size;
+	if (kind == R_RS)
+		for (i = 0; i < me; i++)
+			before += rcounts[i];
+
+	if (native) {
+		/* The library reduces: packed copies where a datatype is not contiguous. */
+		Py_ssize_t out_n = kind == R_RSB ? k->r.count : kind == R_RS ? rcounts[me] : n;
+
+		Py_ssize_t need = 0;
+
+		if (k->s.inplace && (kind == R_RSB || kind == R_RS))
+			need = nbytes; /* the input, packed: the library's in-place form */
+		else if (!t->contig)
+			need = nbytes + out_n * t->size;
+		if (!(scratch = py__call_scratch(k, need)))
+			goto out;
+		if (k->s.inplace) {
+			/* The input is in the receive buffer. */
+			if (kind == R_REDUCE || kind == R_ALLREDUCE || kind == R_SCAN ||
+			    kind == R_EXSCAN) {
+				if (t->contig) {
+					sp = rp = at(&k->r, 0);
+				} else {
+					py__pack(t, at(&k->r, 0), n, scratch);
+					sp = rp = scratch;
+					k->out = scratch;
+					k->count = n;
+					k->finish = finish_unpack;
+				}
+			} else {
+				/* Reduce-scatter in place: the library's in-place form puts this
+				 * rank's result at its slice of the input, which then moves to the
+				 * start. */
+				Py_ssize_t slice =
+				    kind == R_RSB ? (Py_ssize_t)me * k->r.count : before;
+
+				py__pack(t, at(&k->r, 0), n, scratch);
+				sp = scratch;
+				rp = scratch + slice * t->size;
+				k->out = scratch;
+				k->off = slice * t->size;
+				k->count = kind == R_RSB ? k->r.count : rcounts[me];
+				k->finish = finish_rs_inplace;
+			}
+		} else {
+			sp = src(&k->s, 0, n, scratch);
+			if (kind == R_REDUCE && !is_root)
+				rp = NULL;
+			else
+				rp = dst(k, out_n, scratch + nbytes);
+		}
+		if (kind == R_RS) {
+			bcounts = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+			if (!bcounts) {
+				PyErr_NoMemory();
+				goto out;
+			}
+			for (i = 0; i < P; i++)
+				bcounts[i] = (size_t)(rcounts[i] * mult);
+		}
+		NOGIL(rc = run_native(kind, sp, rp,
+		                      (size_t)((kind == R_RSB ? k->r.count : n) * mult), cdt, cop,
+		                      root, bcounts, c, nb ? &req : NULL));
+	} else {
+		/* Folded here: every contribution gathered, packed, then folded in rank order
+		 * when the call completes. */
+		Py_ssize_t blk;
+
+		switch (kind) {
+		case R_RSB:
+		case R_RS: {
+			/* Each rank's slice for every rank: an alltoall(v) of the packed input. */
+			Py_ssize_t mine = kind == R_RSB ? k->r.count : rcounts[me];
+
+			blk = mine * t->size;
+			if (!(scratch = py__call_scratch(k, nbytes + blk * P)))
+				goto out;
+			py__pack(t, k->s.inplace ? at(&k->r, 0) : at(&k->s, 0), n, scratch);
+			k->out = scratch + nbytes;
+			k->count = mine;
+			k->finish = finish_fold_all;
+			if (kind == R_RSB) {
+				NOGIL(rc = nb ? shmcoll_ialltoall(scratch, k->out, (size_t)blk,
+				                                  SHMCOLL_UINT8, c, &req)
+				              : shmcoll_alltoall(scratch, k->out, (size_t)blk,
+				                                 SHMCOLL_UINT8, c));
+				break;
+			}
+			bcounts = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+			bdispls = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+			rbcounts = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+			rbdispls = PyMem_Malloc(sizeof(size_t) * (size_t)P);
+			if (!bcounts || !bdispls || !rbcounts || !rbdispls) {
+				PyErr_NoMemory();
+				goto out;
+			}
+			for (i = 0, before = 0; i < P; i++) {
+				bcounts[i] = (size_t)(rcounts[i] * t->size);
+				bdispls[i] = (size_t)before;
+				before += (Py_ssize_t)bcounts[i];
+				rbcounts[i] = (size_t)blk;
+				rbdispls[i] = (size_t)(i * blk);
+			}
+			NOGIL(rc = nb ? shmcoll_ialltoallv(scratch, bcounts, bdispls, k->out,
+			                                   rbcounts, rbdispls, SHMCOLL_UINT8, c,
+			                                   &req)
+			              : shmcoll_alltoallv(scratch, bcounts, bdispls, k->out,
+			                                  rbcounts, rbdispls, SHMCOLL_UINT8, c));
+			break;
+		}
+		default:
+			blk = nbytes;
+			if (!(scratch = py__call_scratch(k, blk * P)))
+				goto out;
+			k->out = scratch;
+			k->count = n;
+			/* This rank's own block packed in place: the library's in-place forms. */
+			py__pack(t, k->s.inplace ? at(&k->r, 0) : at(&k->s, 0), n,
+			         scratch + (Py_ssize_t)me * blk);
+			if (kind == R_REDUCE) {
+				k->finish = finish_fold_root;
+				if (is_root)
+					NOGIL(
+					    rc = nb ? shmcoll_igather(
+					                  scratch + (Py_ssize_t)me * blk, scratch,
+					                  (size_t)blk, SHMCOLL_UINT8, root, c, &req)
+					            : shmcoll_gather(scratch + (Py_ssize_t)me * blk,
+					                             scratch, (size_t)blk,
+					                             SHMCOLL_UINT8, root, c));
+				else
+					NOGIL(
+					    rc = nb ? shmcoll_igather(
+					                  scratch + (Py_ssize_t)me * blk, NULL,
+					                  (size_t)blk, SHMCOLL_UINT8, root, c, &req)
+					            : shmcoll_gather(scratch + (Py_ssize_t)me * blk,
+					                             NULL, (size_t)blk,
+					                             SHMCOLL_UINT8, root, c));
+				break;
+			}
+			k->finish = kind == R_SCAN     ? finish_fold_scan
+			            : kind == R_EXSCAN ? finish_fold_exscan
+			                               : finish_fold_all;
+			NOGIL(rc = nb ? shmcoll_iallgather(scratch + (Py_ssize_t)me * blk, scratch,
+			                                   (size_t)blk, SHMCOLL_UINT8, c, &req)
+			              : shmcoll_allgather(scratch + (Py_ssize_t)me * blk, scratch,
+			                                  (size_t)blk, SHMCOLL_UINT8, c));
+			break;
+		}
+	}
+	if (nb && !rc) {
+		k->arrays[0] = bcounts;
+		k->arrays[1] = bdispls;
+		k->arrays[2] = rbcounts;
+		k->arrays[3] = rbdispls;
+		bcounts = bdispls = rbcounts = rbdispls = NULL;
+	}
+	res = py__called(self, rc, req, nb, k);
+	k = NULL;
+out:
+	if (k)
+		py__call_free(k);
+	PyMem_Free(rcounts);
+	PyMem_Free(bcounts);
+	PyMem_Free(bdispls);
+	PyMem_Free(rbcounts);
+	PyMem_Free(rbdispls);
+	return res;
+}
+
+static PyObject *comm_Allreduce(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return reduction(self, args, kw, R_ALLREDUCE, "OO|O:Allreduce", "Allreduce", 0);
+}
+
+static PyObject *comm_Iallreduce(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return reduction(self, args, kw, R_ALLREDUCE, "OO|O:Iallreduce", "Iallreduce", 1);
+}
+
+static PyObject *comm_Reduce(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return reduction(self, args, kw, R_REDUCE, "OO|Oi:Reduce", "Reduce", 0);
+}
+
+static PyObject *comm_Ireduce(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return reduction(self, args, kw, R_REDUCE, "OO|Oi:Ireduce", "Ireduce", 1);
+}
+
+static PyObject *comm_Scan(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return reduction(self, args, kw, R_SCAN, "OO|O:Scan", "Scan", 0);
+}
+
+static PyObject *comm_Iscan(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return reduction(self, args, kw, R_SCAN, "OO|O:Iscan", "Iscan", 1);
+}
+
+static PyObject *comm_Exscan(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return reduction(self, args, kw, R_EXSCAN, "OO|O:Exscan", "Exscan", 0);
+}
+
+static PyObject *comm_Iexscan(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return reduction(self, args, kw, R_EXSCAN, "OO|O:Iexscan", "Iexscan", 1);
+}
+
+static PyObject *comm_Reduce_scatter_block(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return reduction(self, args, kw, R_RSB, "OO|O:Reduce_scatter_block", "Reduce_scatter_block",
+	                 0);
+}
+
+static PyObject *comm_Ireduce_scatter_block(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return reduction(self, args, kw, R_RSB, "OO|O:Ireduce_scatter_block",
+	                 "Ireduce_scatter_block", 1);
+}
+
+static PyObject *comm_Reduce_scatter(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return reduction(self, args, kw, R_RS, "OO|OO:Reduce_scatter", "Reduce_scatter", 0);
+}
+
+static PyObject *comm_Ireduce_scatter(CommObject *self, PyObject *args, PyObject *kw)
+{
+	return reduction(self, args, kw, R_RS, "OO|OO:Ireduce_scatter", "Ireduce_scatter", 1);
+}
+
+/* ---- the benchmark's loop ---- */
+
+static int allreduce_loop(shmcoll_comm *c, const void *s, void *r, size_t n, shmcoll_dtype dt,
+                          Py_ssize_t iters, double *secs)
 {
 	struct timespec t0, t1;
 	Py_ssize_t i;
@@ -360,7 +1515,7 @@ static int allreduce_loop(shmcoll_comm *c, const struct buf *s, Py_ssize_t iters
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (i = 0; i < iters && !rc; i++)
-		rc = shmcoll_allreduce(s->ptr, r->ptr, s->count, py__cdt(s->dt), SHMCOLL_SUM, c);
+		rc = shmcoll_allreduce(s, r, n, dt, SHMCOLL_SUM, c);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	*secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 	return rc;
@@ -369,255 +1524,41 @@ static int allreduce_loop(shmcoll_comm *c, const struct buf *s, Py_ssize_t iters
 /* _allreduce_loop(sendbuf, recvbuf, iters) -> seconds: iters back-to-back Allreduce(SUM)
  * calls made from C on this communicator, the buffers resolved once and the GIL released
  * once: the C side of bench/python/overhead.py, which times the same calls made one by one
- * from Python against it. */
+ * from Python against it. Buffers of one of the library's element types, contiguous. */
 static PyObject *comm_allreduce_loop(CommObject *self, PyObject *args)
 {
 	shmcoll_comm *c = py__live(self);
-	PyObject *so, *ro;
-	struct buf s, r;
+	struct msg s, r;
+	PyObject *so, *ro, *res = NULL;
 	Py_ssize_t iters;
 	double secs = 0;
-	int rc;
+	int rc, cdt;
 
 	if (!c || !PyArg_ParseTuple(args, "OOn:_allreduce_loop", &so, &ro, &iters))
 		return NULL;
-	if (py__get_buf(so, &s, 0, 0, 0, "_allreduce_loop") < 0)
+	if (py__msg_simple(so, 1, 0, &s) < 0)
 		return NULL;
-	if (py__get_buf(ro, &r, 1, 0, 0, "_allreduce_loop") < 0) {
-		py__buf_release(&s);
-		return NULL;
-	}
-	if (py__agree(&s, &r, 1, "_allreduce_loop") < 0 ||
-	    py__need(&r, s.count, "_allreduce_loop", "receive") < 0) {
-		py__buf_release(&s);
-		py__buf_release(&r);
+	if (py__msg_simple(ro, 0, 0, &r) < 0) {
+		py__msg_release(&s);
 		return NULL;
 	}
-	NOGIL(rc = allreduce_loop(c, &s, iters, &r, &secs));
-	py__buf_release(&s);
-	py__buf_release(&r);
-	if (rc)
-		return py__raise_rc(c, rc);
-	return PyFloat_FromDouble(secs);
-}
-
-/* ---- variable counts ---- */
-
-/* counts or displacements: None, or a sequence of size non-negative ints, into *out
- * (PyMem, the caller frees). 0, or -1 with an exception set. */
-static int size_array(PyObject *obj, Py_ssize_t size, size_t **out, const char *what,
-                      const char *name)
-{
-	PyObject *seq;
-	Py_ssize_t i;
-	size_t *a;
-
-	*out = NULL;
-	if (obj == Py_None)
-		return 0;
-	seq = PySequence_Fast(obj, "counts and displacements must be sequences of ints");
-	if (!seq)
-		return -1;
-	if (PySequence_Fast_GET_SIZE(seq) != size) {
-		PyErr_Format(PyExc_ValueError, "%s: %s has %zd entries, not one per rank (%zd)",
-		             what, name, PySequence_Fast_GET_SIZE(seq), size);
-		Py_DECREF(seq);
-		return -1;
-	}
-	a = PyMem_Malloc(sizeof(*a) * (size_t)(size ? size : 1));
-	if (!a) {
-		Py_DECREF(seq);
-		PyErr_NoMemory();
-		return -1;
-	}
-	for (i = 0; i < size; i++) {
-		Py_ssize_t v =
-		    PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i), PyExc_OverflowError);
-
-		if (v < 0) {
-			if (!PyErr_Occurred())
-				PyErr_Format(PyExc_ValueError, "%s: %s[%zd] is negative", what,
-				             name, i);
-			PyMem_Free(a);
-			Py_DECREF(seq);
-			return -1;
-		}
-		a[i] = (size_t)v;
-	}
-	Py_DECREF(seq);
-	*out = a;
-	return 0;
-}
-
-/* Every block (counts[p] elements at displs[p]) inside b: the library writes and reads them
- * without knowing the buffer's length. */
-static int blocks_fit(const struct buf *b, const size_t *counts, const size_t *displs,
-                      Py_ssize_t size, const char *what, const char *which)
-{
-	Py_ssize_t p;
-
-	for (p = 0; p < size; p++)
-		if (counts[p] && (displs[p] > b->count || counts[p] > b->count - displs[p])) {
-			PyErr_Format(
-			    PyExc_ValueError,
-			    "%s: %s block %zd (%zu elements at %zu) is past the buffer's end "
-			    "(%zu elements)",
-			    what, which, p, counts[p], displs[p], b->count);
-			return -1;
-		}
-	return 0;
-}
-
-enum vkind { V_ALLGATHERV, V_GATHERV, V_SCATTERV, V_ALLTOALLV, V_REDUCE_SCATTER };
-
-/* _vcall(kind, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, root, op): the
- * variable-count calls with counts and displacements already taken out of mpi4py's buffer
- * specs (shmcoll/_comm.py does that). None where the call has no such argument, or where
- * this rank's role ignores it (a non-root's gatherv receive). */
-static PyObject *comm_vcall(CommObject *self, PyObject *args)
-{
-	static const char *const names[] = {"Allgatherv", "Gatherv", "Scatterv", "Alltoallv",
-	                                    "Reduce_scatter"};
-	PyObject *so, *sco, *sdo, *ro, *rco, *rdo, *opo;
-	size_t *sc = NULL, *sd = NULL, *rc_ = NULL, *rd = NULL;
-	shmcoll_comm *c = py__live(self);
-	struct buf s, r;
-	const char *what;
-	int kind, root, rc = 0, is_root, dt;
-	Py_ssize_t P = self->size;
-	shmcoll_op op = SHMCOLL_SUM;
-	PyObject *res = NULL;
-
-	if (!c || !PyArg_ParseTuple(args, "iOOOOOOiO:_vcall", &kind, &so, &sco, &sdo, &ro, &rco,
-	                            &rdo, &root, &opo))
-		return NULL;
-	if (kind < V_ALLGATHERV || kind > V_REDUCE_SCATTER)
-		return PyErr_Format(PyExc_ValueError, "_vcall: unknown kind %d", kind);
-	what = names[kind];
-	if ((kind == V_GATHERV || kind == V_SCATTERV) && (root < 0 || root >= self->size))
-		return PyErr_Format(PyExc_ValueError, "%s: root %d out of range 0..%d", what, root,
-		                    self->size - 1);
-	is_root = root == self->rank;
-	if (py__get_buf(so, &s, 0, kind != V_ALLTOALLV && (kind != V_SCATTERV || is_root),
-	                kind == V_SCATTERV && !is_root, what) < 0)
-		return NULL;
-	if (py__get_buf(ro, &r, 1, kind == V_SCATTERV && is_root, kind == V_GATHERV && !is_root,
-	                what) < 0) {
-		py__buf_release(&s);
-		return NULL;
-	}
-	if (size_array(sco, P, &sc, what, "the send counts") < 0 ||
-	    size_array(sdo, P, &sd, what, "the send displacements") < 0 ||
-	    size_array(rco, P, &rc_, what, "the receive counts") < 0 ||
-	    size_array(rdo, P, &rd, what, "the receive displacements") < 0)
-		goto out;
-	/* The element type: the typed side's (both, when both are typed, must agree). */
-	if (s.inplace || s.none) {
-		s.dt = r.dt;
-		s.es = r.es;
-	} else if (r.inplace || r.none) {
-		r.dt = s.dt;
-		r.es = s.es;
-	} else if (py__agree(&s, &r, kind == V_REDUCE_SCATTER, what) < 0) {
+	cdt = py__basic_cdt(s.type->basic);
+	if (s.type != r.type || s.count > r.count || !s.type->contig || cdt < 0 ||
+	    s.type->nbasic != 1) {
+		PyErr_SetString(PyExc_TypeError,
+		                "_allreduce_loop: two contiguous buffers of one of the library's "
+		                "element types");
 		goto out;
 	}
-	if (kind == V_REDUCE_SCATTER &&
-	    (py__agree(&s, NULL, 1, what) < 0 || py__get_op(opo, s.dt, &op, what) < 0))
-		goto out;
-	dt = s.dt;
-	switch (kind) {
-	case V_ALLGATHERV:
-	case V_GATHERV:
-		if (kind == V_ALLGATHERV || is_root) {
-			if (!rc_ || !rd) {
-				PyErr_Format(PyExc_ValueError,
-				             "%s: the receive counts and displacements", what);
-				goto out;
-			}
-			if (blocks_fit(&r, rc_, rd, P, what, "receive") < 0)
-				goto out;
-			if (s.inplace) {
-				s.ptr = r.ptr + rd[self->rank] * r.es;
-				s.count = rc_[self->rank];
-			}
-		}
-		if (kind == V_ALLGATHERV)
-			NOGIL(rc = shmcoll_allgatherv(s.ptr, s.count, r.ptr, rc_, rd, py__cdt(dt),
-			                              c));
-		else
-			NOGIL(rc = shmcoll_gatherv(s.ptr, s.count, r.ptr, is_root ? rc_ : NULL,
-			                           is_root ? rd : NULL, py__cdt(dt), root, c));
-		break;
-	case V_SCATTERV:
-		if (is_root) {
-			if (!sc || !sd) {
-				PyErr_Format(PyExc_ValueError,
-				             "Scatterv: the send counts and displacements");
-				goto out;
-			}
-			if (blocks_fit(&s, sc, sd, P, what, "send") < 0)
-				goto out;
-			if (r.inplace) {
-				r.ptr = s.ptr + sd[self->rank] * s.es;
-				r.count = sc[self->rank];
-			}
-		}
-		NOGIL(rc = shmcoll_scatterv(s.ptr, is_root ? sc : NULL, is_root ? sd : NULL, r.ptr,
-		                            r.count, py__cdt(dt), root, c));
-		break;
-	case V_ALLTOALLV:
-		if (!sc || !sd || !rc_ || !rd) {
-			PyErr_Format(PyExc_ValueError,
-			             "Alltoallv: counts and displacements on both sides");
-			goto out;
-		}
-		if (blocks_fit(&s, sc, sd, P, what, "send") < 0 ||
-		    blocks_fit(&r, rc_, rd, P, what, "receive") < 0)
-			goto out;
-		NOGIL(rc = shmcoll_alltoallv(s.ptr, sc, sd, r.ptr, rc_, rd, py__cdt(dt), c));
-		break;
-	default: { /* Reduce_scatter: recvcounts, the same on every rank */
-		size_t total = 0, before = 0;
-		Py_ssize_t p;
-
-		if (!rc_) {
-			PyErr_SetString(PyExc_ValueError, "Reduce_scatter: the receive counts");
-			goto out;
-		}
-		for (p = 0; p < P; p++) {
-			if (p < self->rank)
-				before += rc_[p];
-			total += rc_[p];
-		}
-		if (s.inplace) {
-			/* MPI's in-place form: the input in recvbuf, this rank's result at its
-			 * start. */
-			if (py__need(&r, total, what, "receive") < 0)
-				goto out;
-			NOGIL(rc = shmcoll_reduce_scatterv(r.ptr, r.ptr + before * r.es, rc_,
-			                                   py__cdt(dt), op, c));
-			if (!rc && before)
-				memmove(r.ptr, r.ptr + before * r.es, rc_[self->rank] * r.es);
-			break;
-		}
-		if (py__need(&s, total, what, "send") < 0 ||
-		    py__need(&r, rc_[self->rank], what, "receive") < 0)
-			goto out;
-		NOGIL(rc = shmcoll_reduce_scatterv(s.ptr, r.ptr, rc_, py__cdt(dt), op, c));
-		break;
-	}
-	}
+	NOGIL(rc = allreduce_loop(c, s.addr, r.addr, (size_t)s.count, (shmcoll_dtype)cdt, iters,
+	                          &secs));
 	if (rc)
 		py__raise_rc(c, rc);
 	else
-		res = Py_NewRef(Py_None);
+		res = PyFloat_FromDouble(secs);
 out:
-	py__buf_release(&s);
-	py__buf_release(&r);
-	PyMem_Free(sc);
-	PyMem_Free(sd);
-	PyMem_Free(rc_);
-	PyMem_Free(rd);
+	py__msg_release(&s);
+	py__msg_release(&r);
 	return res;
 }
 
@@ -626,36 +1567,60 @@ PyMethodDef py__coll_methods[] = {
     {"Ibarrier", (PyCFunction)comm_ibarrier, METH_NOARGS, "Ibarrier() -> Request"},
     {"Bcast", KW(comm_bcast), METH_VARARGS | METH_KEYWORDS, "Bcast(buf, root=0)"},
     {"Ibcast", KW(comm_ibcast), METH_VARARGS | METH_KEYWORDS, "Ibcast(buf, root=0) -> Request"},
-    {"Allreduce", KW(comm_allreduce), METH_VARARGS | METH_KEYWORDS,
-     "Allreduce(sendbuf, recvbuf, op=SUM)"},
-    {"Iallreduce", KW(comm_iallreduce), METH_VARARGS | METH_KEYWORDS,
-     "Iallreduce(sendbuf, recvbuf, op=SUM) -> Request"},
-    {"Reduce", KW(comm_reduce), METH_VARARGS | METH_KEYWORDS,
-     "Reduce(sendbuf, recvbuf, op=SUM, root=0)"},
-    {"Ireduce", KW(comm_ireduce), METH_VARARGS | METH_KEYWORDS,
-     "Ireduce(sendbuf, recvbuf, op=SUM, root=0) -> Request"},
-    {"Scan", KW(comm_scan), METH_VARARGS | METH_KEYWORDS, "Scan(sendbuf, recvbuf, op=SUM)"},
-    {"Iscan", KW(comm_iscan), METH_VARARGS | METH_KEYWORDS, "Iscan(sendbuf, recvbuf, op=SUM)"},
-    {"Exscan", KW(comm_exscan), METH_VARARGS | METH_KEYWORDS, "Exscan(sendbuf, recvbuf, op=SUM)"},
-    {"Iexscan", KW(comm_iexscan), METH_VARARGS | METH_KEYWORDS,
-     "Iexscan(sendbuf, recvbuf, op=SUM)"},
-    {"Allgather", KW(comm_allgather), METH_VARARGS | METH_KEYWORDS, "Allgather(sendbuf, recvbuf)"},
-    {"Iallgather", KW(comm_iallgather), METH_VARARGS | METH_KEYWORDS,
-     "Iallgather(sendbuf, recvbuf) -> Request"},
     {"Gather", KW(comm_gather), METH_VARARGS | METH_KEYWORDS, "Gather(sendbuf, recvbuf, root=0)"},
     {"Igather", KW(comm_igather), METH_VARARGS | METH_KEYWORDS,
      "Igather(sendbuf, recvbuf, root=0) -> Request"},
+    {"Gatherv", KW(comm_gatherv), METH_VARARGS | METH_KEYWORDS,
+     "Gatherv(sendbuf, recvbuf, root=0)"},
+    {"Igatherv", KW(comm_igatherv), METH_VARARGS | METH_KEYWORDS,
+     "Igatherv(sendbuf, recvbuf, root=0) -> Request"},
     {"Scatter", KW(comm_scatter), METH_VARARGS | METH_KEYWORDS,
      "Scatter(sendbuf, recvbuf, root=0)"},
     {"Iscatter", KW(comm_iscatter), METH_VARARGS | METH_KEYWORDS,
      "Iscatter(sendbuf, recvbuf, root=0) -> Request"},
+    {"Scatterv", KW(comm_scatterv), METH_VARARGS | METH_KEYWORDS,
+     "Scatterv(sendbuf, recvbuf, root=0)"},
+    {"Iscatterv", KW(comm_iscatterv), METH_VARARGS | METH_KEYWORDS,
+     "Iscatterv(sendbuf, recvbuf, root=0) -> Request"},
+    {"Allgather", KW(comm_allgather), METH_VARARGS | METH_KEYWORDS, "Allgather(sendbuf, recvbuf)"},
+    {"Iallgather", KW(comm_iallgather), METH_VARARGS | METH_KEYWORDS,
+     "Iallgather(sendbuf, recvbuf) -> Request"},
+    {"Allgatherv", KW(comm_allgatherv), METH_VARARGS | METH_KEYWORDS,
+     "Allgatherv(sendbuf, recvbuf)"},
+    {"Iallgatherv", KW(comm_iallgatherv), METH_VARARGS | METH_KEYWORDS,
+     "Iallgatherv(sendbuf, recvbuf) -> Request"},
     {"Alltoall", KW(comm_alltoall), METH_VARARGS | METH_KEYWORDS, "Alltoall(sendbuf, recvbuf)"},
     {"Ialltoall", KW(comm_ialltoall), METH_VARARGS | METH_KEYWORDS,
      "Ialltoall(sendbuf, recvbuf) -> Request"},
-    {"Reduce_scatter_block", KW(comm_reduce_scatter_block), METH_VARARGS | METH_KEYWORDS,
+    {"Alltoallv", KW(comm_alltoallv), METH_VARARGS | METH_KEYWORDS, "Alltoallv(sendbuf, recvbuf)"},
+    {"Ialltoallv", KW(comm_ialltoallv), METH_VARARGS | METH_KEYWORDS,
+     "Ialltoallv(sendbuf, recvbuf) -> Request"},
+    {"Alltoallw", KW(comm_alltoallw), METH_VARARGS | METH_KEYWORDS,
+     "Alltoallw(sendbuf, recvbuf): a datatype per block, displacements in bytes"},
+    {"Ialltoallw", KW(comm_ialltoallw), METH_VARARGS | METH_KEYWORDS,
+     "Ialltoallw(sendbuf, recvbuf) -> Request"},
+    {"Reduce", KW(comm_Reduce), METH_VARARGS | METH_KEYWORDS,
+     "Reduce(sendbuf, recvbuf, op=SUM, root=0)"},
+    {"Ireduce", KW(comm_Ireduce), METH_VARARGS | METH_KEYWORDS,
+     "Ireduce(sendbuf, recvbuf, op=SUM, root=0) -> Request"},
+    {"Allreduce", KW(comm_Allreduce), METH_VARARGS | METH_KEYWORDS,
+     "Allreduce(sendbuf, recvbuf, op=SUM)"},
+    {"Iallreduce", KW(comm_Iallreduce), METH_VARARGS | METH_KEYWORDS,
+     "Iallreduce(sendbuf, recvbuf, op=SUM) -> Request"},
+    {"Scan", KW(comm_Scan), METH_VARARGS | METH_KEYWORDS, "Scan(sendbuf, recvbuf, op=SUM)"},
+    {"Iscan", KW(comm_Iscan), METH_VARARGS | METH_KEYWORDS,
+     "Iscan(sendbuf, recvbuf, op=SUM) -> Request"},
+    {"Exscan", KW(comm_Exscan), METH_VARARGS | METH_KEYWORDS, "Exscan(sendbuf, recvbuf, op=SUM)"},
+    {"Iexscan", KW(comm_Iexscan), METH_VARARGS | METH_KEYWORDS,
+     "Iexscan(sendbuf, recvbuf, op=SUM) -> Request"},
+    {"Reduce_scatter_block", KW(comm_Reduce_scatter_block), METH_VARARGS | METH_KEYWORDS,
      "Reduce_scatter_block(sendbuf, recvbuf, op=SUM)"},
-    {"_vcall", (PyCFunction)comm_vcall, METH_VARARGS,
-     "_vcall(kind, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, root, op)"},
+    {"Ireduce_scatter_block", KW(comm_Ireduce_scatter_block), METH_VARARGS | METH_KEYWORDS,
+     "Ireduce_scatter_block(sendbuf, recvbuf, op=SUM) -> Request"},
+    {"Reduce_scatter", KW(comm_Reduce_scatter), METH_VARARGS | METH_KEYWORDS,
+     "Reduce_scatter(sendbuf, recvbuf, recvcounts=None, op=SUM)"},
+    {"Ireduce_scatter", KW(comm_Ireduce_scatter), METH_VARARGS | METH_KEYWORDS,
+     "Ireduce_scatter(sendbuf, recvbuf, recvcounts=None, op=SUM) -> Request"},
     {"_allreduce_loop", (PyCFunction)comm_allreduce_loop, METH_VARARGS,
      "_allreduce_loop(sendbuf, recvbuf, iters) -> seconds: the same calls made from C"},
     {NULL, NULL, 0, NULL},

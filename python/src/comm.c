@@ -1,22 +1,25 @@
 /* comm.c - the communicator type: made (Comm(rank, size, job, ...), init()), split, duplicated,
- * freed, aborted; a context manager. Its collectives, point-to-point calls and symmetric memory
- * are the methods of coll.c, p2p.c and symbuf.c, joined into its type here. */
+ * freed, aborted; a context manager; and mpi4py's null communicator (Comm()) and second
+ * handles (Comm(comm)). Its collectives, point-to-point calls and symmetric memory are the
+ * methods of coll.c, p2p.c and symbuf.c, joined into its type here. */
 #include "shmcoll_py.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <unistd.h>
 
+static CommObject *owner_of(CommObject *self)
+{
+	return self->owner ? (CommObject *)self->owner : self;
+}
+
 shmcoll_comm *py__live(CommObject *self)
 {
-	if (!self->c) {
-		PyObject *args = Py_BuildValue("(is)", EINVAL, "the communicator was freed");
-
-		if (args) {
-			PyErr_SetObject(py__Error, args);
-			Py_DECREF(args);
-		}
-	}
+	if (self->owner)
+		self->c = owner_of(self)->c;
+	if (!self->c)
+		py__raise_errno(EINVAL, self->size ? "the communicator was freed (COMM_NULL)"
+		                                   : "a null communicator (COMM_NULL)");
 	return self->c;
 }
 
@@ -34,16 +37,55 @@ PyObject *py__wrap(PyTypeObject *type, shmcoll_comm *c)
 	return (PyObject *)o;
 }
 
-/* Comm(rank, size, job, arena_bytes=0, timeout_ms=0) */
+/* A second handle of comm (mpi4py's Comm(comm)): the same C communicator, and the same
+ * Python attributes (its __dict__), of its first handle. */
+static PyObject *comm_alias(PyTypeObject *type, CommObject *comm)
+{
+	CommObject *first = owner_of(comm), *o;
+
+	o = (CommObject *)type->tp_alloc(type, 0);
+	if (!o)
+		return NULL;
+	Py_INCREF(first);
+	o->owner = (PyObject *)first;
+	o->c = first->c;
+	o->rank = first->rank;
+	o->size = first->size;
+	if (type->tp_dictoffset && Py_TYPE(first)->tp_dictoffset) {
+		PyObject *d = PyObject_GenericGetDict((PyObject *)first, NULL);
+
+		if (!d || PyObject_GenericSetDict((PyObject *)o, d, NULL) < 0) {
+			Py_XDECREF(d);
+			Py_DECREF(o);
+			return NULL;
+		}
+		Py_DECREF(d);
+	}
+	return (PyObject *)o;
+}
+
+/* Comm(rank, size, job, arena_bytes=0, timeout_ms=0); Comm(): a null communicator
+ * (MPI.COMM_NULL); Comm(comm): a second handle of comm. */
 static PyObject *comm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = {"rank", "size", "job", "arena_bytes", "timeout_ms", NULL};
 	shmcoll_config cfg = {0};
-	Py_ssize_t arena = 0;
+	Py_ssize_t arena = 0, nargs = PyTuple_GET_SIZE(args);
 	shmcoll_comm *c = NULL;
 	const char *job;
 	int rc;
 
+	if (nargs == 0 && (!kw || PyDict_GET_SIZE(kw) == 0))
+		return type->tp_alloc(type, 0);
+	if (nargs == 1 && (!kw || PyDict_GET_SIZE(kw) == 0)) {
+		PyObject *a = PyTuple_GET_ITEM(args, 0);
+
+		if (PyObject_TypeCheck(a, &py__CommType))
+			return comm_alias(type, (CommObject *)a);
+		return PyErr_Format(PyExc_TypeError,
+		                    "Comm() takes a communicator, or (rank, size, job), not %.100s",
+		                    Py_TYPE(a)->tp_name);
+	}
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "iis|ni:Comm", kwlist, &cfg.rank, &cfg.size,
 	                                 &job, &arena, &cfg.timeout_ms))
 		return NULL;
@@ -63,66 +105,115 @@ static void comm_dealloc(CommObject *self)
 {
 	if (self->weakrefs)
 		PyObject_ClearWeakRefs((PyObject *)self);
-	if (self->c)
-		shmcoll_comm_destroy(self->c); /* local: waits for no peer */
-	if (self->parked)
-		shmcoll_comm_destroy(self->parked); /* not reached: its buffers hold self */
+	if (self->owner) {
+		Py_CLEAR(self->owner); /* a second handle owns nothing */
+	} else {
+		/* Local: waits for no peer. Requests hold their communicator, so none is left. */
+		if (self->c)
+			shmcoll_comm_destroy(self->c);
+		if (self->doomed)
+			shmcoll_comm_destroy(self->doomed);
+		if (self->parked)
+			shmcoll_comm_destroy(self->parked); /* not reached: its buffers hold self */
+	}
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Lets go of the C communicator (Free, leaving a with-block): destroyed now, or, while
- * symmetric buffers still use its memory, parked until the last of them goes; either way
- * self->c is NULL after. 0, or a negative errno with self->c kept (operations outstanding:
- * -EBUSY, as shmcoll_comm_destroy, whose message a parked one gets from here). */
+/* The C communicator of a freed one goes: destroyed, or parked while symmetric buffers use
+ * its memory (symbuf.c destroys it after the last). */
+static void let_go(CommObject *self, shmcoll_comm *c)
+{
+	if (self->nsym > 0)
+		self->parked = c;
+	else
+		shmcoll_comm_destroy(c);
+}
+
+/* Requests count on a communicator's first handle, whichever handle started them. */
+void py__comm_req_start(CommObject *self)
+{
+	owner_of(self)->nreq++;
+}
+
+void py__comm_req_done(CommObject *self)
+{
+	CommObject *first = owner_of(self);
+
+	if (--first->nreq == 0 && first->doomed) {
+		shmcoll_comm *c = first->doomed;
+
+		first->doomed = NULL;
+		let_go(first, c);
+	}
+}
+
+/* Lets go of the C communicator (Free, leaving a with-block): destroyed now; parked while
+ * symmetric buffers still use its memory; or, with requests outstanding, kept until the last
+ * completes (MPI: a freed communicator's operations complete). Either way self->c (and the
+ * first handle's) is NULL after. 0, or a negative errno with the error raised. */
 static int comm_release(CommObject *self)
 {
+	CommObject *first = owner_of(self);
+	shmcoll_comm *c = first->c;
 	int rc;
 
-	if (self->nsym > 0) {
-		if (self->nreq > 0) {
-			PyObject *args = Py_BuildValue(
-			    "(is)", EBUSY,
-			    "Free: operations still outstanding (requests not yet completed by "
-			    "Wait or Test)");
-
-			if (args) {
-				PyErr_SetObject(py__Error, args);
-				Py_DECREF(args);
-			}
-			return -EBUSY;
-		}
-		self->parked = self->c;
-		self->c = NULL;
+	first->c = NULL;
+	self->c = NULL;
+	if (first->nreq > 0) {
+		first->doomed = c;
 		return 0;
 	}
-	rc = shmcoll_comm_destroy(self->c);
+	if (first->nsym > 0) {
+		first->parked = c;
+		return 0;
+	}
+	rc = shmcoll_comm_destroy(c);
+	if (rc == -EBUSY) {
+		/* Requests of a second handle: the communicator goes with the last handle. */
+		first->doomed = c;
+		return 0;
+	}
 	if (rc) {
-		py__raise_rc(self->c, rc);
+		py__raise_rc(NULL, rc);
 		return rc;
 	}
-	self->c = NULL;
 	return 0;
+}
+
+/* rank and size, which a null communicator has not (a freed one keeps them). */
+static int sized(CommObject *self)
+{
+	if (self->size)
+		return 0;
+	py__raise_errno(EINVAL, "a null communicator (COMM_NULL)");
+	return -1;
 }
 
 static PyObject *comm_get_rank(CommObject *self, PyObject *unused)
 {
-	return PyLong_FromLong(self->rank);
+	return sized(self) ? NULL : PyLong_FromLong(self->rank);
 }
 
 static PyObject *comm_get_size(CommObject *self, PyObject *unused)
 {
-	return PyLong_FromLong(self->size);
+	return sized(self) ? NULL : PyLong_FromLong(self->size);
 }
 
 /* Leaving on a failure: let go of the C communicator whatever it says (parked while
- * symmetric buffers live). */
+ * symmetric buffers live; kept while requests are outstanding). */
 static void comm_drop(CommObject *self)
 {
-	if (self->nsym > 0)
-		self->parked = self->c;
-	else
-		shmcoll_comm_destroy(self->c);
+	CommObject *first = owner_of(self);
+	shmcoll_comm *c = first->c;
+
+	first->c = NULL;
 	self->c = NULL;
+	if (!c)
+		return;
+	if (first->nreq > 0)
+		first->doomed = c;
+	else
+		let_go(first, c);
 }
 
 static PyObject *comm_free(CommObject *self, PyObject *unused)
@@ -206,6 +297,8 @@ static PyObject *comm_exit(CommObject *self, PyObject *args)
 
 	if (!PyArg_ParseTuple(args, "|OOO:__exit__", &et, &ev, &tb))
 		return NULL;
+	if (self->owner)
+		self->c = owner_of(self)->c;
 	if (!self->c)
 		Py_RETURN_FALSE;
 	if (et != Py_None) {
@@ -228,23 +321,35 @@ static PyObject *comm_exit(CommObject *self, PyObject *args)
 
 static PyObject *comm_get_rank_attr(CommObject *self, void *unused)
 {
-	return PyLong_FromLong(self->rank);
+	return comm_get_rank(self, NULL);
 }
 
 static PyObject *comm_get_size_attr(CommObject *self, void *unused)
 {
-	return PyLong_FromLong(self->size);
+	return comm_get_size(self, NULL);
 }
 
 static PyObject *comm_get_freed(CommObject *self, void *unused)
 {
-	return PyBool_FromLong(self->c == NULL);
+	return PyBool_FromLong(owner_of(self)->c == NULL);
+}
+
+/* The first handle of this communicator (itself, but for a second handle): what MPI.Comm's
+ * equality compares. */
+static PyObject *comm_get_handle(CommObject *self, void *unused)
+{
+	PyObject *first = (PyObject *)owner_of(self);
+
+	Py_INCREF(first);
+	return first;
 }
 
 static PyGetSetDef comm_getset[] = {
     {"rank", (getter)comm_get_rank_attr, NULL, "this rank, 0 .. size-1", NULL},
     {"size", (getter)comm_get_size_attr, NULL, "the number of ranks", NULL},
-    {"freed", (getter)comm_get_freed, NULL, "whether Free() was called", NULL},
+    {"freed", (getter)comm_get_freed, NULL,
+     "whether Free() was called (or it is a null communicator)", NULL},
+    {"_handle", (getter)comm_get_handle, NULL, "the first handle of this communicator", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -267,7 +372,8 @@ PyTypeObject py__CommType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "shmcoll._Comm",
     .tp_basicsize = sizeof(CommObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Comm(rank, size, job, arena_bytes=0, timeout_ms=0): one rank's communicator.",
+    .tp_doc = "Comm(rank, size, job, arena_bytes=0, timeout_ms=0): one rank's communicator; "
+              "Comm(): a null one; Comm(comm): a second handle of comm.",
     .tp_new = comm_new,
     .tp_dealloc = (destructor)comm_dealloc,
     .tp_getset = comm_getset,

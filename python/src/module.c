@@ -38,8 +38,6 @@ PyObject *py__raise_errno(int err, const char *msg)
 	return NULL;
 }
 
-PyObject *py__in_place;
-
 static PyObject *mod_init(PyObject *mod, PyObject *args)
 {
 	PyTypeObject *type = &py__CommType;
@@ -69,6 +67,8 @@ static PyObject *mod_strerror(PyObject *mod, PyObject *args)
 static PyMethodDef mod_methods[] = {
     {"init", mod_init, METH_VARARGS, "init(cls=Comm): the launcher's job."},
     {"strerror", mod_strerror, METH_VARARGS, "The fixed text of an error code."},
+    {"_mem", py__mem_info, METH_VARARGS,
+     "_mem(obj, writable=False) -> (address, nbytes, readonly): a buffer's memory."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -104,10 +104,15 @@ PyMODINIT_FUNC PyInit__shmcoll(void)
 	m = PyModule_Create(&module);
 	if (!m)
 		return NULL;
-	py__Error = PyErr_NewExceptionWithDoc(
-	    "shmcoll.Error",
-	    "A failed call: .errno is the positive errno, the message the library's.",
-	    PyExc_OSError, NULL);
+	/* An OSError (its errno), and a RuntimeError as mpi4py's MPI.Exception, which it is. */
+	bases = PyTuple_Pack(2, PyExc_OSError, PyExc_RuntimeError);
+	py__Error =
+	    bases ? PyErr_NewExceptionWithDoc(
+	                "shmcoll.Error",
+	                "A failed call: .errno is the positive errno, the message the library's.",
+	                bases, NULL)
+	          : NULL;
+	Py_XDECREF(bases);
 	bases = py__Error ? PyTuple_Pack(2, py__Error, PyExc_TimeoutError) : NULL;
 	py__TimeoutError =
 	    bases ? PyErr_NewExceptionWithDoc("shmcoll.TimeoutError",
@@ -132,8 +137,7 @@ PyMODINIT_FUNC PyInit__shmcoll(void)
 		goto fail;
 	if (py__datatypes_init(m) < 0)
 		goto fail;
-	py__in_place = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
-	if (py__add(m, "IN_PLACE", py__in_place) < 0 ||
+	if (py__msg_init(m) < 0 || py__ops_init(m) < 0 ||
 	    PyModule_AddIntConstant(m, "ANY_SOURCE", SHMCOLL_ANY_SOURCE) < 0 ||
 	    PyModule_AddIntConstant(m, "ANY_TAG", SHMCOLL_ANY_TAG) < 0 ||
 	    PyModule_AddIntConstant(m, "UNDEFINED", SHMCOLL_UNDEFINED) < 0 ||

@@ -1,150 +1,326 @@
-/* p2p.c - point to point: Send, Recv, their non-blocking starts, Sendrecv, Probe, Iprobe.
- * Messages travel as bytes: a receive takes up to its buffer's bytes. */
+/* p2p.c - point to point, with mpi4py's arguments: Send, Recv, Isend, Irecv, the send modes
+ * (Ssend, Bsend, Rsend and their non-blocking starts), Sendrecv, Sendrecv_replace, Probe,
+ * Iprobe.
+ *
+ * A message travels as the bytes of its elements: a contiguous datatype's buffer as it
+ * lies, another packed first (a send) or received into scratch and unpacked (a receive), so
+ * sender and receiver may use different datatypes of the same signature, as in MPI. A
+ * receive takes up to its buffer's bytes; a longer message is cut (EMSGSIZE, MPI's
+ * ERR_TRUNCATE). The send modes are all the standard send: the library completes a send
+ * when its buffer may be reused, which every mode allows (a synchronous send's completion
+ * does not wait for the receive to start: docs/PYTHON.md). */
 #include "shmcoll_py.h"
 
-static const shmcoll_status null_status = {.source = PROC_NULL, .tag = SHMCOLL_ANY_TAG};
+#include <errno.h>
+#include <string.h>
 
-/* Messages travel as bytes: a receive takes up to its buffer's bytes. */
-static PyObject *send(CommObject *self, PyObject *args, PyObject *kw, int nb)
+static char *at(const struct msg *m)
+{
+	return m->addr;
+}
+
+/* The send message k->s (dest: PROC_NULL ignores it): the bytes to send in *p, *n. */
+static int send_msg(PyObject *bo, int dest, struct call *k, const char **p, Py_ssize_t *n,
+                    const char *what)
+{
+	char *scratch;
+
+	if (dest == PROC_NULL) {
+		py__msg_ignore(&k->s);
+		*p = NULL;
+		*n = 0;
+		return 0;
+	}
+	if (py__msg_simple(bo, 1, 0, &k->s) < 0 || py__msg_fits(&k->s, 0, k->s.count, what) < 0)
+		return -1;
+	*n = k->s.count * k->s.type->size;
+	if (k->s.type->contig || *n == 0) {
+		*p = at(&k->s);
+		return 0;
+	}
+	if (!(scratch = py__call_scratch(k, *n)))
+		return -1;
+	py__pack(k->s.type, at(&k->s), k->s.count, scratch);
+	*p = scratch;
+	return 0;
+}
+
+/* finish of a receive into scratch: the elements that arrived, unpacked. */
+static int finish_recv(struct call *k)
+{
+	py__unpack_bytes(k->r.type, k->out, (Py_ssize_t)k->st.bytes, k->r.addr);
+	return 0;
+}
+
+/* The receive message k->r (source PROC_NULL ignores it): where to receive *n bytes. */
+static int recv_msg(PyObject *bo, int source, struct call *k, char **p, Py_ssize_t *n,
+                    Py_ssize_t extra, const char *what)
+{
+	k->recv = 1;
+	if (source == PROC_NULL) {
+		py__msg_ignore(&k->r);
+		k->st = py__null_status;
+		*p = NULL;
+		*n = 0;
+		return 0;
+	}
+	if (py__msg_simple(bo, 0, 0, &k->r) < 0 || py__msg_fits(&k->r, 0, k->r.count, what) < 0)
+		return -1;
+	*n = k->r.count * k->r.type->size;
+	if (k->r.type->contig || *n == 0) {
+		*p = at(&k->r);
+		return 0;
+	}
+	/* scratch after extra bytes the caller keeps for a packed send */
+	if (!(k->out = py__call_scratch(k, extra + *n)))
+		return -1;
+	k->out += extra;
+	*p = k->out;
+	k->finish = finish_recv;
+	return 0;
+}
+
+/* The end of a blocking receive: its finish and status; None or NULL. */
+static PyObject *recv_done(CommObject *self, struct call *k, int rc, PyObject *status)
+{
+	PyObject *res = NULL;
+
+	if (rc == 0 && k->finish && k->finish(k) < 0)
+		goto out;
+	if (rc) {
+		py__raise_rc(self->c, rc);
+		/* A cut message: the part that arrived is written, and the status says so. */
+		if (rc == -EMSGSIZE)
+			py__status_fill(status, &k->st);
+		goto out;
+	}
+	if (py__status_fill(status, &k->st) < 0)
+		goto out;
+	res = Py_NewRef(Py_None);
+out:
+	py__call_free(k);
+	return res;
+}
+
+/* Send(buf, dest, tag=0) and its modes; Isend(...) -> Request. */
+static PyObject *send(CommObject *self, PyObject *args, PyObject *kw, int nb, const char *fmt,
+                      const char *what)
 {
 	static char *kwlist[] = {"buf", "dest", "tag", NULL};
-	const char *what = nb ? "Isend" : "Send";
 	shmcoll_comm *c = py__live(self);
 	shmcoll_request *req = NULL;
+	struct call *k, kk;
+	const char *p;
+	Py_ssize_t n;
 	PyObject *bo;
-	struct buf b;
-	int dest, tag = 0, rc;
+	int dest, tag = 0, rc = 0;
 
-	if (!c || !PyArg_ParseTupleAndKeywords(args, kw, nb ? "Oi|i:Isend" : "Oi|i:Send", kwlist,
-	                                       &bo, &dest, &tag))
+	if (!c || !PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &bo, &dest, &tag) ||
+	    !(k = nb ? py__call_new() : py__call_init(&kk)))
 		return NULL;
-	if (py__get_buf(bo, &b, 0, 0, 0, what) < 0)
+	if (send_msg(bo, dest, k, &p, &n, what) < 0) {
+		py__call_free(k);
 		return NULL;
-	if (dest == PROC_NULL) /* a request that is complete already */
-		return py__called((PyObject *)self, c, 0, NULL, nb, &b, NULL, 0);
-	if (nb)
-		NOGIL(rc = shmcoll_isend(b.ptr, b.count * b.es, SHMCOLL_UINT8, dest, tag, c, &req));
-	else
-		NOGIL(rc = shmcoll_send(b.ptr, b.count * b.es, SHMCOLL_UINT8, dest, tag, c));
-	return py__called((PyObject *)self, c, rc, req, nb, &b, NULL, 0);
+	}
+	if (dest != PROC_NULL) {
+		if (nb)
+			NOGIL(rc = shmcoll_isend(p, (size_t)n, SHMCOLL_UINT8, dest, tag, c, &req));
+		else
+			NOGIL(rc = shmcoll_send(p, (size_t)n, SHMCOLL_UINT8, dest, tag, c));
+	}
+	return py__called(self, rc, req, nb, k);
 }
 
-static PyObject *comm_send(CommObject *self, PyObject *args, PyObject *kw)
-{
-	return send(self, args, kw, 0);
-}
-
-static PyObject *comm_isend(CommObject *self, PyObject *args, PyObject *kw)
-{
-	return send(self, args, kw, 1);
-}
+#define SEND(name, nb)                                                                             \
+	static PyObject *comm_##name(CommObject *self, PyObject *args, PyObject *kw)               \
+	{                                                                                          \
+		return send(self, args, kw, nb, "Oi|i:" #name, #name);                             \
+	}
+SEND(Send, 0)
+SEND(Ssend, 0)
+SEND(Bsend, 0)
+SEND(Rsend, 0)
+SEND(Isend, 1)
+SEND(Issend, 1)
+SEND(Ibsend, 1)
+SEND(Irsend, 1)
 
 static PyObject *comm_irecv(CommObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = {"buf", "source", "tag", NULL};
 	shmcoll_comm *c = py__live(self);
+	int src = SHMCOLL_ANY_SOURCE, tag = SHMCOLL_ANY_TAG, rc = 0;
 	shmcoll_request *req = NULL;
-	int src = SHMCOLL_ANY_SOURCE, tag = SHMCOLL_ANY_TAG, rc;
+	struct call *k;
 	PyObject *bo;
-	struct buf b;
+	Py_ssize_t n;
+	char *p;
 
-	if (!c || !PyArg_ParseTupleAndKeywords(args, kw, "O|ii:Irecv", kwlist, &bo, &src, &tag))
+	if (!c || !PyArg_ParseTupleAndKeywords(args, kw, "O|ii:Irecv", kwlist, &bo, &src, &tag) ||
+	    !(k = py__call_new()))
 		return NULL;
-	if (py__get_buf(bo, &b, 1, 0, 0, "Irecv") < 0)
+	if (recv_msg(bo, src, k, &p, &n, 0, "Irecv") < 0) {
+		py__call_free(k);
 		return NULL;
-	if (src == PROC_NULL)
-		return py__called((PyObject *)self, c, 0, NULL, 1, &b, NULL, 0);
-	NOGIL(rc = shmcoll_irecv(b.ptr, b.count * b.es, SHMCOLL_UINT8, src, tag, c, &req));
-	return py__called((PyObject *)self, c, rc, req, 1, &b, NULL, 1);
+	}
+	if (src != PROC_NULL)
+		NOGIL(rc = shmcoll_irecv(p, (size_t)n, SHMCOLL_UINT8, src, tag, c, &req));
+	return py__called(self, rc, req, 1, k);
 }
 
 static PyObject *comm_recv(CommObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = {"buf", "source", "tag", "status", NULL};
 	shmcoll_comm *c = py__live(self);
+	int src = SHMCOLL_ANY_SOURCE, tag = SHMCOLL_ANY_TAG, rc = 0;
 	PyObject *bo, *so = Py_None;
-	shmcoll_status st = {0};
-	struct buf b;
-	int src = SHMCOLL_ANY_SOURCE, tag = SHMCOLL_ANY_TAG, rc;
+	struct call *k, kk;
+	Py_ssize_t n;
+	char *p;
 
 	if (!c ||
-	    !PyArg_ParseTupleAndKeywords(args, kw, "O|iiO:Recv", kwlist, &bo, &src, &tag, &so))
+	    !PyArg_ParseTupleAndKeywords(args, kw, "O|iiO:Recv", kwlist, &bo, &src, &tag, &so) ||
+	    !(k = py__call_init(&kk)))
 		return NULL;
-	if (py__get_buf(bo, &b, 1, 0, 0, "Recv") < 0)
+	if (recv_msg(bo, src, k, &p, &n, 0, "Recv") < 0) {
+		py__call_free(k);
 		return NULL;
-	if (src == PROC_NULL) {
-		rc = 0;
-		st = null_status;
-	} else {
-		NOGIL(rc = shmcoll_recv(b.ptr, b.count * b.es, SHMCOLL_UINT8, src, tag, c, &st));
 	}
-	py__buf_release(&b);
-	if (rc)
-		return py__raise_rc(c, rc);
-	if (!py__status_fill(so, &st))
-		return NULL;
-	Py_RETURN_NONE;
+	if (src != PROC_NULL)
+		NOGIL(rc = shmcoll_recv(p, (size_t)n, SHMCOLL_UINT8, src, tag, c, &k->st));
+	return recv_done(self, k, rc, so);
 }
 
+/* Sendrecv(sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG,
+ * status=None). */
 static PyObject *comm_sendrecv(CommObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = {"sendbuf", "dest",    "sendtag", "recvbuf",
 	                         "source",  "recvtag", "status",  NULL};
 	shmcoll_comm *c = py__live(self);
 	PyObject *so, *ro = Py_None, *sto = Py_None;
-	shmcoll_status st = {0};
-	struct buf s, r;
-	int dest, stag = 0, src = SHMCOLL_ANY_SOURCE, rtag = SHMCOLL_ANY_TAG, rc;
+	int dest, stag = 0, src = SHMCOLL_ANY_SOURCE, rtag = SHMCOLL_ANY_TAG, rc = 0;
+	struct call *k, kk;
+	const char *sp;
+	char *rp, *spk = NULL;
+	Py_ssize_t sn, rn;
 
-	if (!c || !PyArg_ParseTupleAndKeywords(args, kw, "Oi|iOiiO:Sendrecv", kwlist, &so, &dest,
-	                                       &stag, &ro, &src, &rtag, &sto))
+	if (!c ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "Oi|iOiiO:Sendrecv", kwlist, &so, &dest, &stag,
+	                                 &ro, &src, &rtag, &sto) ||
+	    !(k = py__call_init(&kk)))
 		return NULL;
-	if (py__get_buf(so, &s, 0, 0, 0, "Sendrecv") < 0)
-		return NULL;
-	if (py__get_buf(ro, &r, 1, 0, 0, "Sendrecv") < 0) {
-		py__buf_release(&s);
-		return NULL;
+	if (send_msg(so, dest, k, &sp, &sn, "Sendrecv") < 0)
+		goto fail;
+	if (sp == k->scratch && sp) {
+		/* The packed send lives in scratch, which the receive's scratch replaces: keep a
+		 * copy in front of it. */
+		spk = PyMem_Malloc((size_t)sn);
+		if (!spk) {
+			PyErr_NoMemory();
+			goto fail;
+		}
+		memcpy(spk, sp, (size_t)sn);
+		sp = spk;
 	}
-	st = null_status;
+	if (recv_msg(ro, src, k, &rp, &rn, 0, "Sendrecv") < 0)
+		goto fail;
 	if (dest == PROC_NULL && src == PROC_NULL)
 		rc = 0;
 	else if (dest == PROC_NULL)
-		NOGIL(rc = shmcoll_recv(r.ptr, r.count * r.es, SHMCOLL_UINT8, src, rtag, c, &st));
+		NOGIL(rc = shmcoll_recv(rp, (size_t)rn, SHMCOLL_UINT8, src, rtag, c, &k->st));
 	else if (src == PROC_NULL)
-		NOGIL(rc = shmcoll_send(s.ptr, s.count * s.es, SHMCOLL_UINT8, dest, stag, c));
+		NOGIL(rc = shmcoll_send(sp, (size_t)sn, SHMCOLL_UINT8, dest, stag, c));
 	else
-		NOGIL(rc = shmcoll_sendrecv(s.ptr, s.count * s.es, SHMCOLL_UINT8, dest, stag, r.ptr,
-		                            r.count * r.es, SHMCOLL_UINT8, src, rtag, c, &st));
-	py__buf_release(&s);
-	py__buf_release(&r);
-	if (rc)
-		return py__raise_rc(c, rc);
-	if (!py__status_fill(sto, &st))
-		return NULL;
-	Py_RETURN_NONE;
+		NOGIL(rc = shmcoll_sendrecv(sp, (size_t)sn, SHMCOLL_UINT8, dest, stag, rp,
+		                            (size_t)rn, SHMCOLL_UINT8, src, rtag, c, &k->st));
+	PyMem_Free(spk);
+	return recv_done(self, k, rc, sto);
+fail:
+	PyMem_Free(spk);
+	py__call_free(k);
+	return NULL;
 }
 
-/* Probe(source=ANY_SOURCE, tag=ANY_TAG, status=None): waits for a matching message; Iprobe
- * returns whether one is there. The status's nbytes is the message's size. */
+/* Sendrecv_replace(buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG, status=None):
+ * the message sent from buf, and the one received replacing it. */
+static PyObject *comm_sendrecv_replace(CommObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"buf", "dest", "sendtag", "source", "recvtag", "status", NULL};
+	shmcoll_comm *c = py__live(self);
+	PyObject *bo, *sto = Py_None;
+	int dest, stag = 0, src = SHMCOLL_ANY_SOURCE, rtag = SHMCOLL_ANY_TAG, rc = 0;
+	struct call *k, kk;
+	char *rp, *copy = NULL;
+	Py_ssize_t rn;
+
+	if (!c ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "Oi|iiiO:Sendrecv_replace", kwlist, &bo, &dest,
+	                                 &stag, &src, &rtag, &sto) ||
+	    !(k = py__call_init(&kk)))
+		return NULL;
+	/* The buffer is both: received into as a message; sent from a packed copy of it. */
+	if (recv_msg(bo, src == PROC_NULL && dest != PROC_NULL ? SHMCOLL_ANY_SOURCE : src, k, &rp,
+	             &rn, 0, "Sendrecv_replace") < 0)
+		goto fail;
+	if (src == PROC_NULL)
+		k->st = py__null_status;
+	if (dest != PROC_NULL) {
+		copy = PyMem_Malloc((size_t)(rn ? rn : 1));
+		if (!copy) {
+			PyErr_NoMemory();
+			goto fail;
+		}
+		py__pack(k->r.type, k->r.addr, k->r.count, copy);
+	}
+	if (dest == PROC_NULL && src == PROC_NULL)
+		rc = 0;
+	else if (dest == PROC_NULL)
+		NOGIL(rc = shmcoll_recv(rp, (size_t)rn, SHMCOLL_UINT8, src, rtag, c, &k->st));
+	else if (src == PROC_NULL)
+		NOGIL(rc = shmcoll_send(copy, (size_t)rn, SHMCOLL_UINT8, dest, stag, c));
+	else
+		NOGIL(rc = shmcoll_sendrecv(copy, (size_t)rn, SHMCOLL_UINT8, dest, stag, rp,
+		                            (size_t)rn, SHMCOLL_UINT8, src, rtag, c, &k->st));
+	if (src == PROC_NULL)
+		k->finish = NULL;
+	PyMem_Free(copy);
+	return recv_done(self, k, rc, sto);
+fail:
+	PyMem_Free(copy);
+	py__call_free(k);
+	return NULL;
+}
+
+/* Probe(source=ANY_SOURCE, tag=ANY_TAG, status=None) -> True: waits for a matching
+ * message; Iprobe -> whether one is there. The status's count is the message's size. */
 static PyObject *probe(CommObject *self, PyObject *args, PyObject *kw, int blocking)
 {
 	static char *kwlist[] = {"source", "tag", "status", NULL};
 	shmcoll_comm *c = py__live(self);
 	int src = SHMCOLL_ANY_SOURCE, tag = SHMCOLL_ANY_TAG, rc, flag = 1;
 	PyObject *so = Py_None;
-	shmcoll_status st = {0};
+	shmcoll_status st = py__empty_status;
 
 	if (!c || !PyArg_ParseTupleAndKeywords(args, kw, blocking ? "|iiO:Probe" : "|iiO:Iprobe",
 	                                       kwlist, &src, &tag, &so))
 		return NULL;
+	if (src == PROC_NULL) {
+		if (py__status_fill(so, &py__null_status) < 0)
+			return NULL;
+		Py_RETURN_TRUE;
+	}
 	if (blocking)
 		NOGIL(rc = shmcoll_probe(src, tag, SHMCOLL_UINT8, c, &st));
 	else
 		NOGIL(rc = shmcoll_iprobe(src, tag, SHMCOLL_UINT8, c, &flag, &st));
 	if (rc)
 		return py__raise_rc(c, rc);
-	if (flag && !py__status_fill(so, &st))
-		return NULL;
+	if (flag) {
+		st.bytes = st.total; /* a probe's status counts the whole message */
+		if (py__status_fill(so, &st) < 0)
+			return NULL;
+	}
 	return PyBool_FromLong(flag);
 }
 
@@ -159,8 +335,18 @@ static PyObject *comm_iprobe(CommObject *self, PyObject *args, PyObject *kw)
 }
 
 PyMethodDef py__p2p_methods[] = {
-    {"Send", KW(comm_send), METH_VARARGS | METH_KEYWORDS, "Send(buf, dest, tag=0)"},
-    {"Isend", KW(comm_isend), METH_VARARGS | METH_KEYWORDS, "Isend(buf, dest, tag=0) -> Request"},
+    {"Send", KW(comm_Send), METH_VARARGS | METH_KEYWORDS, "Send(buf, dest, tag=0)"},
+    {"Ssend", KW(comm_Ssend), METH_VARARGS | METH_KEYWORDS,
+     "Ssend(buf, dest, tag=0): Send (docs/PYTHON.md)"},
+    {"Bsend", KW(comm_Bsend), METH_VARARGS | METH_KEYWORDS, "Bsend(buf, dest, tag=0): Send"},
+    {"Rsend", KW(comm_Rsend), METH_VARARGS | METH_KEYWORDS, "Rsend(buf, dest, tag=0): Send"},
+    {"Isend", KW(comm_Isend), METH_VARARGS | METH_KEYWORDS, "Isend(buf, dest, tag=0) -> Request"},
+    {"Issend", KW(comm_Issend), METH_VARARGS | METH_KEYWORDS,
+     "Issend(buf, dest, tag=0) -> Request: Isend (docs/PYTHON.md)"},
+    {"Ibsend", KW(comm_Ibsend), METH_VARARGS | METH_KEYWORDS,
+     "Ibsend(buf, dest, tag=0) -> Request: Isend"},
+    {"Irsend", KW(comm_Irsend), METH_VARARGS | METH_KEYWORDS,
+     "Irsend(buf, dest, tag=0) -> Request: Isend"},
     {"Recv", KW(comm_recv), METH_VARARGS | METH_KEYWORDS,
      "Recv(buf, source=ANY_SOURCE, tag=ANY_TAG, status=None)"},
     {"Irecv", KW(comm_irecv), METH_VARARGS | METH_KEYWORDS,
@@ -168,8 +354,11 @@ PyMethodDef py__p2p_methods[] = {
     {"Sendrecv", KW(comm_sendrecv), METH_VARARGS | METH_KEYWORDS,
      "Sendrecv(sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG, "
      "status=None)"},
+    {"Sendrecv_replace", KW(comm_sendrecv_replace), METH_VARARGS | METH_KEYWORDS,
+     "Sendrecv_replace(buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG, "
+     "status=None)"},
     {"Probe", KW(comm_probe), METH_VARARGS | METH_KEYWORDS,
-     "Probe(source=ANY_SOURCE, tag=ANY_TAG, status=None)"},
+     "Probe(source=ANY_SOURCE, tag=ANY_TAG, status=None) -> True"},
     {"Iprobe", KW(comm_iprobe), METH_VARARGS | METH_KEYWORDS,
      "Iprobe(source=ANY_SOURCE, tag=ANY_TAG, status=None) -> bool"},
     {NULL, NULL, 0, NULL},

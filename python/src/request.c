@@ -1,280 +1,799 @@
-/* request.c - requests and statuses: shmcoll.Request, the started non-blocking operation
- * (Wait, Test, Waitall, Testall and mpi4py's lower-case forms), and the filling of a Status. */
+/* request.c - calls and requests: the state of a call in progress (struct call), and
+ * shmcoll.Request, a started non-blocking operation, with mpi4py's semantics:
+ *
+ *   Wait(status=None) -> True, Test(status=None) -> bool; once complete a request is
+ *   inactive: false, and equal to REQUEST_NULL. Waitall, Testall, Waitany, Testany,
+ *   Waitsome, Testsome over lists (None and inactive entries are skipped, as MPI's null
+ *   requests); Get_status; Free (the operation still completes, in the background of later
+ *   calls); Cancel; and mpi4py's lower-case forms, which return the objects of object
+ *   requests (python/shmcoll/_comm.py's subclass).
+ *
+ * While a request waits, every operation the process has outstanding moves: the library's
+ * waits advance every communicator (its progress rule). Waits over several requests poll
+ * them, yielding the CPU between rounds that moved nothing. */
 #include "shmcoll_py.h"
 
+#include <errno.h>
+#include <sched.h>
 #include <string.h>
+#include <time.h>
 
-PyObject *py__status_fill(PyObject *status, const shmcoll_status *st)
+const shmcoll_status py__empty_status = {.source = SHMCOLL_ANY_SOURCE, .tag = SHMCOLL_ANY_TAG};
+const shmcoll_status py__null_status = {.source = PROC_NULL, .tag = SHMCOLL_ANY_TAG};
+
+/* ---- calls ---- */
+
+struct call *py__call_init(struct call *k)
 {
-	/* A shmcoll.Status (or mpi4py-like) object: source, tag, count in bytes. */
-	if (status && status != Py_None) {
-		PyObject *v;
+	memset(k, 0, sizeof(*k));
+	k->s.ignored = k->r.ignored = 1;
+	k->st = py__empty_status;
+	return k;
+}
 
-		if (!(v = PyLong_FromLong(st->source)) ||
-		    PyObject_SetAttrString(status, "source", v) < 0)
-			goto fail;
-		Py_DECREF(v);
-		if (!(v = PyLong_FromLong(st->tag)) || PyObject_SetAttrString(status, "tag", v) < 0)
-			goto fail;
-		Py_DECREF(v);
-		if (!(v = PyLong_FromSize_t(st->bytes)) ||
-		    PyObject_SetAttrString(status, "nbytes", v) < 0)
-			goto fail;
-		Py_DECREF(v);
-		if (!(v = PyLong_FromSize_t(st->total)) ||
-		    PyObject_SetAttrString(status, "total", v) < 0)
-			goto fail;
-		Py_DECREF(v);
-		return status;
-	fail:
-		Py_XDECREF(v);
+struct call *py__call_new(void)
+{
+	struct call *k = PyMem_Malloc(sizeof(*k));
+
+	if (!k) {
+		PyErr_NoMemory();
 		return NULL;
 	}
-	return Py_None;
+	py__call_init(k);
+	k->heap = 1;
+	return k;
 }
 
-static void request_done(RequestObject *r)
+char *py__call_scratch(struct call *k, Py_ssize_t n)
+{
+	static char none[1]; /* no scratch wanted: a pointer nothing is written through */
+
+	if (n <= 0)
+		return none;
+	PyMem_Free(k->scratch);
+	k->scratch = PyMem_Malloc((size_t)n);
+	k->nscratch = k->scratch ? n : 0;
+	if (!k->scratch)
+		PyErr_NoMemory();
+	return k->scratch;
+}
+
+void py__call_free(struct call *k)
 {
 	int i;
 
+	if (!k)
+		return;
+	py__msg_release(&k->s);
+	py__msg_release(&k->r);
+	PyMem_Free(k->scratch);
+	for (i = 0; i < 4; i++)
+		PyMem_Free(k->arrays[i]);
 	for (i = 0; i < 2; i++) {
-		py__buf_release(&r->bufs[i]);
-		Py_CLEAR(r->objs[i]);
+		if (!k->wtypes[i])
+			continue;
+		for (Py_ssize_t j = 0; j < k->size; j++)
+			Py_XDECREF(k->wtypes[i][j]);
+		PyMem_Free(k->wtypes[i]);
 	}
-	if (r->counted && !r->req) {
-		((CommObject *)r->comm)->nreq--;
-		r->counted = 0;
-	}
+	Py_XDECREF(k->op);
+	Py_XDECREF(k->type);
+	if (k->heap)
+		PyMem_Free(k);
 }
 
-PyObject *py__request_new(PyObject *comm, shmcoll_request *req, struct buf *a, struct buf *b,
-                          int recv)
+/* The last step of a call whose library operation ended with rc (the GIL held): its finish
+ * when rc is 0. 0, or -1 with the error raised. */
+static int call_end(struct call *k, shmcoll_comm *c, int rc)
 {
-	RequestObject *r = PyObject_New(RequestObject, &py__RequestType);
-	struct buf *src[2] = {a, b};
-	int i;
+	if (rc) {
+		py__raise_rc(c, rc);
+		return -1;
+	}
+	if (k->finish && k->finish(k) < 0)
+		return -1;
+	return 0;
+}
 
+PyObject *py__called(CommObject *self, int rc, shmcoll_request *req, int nb, struct call *k)
+{
+	RequestObject *r;
+
+	if (rc || !nb) {
+		rc = call_end(k, self->c, rc);
+		py__call_free(k);
+		if (rc < 0)
+			return NULL;
+		Py_RETURN_NONE;
+	}
+	if (!k->heap) {
+		/* Not reached: non-blocking calls are made with py__call_new. */
+		PyErr_SetString(PyExc_SystemError, "a non-blocking call without its own state");
+		NOGIL(shmcoll_wait(&req, NULL));
+		py__call_free(k);
+		return NULL;
+	}
+	r = PyObject_New(RequestObject, &py__RequestType);
 	if (!r) {
 		/* Out of memory: the operation is started; finish it before its buffers go. */
 		NOGIL(shmcoll_wait(&req, NULL));
-		for (i = 0; i < 2; i++)
-			if (src[i])
-				py__buf_release(src[i]);
+		py__call_free(k);
 		return NULL;
 	}
 	r->req = req;
-	Py_INCREF(comm);
-	r->comm = comm;
-	r->recv = recv;
+	Py_INCREF(self);
+	r->comm = (PyObject *)self;
+	r->call = k;
+	r->active = 1;
+	r->rc = 0;
 	r->counted = req != NULL;
 	if (req)
-		((CommObject *)comm)->nreq++;
-	for (i = 0; i < 2; i++) {
-		memset(&r->bufs[i], 0, sizeof(r->bufs[i]));
-		r->objs[i] = NULL;
-		if (src[i]) {
-			r->bufs[i] = *src[i];
-			src[i]->held = 0;
-			r->objs[i] = src[i]->obj;
-			Py_XINCREF(r->objs[i]);
-		}
-	}
+		py__comm_req_start(self);
 	return (PyObject *)r;
 }
 
-/* What a completed request returns: None, or raises its error. */
-static PyObject *request_finish(RequestObject *r, int rc, PyObject *status,
-                                const shmcoll_status *st)
+/* ---- statuses ---- */
+
+static PyObject *s_source, *s_tag, *s_error, *s_nbytes, *s_total, *s_cancelled;
+
+static int status_names(void)
 {
-	request_done(r);
-	if (rc)
-		return py__raise_rc(((CommObject *)r->comm)->c, rc);
-	if (r->recv && !py__status_fill(status, st))
+	if (s_cancelled)
+		return 0;
+	s_source = PyUnicode_InternFromString("source");
+	s_tag = PyUnicode_InternFromString("tag");
+	s_error = PyUnicode_InternFromString("error");
+	s_nbytes = PyUnicode_InternFromString("nbytes");
+	s_total = PyUnicode_InternFromString("total");
+	s_cancelled = PyUnicode_InternFromString("cancelled");
+	return s_source && s_tag && s_error && s_nbytes && s_total && s_cancelled ? 0 : -1;
+}
+
+static int set_long(PyObject *o, PyObject *name, long long v)
+{
+	PyObject *x = PyLong_FromLongLong(v);
+	int rc;
+
+	if (!x)
+		return -1;
+	rc = PyObject_SetAttr(o, name, x);
+	Py_DECREF(x);
+	return rc;
+}
+
+int py__status_fill(PyObject *status, const shmcoll_status *st)
+{
+	if (!status || status == Py_None)
+		return 0;
+	if (status_names() < 0 || set_long(status, s_source, st->source) < 0 ||
+	    set_long(status, s_tag, st->tag) < 0 || set_long(status, s_error, st->error) < 0 ||
+	    set_long(status, s_nbytes, (long long)st->bytes) < 0 ||
+	    set_long(status, s_total, (long long)st->total) < 0 ||
+	    PyObject_SetAttr(status, s_cancelled, Py_False) < 0)
+		return -1;
+	return 0;
+}
+
+/* ---- completing a request ---- */
+
+static CommObject *comm_of(RequestObject *r)
+{
+	return (CommObject *)r->comm;
+}
+
+/* The library's operation of r completed with rc (r->req is NULL now): its call finished,
+ * the request inactive. 0, or -1 with the error raised; status filled either way (a
+ * receive's, else the empty status). */
+static int complete(RequestObject *r, int rc, PyObject *status)
+{
+	struct call *k = r->call;
+	shmcoll_comm *c = r->comm ? comm_of(r)->c : NULL;
+	int res = 0;
+
+	if (r->counted) {
+		py__comm_req_done(comm_of(r));
+		r->counted = 0;
+	}
+	r->active = 0;
+	r->rc = rc;
+	r->call = NULL;
+	if (k) {
+		k->st.error = rc;
+		res = call_end(k, c, rc);
+		if (py__status_fill(status, k->recv ? &k->st : &py__empty_status) < 0)
+			res = -1;
+		py__call_free(k);
+	} else if (py__status_fill(status, &py__empty_status) < 0) {
+		res = -1;
+	}
+	return res;
+}
+
+/* Moves r's library operation: waits for it (wait) or tests it once. 1 when it has ended
+ * (r->req NULL, its result in r->rc, a receive's status in its call), else 0. */
+static int lib_poll(RequestObject *r, int wait)
+{
+	shmcoll_status st = py__empty_status;
+	int rc = 0, done = 1;
+
+	if (!r->req)
+		return 1;
+	if (wait) {
+		NOGIL(rc = shmcoll_wait(&r->req, &st));
+	} else {
+		rc = shmcoll_test(&r->req, &done, &st);
+		if (!done && !rc)
+			return 0;
+	}
+	r->req = NULL;
+	r->rc = rc;
+	if (r->counted) {
+		py__comm_req_done(comm_of(r));
+		r->counted = 0;
+	}
+	if (r->call && r->call->recv)
+		r->call->st = st;
+	return 1;
+}
+
+/* Waits for r (active) and completes it. */
+static int wait_one(RequestObject *r, PyObject *status)
+{
+	lib_poll(r, 1);
+	return complete(r, r->rc, status);
+}
+
+/* Tests r (active): 1 (completed now), 0, or -1 with the error raised. */
+static int test_one(RequestObject *r, PyObject *status)
+{
+	if (!lib_poll(r, 0))
+		return 0;
+	return complete(r, r->rc, status) < 0 ? -1 : 1;
+}
+
+/* ---- the type ---- */
+
+static PyObject *request_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	PyObject *o = NULL;
+
+	if (!PyArg_ParseTuple(args, "|O:Request", &o))
 		return NULL;
-	Py_RETURN_NONE;
+	/* Request() and Request(request): an inactive request (REQUEST_NULL); mpi4py copies
+	 * the handle, which only a null one can be here. */
+	return type->tp_alloc(type, 0);
+}
+
+static void request_dealloc(RequestObject *r)
+{
+	/* Dropped before it completed: it still owns its buffers, so it completes first (a
+	 * broken communicator ends it at once; a peer that never comes, at the timeout). */
+	if (r->req)
+		NOGIL(shmcoll_wait(&r->req, NULL));
+	if (r->counted)
+		py__comm_req_done(comm_of(r));
+	py__call_free(r->call);
+	Py_XDECREF(r->comm);
+	Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+/* Whether obj is a request of ours that a subclass (an object request) drives itself. */
+static int is_sub(PyObject *obj)
+{
+	return !Py_IS_TYPE(obj, &py__RequestType);
 }
 
 static PyObject *request_wait(RequestObject *r, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = {"status", NULL};
 	PyObject *status = Py_None;
-	shmcoll_status st = {0};
-	int rc;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:Wait", kwlist, &status))
 		return NULL;
-	if (!r->req)
-		Py_RETURN_NONE; /* completed before */
-	NOGIL(rc = shmcoll_wait(&r->req, &st));
-	return request_finish(r, rc, status, &st);
+	if (!r->active) {
+		if (py__status_fill(status, &py__empty_status) < 0)
+			return NULL;
+		Py_RETURN_TRUE;
+	}
+	if (wait_one(r, status) < 0)
+		return NULL;
+	Py_RETURN_TRUE;
 }
 
 static PyObject *request_test(RequestObject *r, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = {"status", NULL};
-	PyObject *status = Py_None, *res;
-	shmcoll_status st = {0};
-	int rc, done = 1;
+	PyObject *status = Py_None;
+	int done;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:Test", kwlist, &status))
 		return NULL;
-	if (!r->req)
+	if (!r->active) {
+		if (py__status_fill(status, &py__empty_status) < 0)
+			return NULL;
 		Py_RETURN_TRUE;
-	rc = shmcoll_test(&r->req, &done, &st);
-	if (!done && !rc)
-		Py_RETURN_FALSE;
-	res = request_finish(r, rc, status, &st);
-	if (!res)
+	}
+	done = test_one(r, status);
+	if (done < 0)
 		return NULL;
-	Py_DECREF(res);
+	return PyBool_FromLong(done);
+}
+
+/* Get_status(status=None) -> bool: whether it completed, without completing it. */
+static PyObject *request_get_status(RequestObject *r, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"status", NULL};
+	PyObject *status = Py_None;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:Get_status", kwlist, &status))
+		return NULL;
+	if (!r->active)
+		return py__status_fill(status, &py__empty_status) < 0 ? NULL : Py_NewRef(Py_True);
+	/* The library's test ends what it finds done: the result is kept for Wait. */
+	if (!lib_poll(r, 0))
+		Py_RETURN_FALSE;
+	if (r->call &&
+	    py__status_fill(status, r->call->recv ? &r->call->st : &py__empty_status) < 0)
+		return NULL;
 	Py_RETURN_TRUE;
 }
 
-static void request_dealloc(RequestObject *r)
-{
-	/* Dropped before it completed: it still owns its buffers, so it finishes first (a
-	 * broken communicator ends it at once; a peer that never comes, at the timeout). */
-	if (r->req)
-		NOGIL(shmcoll_wait(&r->req, NULL));
-	request_done(r);
-	Py_XDECREF(r->comm);
-	Py_TYPE(r)->tp_free((PyObject *)r);
-}
+/* Free(): the request is let go; its operation completes anyway (a later wait of any other
+ * request, or the interpreter's exit, finishes it: the object stays alive until then in the
+ * list of freed requests). */
+static PyObject *freed_list;
 
-/* A request's Wait or Test (wait, test) with args: the C type's own directly, a subclass's
- * (the object requests of python/shmcoll/_comm.py) through its method. */
-static PyObject *call_wait(PyObject *r, const char *name, PyObject *args)
+static PyObject *request_free(RequestObject *r, PyObject *unused)
 {
-	PyObject *m, *res;
-
-	if (Py_IS_TYPE(r, &py__RequestType)) {
-		if (name[0] == 'W')
-			return request_wait((RequestObject *)r, args, NULL);
-		if (name[0] == 'T')
-			return request_test((RequestObject *)r, args, NULL);
+	if (r->active && (r->req || r->call)) {
+		if (!freed_list && !(freed_list = PyList_New(0)))
+			return NULL;
+		if (PyList_Append(freed_list, (PyObject *)r) < 0)
+			return NULL;
 	}
-	m = PyObject_GetAttrString(r, name);
-	if (!m)
-		return NULL;
-	res = PyObject_Call(m, args, NULL);
-	Py_DECREF(m);
-	return res;
+	r->active = 0;
+	Py_RETURN_NONE;
 }
 
-/* Waitall(requests, statuses=None): every request waited for, in order (each wait advances
- * all of them); statuses, a list as long, gets each receive's status. Then the first error
- * in order is raised. */
-/* Waitall and waitall: method ("Wait" or "wait") called on every request of reqs in order,
- * each with its status of statuses (when given), the first error raised once every one was
- * waited for. With keep, the list of their results (None for a failed one); else None. */
-static PyObject *wait_each(PyObject *reqs, PyObject *statuses, const char *method, int keep,
-                           const char *what)
+/* Completes the freed requests whose operations have ended. */
+static void reap_freed(void)
 {
-	PyObject *seq, *res, *st, *out = NULL, *first_t = NULL, *first_v = NULL, *first_tb = NULL;
-	Py_ssize_t i, n;
+	Py_ssize_t i;
 
-	seq = PySequence_Fast(reqs, "requests must be a sequence");
-	if (!seq)
+	if (!freed_list)
+		return;
+	for (i = PyList_GET_SIZE(freed_list) - 1; i >= 0; i--) {
+		RequestObject *r = (RequestObject *)PyList_GET_ITEM(freed_list, i);
+
+		if (!lib_poll(r, 0))
+			continue;
+		if (complete(r, r->rc, NULL) < 0)
+			PyErr_Clear(); /* nobody waits for a freed request: its error goes */
+		PySequence_DelItem(freed_list, i);
+	}
+}
+
+/* Cancel(): the library cannot cancel a started operation; MPI lets a cancel fail when the
+ * operation completes anyway (Status.Is_cancelled() is then false), which is what happens. */
+static PyObject *request_cancel(RequestObject *r, PyObject *unused)
+{
+	Py_RETURN_NONE;
+}
+
+static int request_bool(PyObject *o)
+{
+	return ((RequestObject *)o)->active;
+}
+
+static PyObject *request_richcompare(PyObject *a, PyObject *b, int op)
+{
+	int eq;
+
+	if (!PyObject_TypeCheck(b, &py__RequestType) || (op != Py_EQ && op != Py_NE))
+		Py_RETURN_NOTIMPLEMENTED;
+	/* Inactive requests are all REQUEST_NULL; an active one is itself. */
+	eq = a == b || (!PyObject_IsTrue(a) && !PyObject_IsTrue(b));
+	if (PyErr_Occurred())
 		return NULL;
-	n = PySequence_Fast_GET_SIZE(seq);
-	for (i = 0; i < n; i++) {
-		PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
+	return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
 
-		if (r != Py_None && !PyObject_TypeCheck(r, &py__RequestType)) {
-			Py_DECREF(seq);
+static Py_hash_t request_hash(PyObject *a)
+{
+	return _Py_HashPointer(a);
+}
+
+/* ---- over many requests ---- */
+
+/* The items of reqs, checked to be requests or None: a new list, or NULL. */
+static PyObject *req_list(PyObject *reqs, const char *what)
+{
+	PyObject *l = PySequence_List(reqs);
+	Py_ssize_t i;
+
+	if (!l)
+		return NULL;
+	for (i = 0; i < PyList_GET_SIZE(l); i++) {
+		PyObject *o = PyList_GET_ITEM(l, i);
+
+		if (o != Py_None && !PyObject_TypeCheck(o, &py__RequestType)) {
+			Py_DECREF(l);
 			return PyErr_Format(PyExc_TypeError, "%s: item %zd is not a request", what,
 			                    i);
 		}
 	}
-	if (keep && !(out = PyList_New(n))) {
-		Py_DECREF(seq);
-		return NULL;
-	}
-	for (i = 0; i < n; i++) {
-		PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
-		PyObject *a;
-
-		res = NULL;
-		if (r != Py_None) {
-			st = statuses != Py_None ? PySequence_GetItem(statuses, i) : NULL;
-			if (statuses != Py_None && !st)
-				PyErr_Clear();
-			a = st ? PyTuple_Pack(1, st) : PyTuple_New(0);
-			Py_XDECREF(st);
-			res = a ? call_wait(r, method, a) : NULL;
-			Py_XDECREF(a);
-			if (!res && !first_t)
-				PyErr_Fetch(&first_t, &first_v, &first_tb);
-			else if (!res)
-				PyErr_Clear();
-		}
-		if (!res) {
-			Py_INCREF(Py_None);
-			res = Py_None;
-		}
-		if (keep)
-			PyList_SET_ITEM(out, i, res);
-		else
-			Py_DECREF(res);
-	}
-	Py_DECREF(seq);
-	if (first_t) {
-		Py_XDECREF(out);
-		PyErr_Restore(first_t, first_v, first_tb);
-		return NULL;
-	}
-	if (!keep)
-		Py_RETURN_NONE;
-	return out;
+	return l;
 }
 
+/* Whether item o is an active request. A subclass says so through its _active() method
+ * when it has one (a persistent request is inactive between a completion and its next
+ * Start, yet not REQUEST_NULL), else through its truth. */
+static int active(PyObject *o)
+{
+	PyObject *r;
+	int a;
+
+	if (o == Py_None)
+		return 0;
+	if (!is_sub(o))
+		return ((RequestObject *)o)->active;
+	r = PyObject_CallMethod(o, "_active", NULL);
+	if (!r) {
+		if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+			return -1;
+		PyErr_Clear();
+		return PyObject_IsTrue(o);
+	}
+	a = PyObject_IsTrue(r);
+	Py_DECREF(r);
+	return a;
+}
+
+/* Tests o (active) with status; for a subclass, through its Test method. 1, 0 or -1. */
+static int test_any(PyObject *o, PyObject *status)
+{
+	if (is_sub(o)) {
+		PyObject *r = PyObject_CallMethod(o, "Test", "(O)", status ? status : Py_None);
+		int t;
+
+		if (!r)
+			return -1;
+		t = PyObject_IsTrue(r);
+		Py_DECREF(r);
+		return t;
+	}
+	return test_one((RequestObject *)o, status);
+}
+
+static int wait_any_one(PyObject *o, PyObject *status)
+{
+	if (is_sub(o)) {
+		PyObject *r = PyObject_CallMethod(o, "Wait", "(O)", status ? status : Py_None);
+
+		Py_XDECREF(r);
+		return r ? 0 : -1;
+	}
+	return wait_one((RequestObject *)o, status);
+}
+
+/* One round found nothing: yield the CPU, then sleep a little longer each time (other
+ * ranks share the CPUs), with the GIL released. */
+static void back_off(unsigned *round)
+{
+	if (*round < 16) {
+		NOGIL(sched_yield());
+	} else {
+		struct timespec ts = {0, *round < 64 ? 20000 : 200000};
+
+		NOGIL(nanosleep(&ts, NULL));
+	}
+	(*round)++;
+}
+
+/* The status at i of statuses (a list, or None): a borrowed reference or Py_None. */
+static PyObject *status_at(PyObject *statuses, Py_ssize_t i)
+{
+	if (!statuses || statuses == Py_None || !PyList_Check(statuses) ||
+	    i >= PyList_GET_SIZE(statuses))
+		return Py_None;
+	return PyList_GET_ITEM(statuses, i);
+}
+
+/* statuses given as a list shorter than n: extended with new Status objects, as mpi4py
+ * does. */
+static int fit_statuses(PyObject *statuses, Py_ssize_t n)
+{
+	PyObject *mod, *cls;
+
+	if (!statuses || statuses == Py_None || !PyList_Check(statuses) ||
+	    PyList_GET_SIZE(statuses) >= n)
+		return 0;
+	mod = PyImport_ImportModule("shmcoll._comm");
+	cls = mod ? PyObject_GetAttrString(mod, "Status") : NULL;
+	Py_XDECREF(mod);
+	if (!cls)
+		return -1;
+	while (PyList_GET_SIZE(statuses) < n) {
+		PyObject *s = PyObject_CallNoArgs(cls);
+
+		if (!s || PyList_Append(statuses, s) < 0) {
+			Py_XDECREF(s);
+			Py_DECREF(cls);
+			return -1;
+		}
+		Py_DECREF(s);
+	}
+	Py_DECREF(cls);
+	return 0;
+}
+
+/* Waitall(requests, statuses=None) -> True: every one waited for in turn (each wait moves
+ * all of them), then the first error raised. */
 static PyObject *request_waitall(PyObject *cls, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = {"requests", "statuses", NULL};
-	PyObject *reqs, *statuses = Py_None;
+	PyObject *reqs, *statuses = Py_None, *l, *et = NULL, *ev = NULL, *etb = NULL;
+	Py_ssize_t i, n;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Waitall", kwlist, &reqs, &statuses))
 		return NULL;
-	return wait_each(reqs, statuses, "Wait", 0, "Waitall");
+	if (!(l = req_list(reqs, "Waitall")))
+		return NULL;
+	n = PyList_GET_SIZE(l);
+	if (fit_statuses(statuses, n) < 0) {
+		Py_DECREF(l);
+		return NULL;
+	}
+	for (i = 0; i < n; i++) {
+		PyObject *o = PyList_GET_ITEM(l, i), *st = status_at(statuses, i);
+		int a = active(o);
+
+		if (a < 0 || (a == 0 && py__status_fill(st, &py__empty_status) < 0) ||
+		    (a > 0 && wait_any_one(o, st) < 0)) {
+			if (!et)
+				PyErr_Fetch(&et, &ev, &etb);
+			else
+				PyErr_Clear();
+		}
+	}
+	Py_DECREF(l);
+	reap_freed();
+	if (et) {
+		PyErr_Restore(et, ev, etb);
+		return NULL;
+	}
+	Py_RETURN_TRUE;
 }
 
-static PyObject *request_testall(PyObject *cls, PyObject *args)
+/* Testall(requests, statuses=None) -> bool: whether every one completed; only then are
+ * they all completed (MPI: none is, otherwise). */
+static PyObject *request_testall(PyObject *cls, PyObject *args, PyObject *kw)
 {
-	PyObject *reqs, *seq, *res, *empty;
+	static char *kwlist[] = {"requests", "statuses", NULL};
+	PyObject *reqs, *statuses = Py_None, *l, *a2, *res;
 	Py_ssize_t i, n;
 	int all = 1;
 
-	if (!PyArg_ParseTuple(args, "O:Testall", &reqs))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Testall", kwlist, &reqs, &statuses))
 		return NULL;
-	seq = PySequence_Fast(reqs, "Testall: requests must be a sequence");
-	if (!seq)
+	if (!(l = req_list(reqs, "Testall")))
 		return NULL;
-	empty = PyTuple_New(0);
-	n = PySequence_Fast_GET_SIZE(seq);
-	for (i = 0; i < n && empty; i++) {
-		PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
+	n = PyList_GET_SIZE(l);
+	for (i = 0; i < n && all; i++) {
+		PyObject *o = PyList_GET_ITEM(l, i);
+		int a = active(o), done = 1;
 
-		if (r == Py_None)
+		if (a < 0)
+			goto fail;
+		if (!a)
 			continue;
-		if (!PyObject_TypeCheck(r, &py__RequestType)) {
-			PyErr_Format(PyExc_TypeError, "Testall: item %zd is not a request", i);
-			break;
+		if (is_sub(o)) {
+			PyObject *r = PyObject_CallMethod(o, "_ready", NULL);
+
+			if (!r)
+				goto fail;
+			done = PyObject_IsTrue(r);
+			Py_DECREF(r);
+		} else {
+			done = lib_poll((RequestObject *)o, 0);
 		}
-		res = call_wait(r, "Test", empty);
-		if (!res)
-			break;
-		all &= PyObject_IsTrue(res) == 1;
-		Py_DECREF(res);
+		all &= done == 1;
 	}
-	Py_XDECREF(empty);
-	Py_DECREF(seq);
-	if (PyErr_Occurred())
+	if (!all) {
+		Py_DECREF(l);
+		reap_freed();
+		Py_RETURN_FALSE;
+	}
+	a2 = Py_BuildValue("(OO)", l, statuses);
+	res = a2 ? request_waitall(cls, a2, NULL) : NULL;
+	Py_XDECREF(a2);
+	Py_DECREF(l);
+	if (!res)
 		return NULL;
-	return PyBool_FromLong(all);
+	Py_DECREF(res);
+	Py_RETURN_TRUE;
+fail:
+	Py_DECREF(l);
+	return NULL;
 }
 
-/* mpi4py's lower-case forms: wait(status=None) -> None, test(status=None) -> (flag, None)
- * (a buffer request carries no object); a subclass (an object request) overrides them. */
+/* Waitany(requests, status=None) -> index: waits until one completes (UNDEFINED when none
+ * is active). */
+static PyObject *request_waitany(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"requests", "status", NULL};
+	PyObject *reqs, *status = Py_None, *l;
+	Py_ssize_t i, n;
+	unsigned round = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Waitany", kwlist, &reqs, &status))
+		return NULL;
+	if (!(l = req_list(reqs, "Waitany")))
+		return NULL;
+	n = PyList_GET_SIZE(l);
+	for (;;) {
+		int any = 0;
+
+		for (i = 0; i < n; i++) {
+			PyObject *o = PyList_GET_ITEM(l, i);
+			int a = active(o), t;
+
+			if (a < 0)
+				goto fail;
+			if (!a)
+				continue;
+			any = 1;
+			t = test_any(o, status);
+			if (t < 0)
+				goto fail;
+			if (t) {
+				Py_DECREF(l);
+				return PyLong_FromSsize_t(i);
+			}
+		}
+		if (!any) {
+			Py_DECREF(l);
+			if (py__status_fill(status, &py__empty_status) < 0)
+				return NULL;
+			return PyLong_FromLong(SHMCOLL_UNDEFINED);
+		}
+		reap_freed();
+		back_off(&round);
+		if (PyErr_CheckSignals() < 0)
+			goto fail;
+	}
+fail:
+	Py_DECREF(l);
+	return NULL;
+}
+
+/* Testany(requests, status=None) -> (index, flag): one that completed, or (UNDEFINED,
+ * False); (UNDEFINED, True) when none is active. */
+static PyObject *request_testany(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"requests", "status", NULL};
+	PyObject *reqs, *status = Py_None, *l;
+	Py_ssize_t i, n;
+	int any = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Testany", kwlist, &reqs, &status))
+		return NULL;
+	if (!(l = req_list(reqs, "Testany")))
+		return NULL;
+	n = PyList_GET_SIZE(l);
+	for (i = 0; i < n; i++) {
+		PyObject *o = PyList_GET_ITEM(l, i);
+		int a = active(o), t;
+
+		if (a < 0)
+			goto fail;
+		if (!a)
+			continue;
+		any = 1;
+		t = test_any(o, status);
+		if (t < 0)
+			goto fail;
+		if (t) {
+			Py_DECREF(l);
+			return Py_BuildValue("(nO)", i, Py_True);
+		}
+	}
+	Py_DECREF(l);
+	reap_freed();
+	if (!any && py__status_fill(status, &py__empty_status) < 0)
+		return NULL;
+	return Py_BuildValue("(iO)", SHMCOLL_UNDEFINED, any ? Py_False : Py_True);
+fail:
+	Py_DECREF(l);
+	return NULL;
+}
+
+/* Testsome and Waitsome: the indices of those that completed (a list; Waitsome waits for
+ * at least one), or None when none is active. */
+static PyObject *some(PyObject *args, PyObject *kw, int wait, const char *what)
+{
+	static char *kwlist[] = {"requests", "statuses", NULL};
+	PyObject *reqs, *statuses = Py_None, *l, *out = NULL;
+	Py_ssize_t i, n;
+	unsigned round = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwlist, &reqs, &statuses))
+		return NULL;
+	if (!(l = req_list(reqs, what)))
+		return NULL;
+	n = PyList_GET_SIZE(l);
+	for (i = 0; i < n; i++) {
+		int a = active(PyList_GET_ITEM(l, i));
+
+		if (a < 0)
+			goto fail;
+		if (a)
+			break;
+	}
+	/* statuses grows to the requests' number only when some request is active (with none,
+	 * MPI returns UNDEFINED and touches no status: mpi4py leaves the list alone). */
+	if (i < n && fit_statuses(statuses, n) < 0)
+		goto fail;
+	for (;;) {
+		int any = 0;
+
+		if (!(out = PyList_New(0)))
+			goto fail;
+		for (i = 0; i < n; i++) {
+			PyObject *o = PyList_GET_ITEM(l, i);
+			int a = active(o), t;
+
+			if (a < 0)
+				goto fail;
+			if (!a)
+				continue;
+			any = 1;
+			t = test_any(o, status_at(statuses, PyList_GET_SIZE(out)));
+			if (t < 0)
+				goto fail;
+			if (t) {
+				PyObject *x = PyLong_FromSsize_t(i);
+
+				if (!x || PyList_Append(out, x) < 0) {
+					Py_XDECREF(x);
+					goto fail;
+				}
+				Py_DECREF(x);
+			}
+		}
+		if (!any) {
+			Py_DECREF(out);
+			Py_DECREF(l);
+			Py_RETURN_NONE;
+		}
+		if (PyList_GET_SIZE(out) || !wait)
+			break;
+		Py_CLEAR(out);
+		reap_freed();
+		back_off(&round);
+		if (PyErr_CheckSignals() < 0)
+			goto fail;
+	}
+	Py_DECREF(l);
+	return out;
+fail:
+	Py_XDECREF(out);
+	Py_DECREF(l);
+	return NULL;
+}
+
+static PyObject *request_waitsome(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	return some(args, kw, 1, "Waitsome");
+}
+
+static PyObject *request_testsome(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	return some(args, kw, 0, "Testsome");
+}
+
+/* mpi4py's lower-case forms: wait(status=None) -> the object (None for a buffer request),
+ * test(status=None) -> (flag, object); a subclass (an object request) overrides them. */
 static PyObject *request_wait_obj(RequestObject *r, PyObject *args, PyObject *kw)
 {
 	PyObject *res = request_wait(r, args, kw);
@@ -296,48 +815,194 @@ static PyObject *request_test_obj(RequestObject *r, PyObject *args, PyObject *kw
 	return t;
 }
 
-/* waitall(requests, statuses=None) -> [each one's wait()]: every one waited for, in order,
- * then the first error raised. */
+/* The objects of requests each waited for with its wait(): a list. */
+static PyObject *waitall_obj(PyObject *l, PyObject *statuses)
+{
+	PyObject *out = PyList_New(PyList_GET_SIZE(l)), *et = NULL, *ev = NULL, *etb = NULL;
+	Py_ssize_t i;
+
+	if (!out)
+		return NULL;
+	for (i = 0; i < PyList_GET_SIZE(l); i++) {
+		PyObject *o = PyList_GET_ITEM(l, i), *res = NULL;
+
+		if (o != Py_None)
+			res = PyObject_CallMethod(o, "wait", "(O)", status_at(statuses, i));
+		if (!res && PyErr_Occurred()) {
+			if (!et)
+				PyErr_Fetch(&et, &ev, &etb);
+			else
+				PyErr_Clear();
+		}
+		PyList_SET_ITEM(out, i, res ? res : Py_NewRef(Py_None));
+	}
+	if (et) {
+		Py_DECREF(out);
+		PyErr_Restore(et, ev, etb);
+		return NULL;
+	}
+	return out;
+}
+
+/* waitall(requests, statuses=None) -> [each one's wait()]. */
 static PyObject *request_waitall_obj(PyObject *cls, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = {"requests", "statuses", NULL};
-	PyObject *reqs, *statuses = Py_None;
+	PyObject *reqs, *statuses = Py_None, *l, *out;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:waitall", kwlist, &reqs, &statuses))
 		return NULL;
-	return wait_each(reqs, statuses, "wait", 1, "waitall");
+	if (!(l = req_list(reqs, "waitall")))
+		return NULL;
+	if (fit_statuses(statuses, PyList_GET_SIZE(l)) < 0) {
+		Py_DECREF(l);
+		return NULL;
+	}
+	out = waitall_obj(l, statuses);
+	Py_DECREF(l);
+	return out;
 }
 
-/* testall(requests) -> (True, [each one's wait()]) when every one completed, else
- * (False, None); an object receive that completed keeps its object for a later call. */
+/* testall(requests, statuses=None) -> (True, [each one's wait()]) when every one
+ * completed, else (False, None). */
 static PyObject *request_testall_obj(PyObject *cls, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = {"requests", "statuses", NULL};
-	PyObject *reqs, *statuses = Py_None, *flag, *a, *res;
+	PyObject *reqs, *statuses = Py_None, *l, *out;
+	Py_ssize_t i;
+	int all = 1;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:testall", kwlist, &reqs, &statuses))
 		return NULL;
-	a = PyTuple_Pack(1, reqs);
-	flag = a ? request_testall(cls, a) : NULL;
-	Py_XDECREF(a);
-	if (!flag)
+	if (!(l = req_list(reqs, "testall")))
 		return NULL;
-	if (flag != Py_True) {
-		Py_DECREF(flag);
+	for (i = 0; i < PyList_GET_SIZE(l) && all; i++) {
+		PyObject *o = PyList_GET_ITEM(l, i), *r;
+
+		if (o == Py_None)
+			continue;
+		r = PyObject_CallMethod(o, "_ready", NULL);
+		if (!r) {
+			Py_DECREF(l);
+			return NULL;
+		}
+		all &= PyObject_IsTrue(r) == 1;
+		Py_DECREF(r);
+	}
+	if (!all) {
+		Py_DECREF(l);
 		return Py_BuildValue("(OO)", Py_False, Py_None);
 	}
-	Py_DECREF(flag);
-	a = PyTuple_Pack(2, reqs, statuses);
-	res = a ? request_waitall_obj(cls, a, NULL) : NULL;
-	Py_XDECREF(a);
-	if (!res)
+	if (fit_statuses(statuses, PyList_GET_SIZE(l)) < 0) {
+		Py_DECREF(l);
 		return NULL;
-	return Py_BuildValue("(ON)", Py_True, res);
+	}
+	out = waitall_obj(l, statuses);
+	Py_DECREF(l);
+	if (!out)
+		return NULL;
+	return Py_BuildValue("(ON)", Py_True, out);
+}
+
+/* waitany(requests, status=None) -> (index, object); testany -> (index, flag, object). */
+static PyObject *request_waitany_obj(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"requests", "status", NULL};
+	PyObject *reqs, *status = Py_None, *l, *o;
+	Py_ssize_t i, n;
+	unsigned round = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:waitany", kwlist, &reqs, &status))
+		return NULL;
+	if (!(l = req_list(reqs, "waitany")))
+		return NULL;
+	n = PyList_GET_SIZE(l);
+	for (;;) {
+		int any = 0;
+
+		for (i = 0; i < n; i++) {
+			PyObject *r;
+			int ready;
+
+			o = PyList_GET_ITEM(l, i);
+			if (o == Py_None || !active(o))
+				continue;
+			any = 1;
+			r = PyObject_CallMethod(o, "_ready", NULL);
+			if (!r)
+				goto fail;
+			ready = PyObject_IsTrue(r);
+			Py_DECREF(r);
+			if (ready) {
+				PyObject *obj = PyObject_CallMethod(o, "wait", "(O)", status);
+
+				Py_DECREF(l);
+				return obj ? Py_BuildValue("(nN)", i, obj) : NULL;
+			}
+		}
+		if (!any) {
+			Py_DECREF(l);
+			return Py_BuildValue("(iO)", SHMCOLL_UNDEFINED, Py_None);
+		}
+		reap_freed();
+		back_off(&round);
+		if (PyErr_CheckSignals() < 0)
+			goto fail;
+	}
+fail:
+	Py_DECREF(l);
+	return NULL;
+}
+
+static PyObject *request_testany_obj(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"requests", "status", NULL};
+	PyObject *reqs, *status = Py_None, *l, *o;
+	Py_ssize_t i, n;
+	int any = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:testany", kwlist, &reqs, &status))
+		return NULL;
+	if (!(l = req_list(reqs, "testany")))
+		return NULL;
+	n = PyList_GET_SIZE(l);
+	for (i = 0; i < n; i++) {
+		PyObject *r;
+		int ready;
+
+		o = PyList_GET_ITEM(l, i);
+		if (o == Py_None || !active(o))
+			continue;
+		any = 1;
+		r = PyObject_CallMethod(o, "_ready", NULL);
+		if (!r)
+			goto fail;
+		ready = PyObject_IsTrue(r);
+		Py_DECREF(r);
+		if (ready) {
+			PyObject *obj = PyObject_CallMethod(o, "wait", "(O)", status);
+
+			Py_DECREF(l);
+			return obj ? Py_BuildValue("(nON)", i, Py_True, obj) : NULL;
+		}
+	}
+	Py_DECREF(l);
+	return Py_BuildValue("(iOO)", SHMCOLL_UNDEFINED, any ? Py_False : Py_True, Py_None);
+fail:
+	Py_DECREF(l);
+	return NULL;
+}
+
+/* _ready() -> bool: whether it completed (completing it if the library's operation ended),
+ * without taking anything from it: what the lower-case forms test by. */
+static PyObject *request_ready(RequestObject *r, PyObject *unused)
+{
+	return PyBool_FromLong(!r->active || lib_poll(r, 0));
 }
 
 static PyObject *request_get_done(RequestObject *r, void *unused)
 {
-	return PyBool_FromLong(r->req == NULL);
+	return PyBool_FromLong(!r->active);
 }
 
 static PyGetSetDef request_getset[] = {
@@ -345,54 +1010,64 @@ static PyGetSetDef request_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+#define STATIC (METH_VARARGS | METH_KEYWORDS | METH_STATIC)
+
 static PyMethodDef request_methods[] = {
-    {"Wait", (PyCFunction)(void (*)(void))request_wait, METH_VARARGS | METH_KEYWORDS,
-     "Wait(status=None): until the operation completes; raises its error."},
-    {"Test", (PyCFunction)(void (*)(void))request_test, METH_VARARGS | METH_KEYWORDS,
+    {"Wait", KW(request_wait), METH_VARARGS | METH_KEYWORDS,
+     "Wait(status=None) -> True: until the operation completes; raises its error."},
+    {"Test", KW(request_test), METH_VARARGS | METH_KEYWORDS,
      "Test(status=None) -> bool: whether it completed (raises its error if so)."},
-    {"Waitall", (PyCFunction)(void (*)(void))request_waitall,
-     METH_VARARGS | METH_KEYWORDS | METH_STATIC,
-     "Waitall(requests, statuses=None): waits for every one, then raises the first error."},
-    {"Testall", (PyCFunction)(void (*)(void))request_testall, METH_VARARGS | METH_STATIC,
-     "Testall(requests) -> bool: whether every one completed (each that did is complete)."},
-    {"wait", (PyCFunction)(void (*)(void))request_wait_obj, METH_VARARGS | METH_KEYWORDS,
-     "wait(status=None) -> None: Wait, as mpi4py's lower-case form."},
-    {"test", (PyCFunction)(void (*)(void))request_test_obj, METH_VARARGS | METH_KEYWORDS,
-     "test(status=None) -> (flag, None): Test, as mpi4py's lower-case form."},
-    {"waitall", (PyCFunction)(void (*)(void))request_waitall_obj,
-     METH_VARARGS | METH_KEYWORDS | METH_STATIC,
+    {"Get_status", KW(request_get_status), METH_VARARGS | METH_KEYWORDS,
+     "Get_status(status=None) -> bool: whether it completed, leaving it to Wait or Test."},
+    {"get_status", KW(request_get_status), METH_VARARGS | METH_KEYWORDS,
+     "get_status(status=None) -> bool: Get_status, mpi4py's lower-case form."},
+    {"Free", (PyCFunction)request_free, METH_NOARGS,
+     "Lets the request go; its operation completes anyway."},
+    {"Cancel", (PyCFunction)request_cancel, METH_NOARGS,
+     "Asks to cancel (shmcoll completes the operation instead: Is_cancelled() is false)."},
+    {"Waitall", KW(request_waitall), STATIC,
+     "Waitall(requests, statuses=None) -> True: waits for every one."},
+    {"Testall", KW(request_testall), STATIC,
+     "Testall(requests, statuses=None) -> bool: whether every one completed."},
+    {"Waitany", KW(request_waitany), STATIC,
+     "Waitany(requests, status=None) -> index of one that completed (UNDEFINED: none)."},
+    {"Testany", KW(request_testany), STATIC, "Testany(requests, status=None) -> (index, flag)"},
+    {"Waitsome", KW(request_waitsome), STATIC,
+     "Waitsome(requests, statuses=None) -> indices of those that completed, or None."},
+    {"Testsome", KW(request_testsome), STATIC,
+     "Testsome(requests, statuses=None) -> indices of those that completed, or None."},
+    {"wait", KW(request_wait_obj), METH_VARARGS | METH_KEYWORDS,
+     "wait(status=None) -> object: Wait, as mpi4py's lower-case form."},
+    {"test", KW(request_test_obj), METH_VARARGS | METH_KEYWORDS,
+     "test(status=None) -> (flag, object): Test, as mpi4py's lower-case form."},
+    {"waitall", KW(request_waitall_obj), STATIC,
      "waitall(requests, statuses=None) -> list: each one's wait(), in order."},
-    {"testall", (PyCFunction)(void (*)(void))request_testall_obj,
-     METH_VARARGS | METH_KEYWORDS | METH_STATIC,
-     "testall(requests) -> (flag, list or None): the objects when every one completed."},
+    {"testall", KW(request_testall_obj), STATIC,
+     "testall(requests, statuses=None) -> (flag, list or None)."},
+    {"waitany", KW(request_waitany_obj), STATIC,
+     "waitany(requests, status=None) -> (index, object)."},
+    {"testany", KW(request_testany_obj), STATIC,
+     "testany(requests, status=None) -> (index, flag, object)."},
+    {"_ready", (PyCFunction)request_ready, METH_NOARGS,
+     "Whether it completed, without completing it for Wait (the lower-case forms' test)."},
     {NULL, NULL, 0, NULL},
 };
 
-static PyObject *request_waitall(PyObject *cls, PyObject *args, PyObject *kw);
-static PyObject *request_testall(PyObject *cls, PyObject *args);
+static PyNumberMethods request_as_number = {
+    .nb_bool = request_bool,
+};
 
 PyTypeObject py__RequestType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "shmcoll.Request",
     .tp_basicsize = sizeof(RequestObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "A started non-blocking operation (Isend, Iallreduce, ...).",
-    .tp_new = PyType_GenericNew, /* a complete request; subclasses are the object requests */
+    .tp_doc = "A started non-blocking operation (Isend, Iallreduce, ...); REQUEST_NULL once "
+              "it completed.",
+    .tp_new = request_new,
     .tp_dealloc = (destructor)request_dealloc,
+    .tp_as_number = &request_as_number,
+    .tp_richcompare = request_richcompare,
+    .tp_hash = request_hash,
     .tp_methods = request_methods,
     .tp_getset = request_getset,
 };
-
-PyObject *py__called(PyObject *self, shmcoll_comm *c, int rc, shmcoll_request *req, int nb,
-                     struct buf *a, struct buf *b, int recv)
-{
-	if (rc || !nb) {
-		if (a)
-			py__buf_release(a);
-		if (b)
-			py__buf_release(b);
-		if (rc)
-			return py__raise_rc(c, rc);
-		Py_RETURN_NONE;
-	}
-	return py__request_new(self, req, a, b, recv);
-}

@@ -174,7 +174,7 @@ def test_buffers_other_than_numpy(comm):
     comm.Allreduce([x, shmcoll.FLOAT64], [y, shmcoll.FLOAT64], op=shmcoll.MAX)
     np.testing.assert_array_equal(y, x)
     y[:] = 0
-    comm.Allreduce([x, 5, shmcoll.FLOAT64], [y, shmcoll.FLOAT64], op=shmcoll.SUM)
+    comm.Allreduce([x, 5, shmcoll.FLOAT64], [y, 5, shmcoll.FLOAT64], op=shmcoll.SUM)
     np.testing.assert_array_equal(y[:5], x[:5] * comm.size)
     assert (y[5:] == 0).all()
 
@@ -270,16 +270,20 @@ def test_errors_raise_before_the_call(comm):
     with pytest.raises(shmcoll.BufferError) as e:
         comm.Allreduce(x[:, 1], np.zeros(4, "float32"))
     assert isinstance(e.value, ValueError) and isinstance(e.value, BufferError)
+    # A reduction a datatype does not have (MPI's rules): TypeError.
     with pytest.raises(TypeError):
-        comm.Allreduce(np.zeros(4, "int16"), np.zeros(4, "int16"))
+        comm.Allreduce(np.zeros(4, "complex64"), np.zeros(4, "complex64"), op=shmcoll.MAX)
     with pytest.raises(TypeError):
         comm.Allreduce(np.zeros(4, "float32"), np.zeros(4, "float32"), op=shmcoll.BXOR)
-    with pytest.raises(TypeError):
+    # Send and receive that disagree: ValueError, as mpi4py's.
+    with pytest.raises(ValueError):
         comm.Allreduce(np.zeros(4, "float32"), np.zeros(4, "float64"))
     with pytest.raises(ValueError):
         comm.Allreduce(np.zeros(4, "float32"), np.zeros(3, "float32"))
-    with pytest.raises(ValueError):
+    # A root that is no rank: shmcoll.Error (MPI.Exception, a RuntimeError as mpi4py's).
+    with pytest.raises(shmcoll.Error) as e:
         comm.Bcast(np.zeros(4), root=comm.size)
+    assert isinstance(e.value, RuntimeError) and e.value.errno == errno.EINVAL
     with pytest.raises(TypeError):
         comm.Allreduce([1, 2], np.zeros(2))
     ro = np.zeros(4, "float32")
