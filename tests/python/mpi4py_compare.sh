@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # mpi4py_compare.sh - the mpi4py comparison (meson test 'mpi4py-compare'): each program of
-# tests/python/mpi4py/ is an mpi4py program; it runs at P = 2 and 4 under Open MPI's mpirun
+# tests/python/mpi4py/ is an mpi4py program; it runs at P = 1, 2, 3 and 4 under Open MPI's mpirun
 # with mpi4py, and again under shmcoll-run with its one import line changed to
 # `from shmcoll import MPI`. The two outputs, sorted (ranks print in any order), must be
 # the same. Prints TAP: one line per program and rank count, with the diff when they differ.
@@ -46,7 +46,7 @@ for prog in "$dir"/*.py; do
 		echo "not ok $n - $name: no line 'from mpi4py import MPI' to change"
 		continue
 	fi
-	for P in 2 4; do
+	for P in 1 2 3 4; do
 		n=$((n + 1))
 		# Each rank prints to a file of its own (ranks that share one stdout can split each
 		# other's lines); the launchers say the rank in OMPI_COMM_WORLD_RANK, SHMCOLL_RANK.
