@@ -177,11 +177,11 @@ class Group:
                                   "are not supported")
 
     def Free(self):
+        """The group becomes GROUP_NULL (GROUP_EMPTY stays itself, as in mpi4py over Open
+        MPI)."""
         self._live("Group.Free")
-        if self._const:
-            _errors.raise_mpi(_errors.CODES["ERR_GROUP"],
-                              "Group.Free: a predefined group cannot be freed")
-        self._h = None
+        if not self._const:
+            self._h = None
 
     def py2f(self):
         return id(self._h) if self._h is not None else 0
@@ -225,7 +225,7 @@ def _expand(triplets, size, what):
         except (TypeError, ValueError):
             raise TypeError("%s: expecting (first, last, stride) triplets" % what) from None
         if stride == 0:
-            _errors.raise_mpi(_errors.CODES["ERR_ARG"], "%s: a stride of 0" % what)
+            _err_rank(what, "a stride of 0")  # Open MPI's class for it
         if (last - first) * stride < 0:
             continue  # an empty range
         out.extend(range(first, last + (1 if stride > 0 else -1), stride))
