@@ -152,10 +152,9 @@ class BaseComm(_shmcoll._Comm):
         return n
 
     def _adopt(self, new, wranks, uid, info=None):
-        """new, made from self: its world ranks, name, error handler and attributes."""
+        """new, made from self: its world ranks, its name and its info."""
         d = new.__dict__
-        d["_wr"], d["_id"] = tuple(wranks), uid
-        d["_errh"] = self.__dict__.get("_errh", ERRORS_RETURN)
+        d["_wr"], d["_id"] = tuple(wranks), uid  # and ERRORS_RETURN, as mpi4py sets
         if info is not None:
             d["_info"] = dict(info.items()) if info else {}
         return new

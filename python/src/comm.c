@@ -180,12 +180,13 @@ static int comm_release(CommObject *self)
 	return 0;
 }
 
-/* rank and size, which a null communicator has not (a freed one keeps them). */
+/* rank and size, which a null or freed communicator (COMM_NULL) has not, as in MPI. */
 static int sized(CommObject *self)
 {
-	if (self->size)
+	if (owner_of(self)->c)
 		return 0;
-	py__raise_errno(EINVAL, "a null communicator (COMM_NULL)");
+	py__raise_errno(EINVAL, self->size ? "the communicator was freed (COMM_NULL)"
+	                                   : "a null communicator (COMM_NULL)");
 	return -1;
 }
 

@@ -187,9 +187,16 @@ def test_compare_and_handles(comm):
     assert req.Wait() and MPI.Comm.Compare(new, comm) == MPI.CONGRUENT
     expected = MPI.CONGRUENT if comm.size == 1 else MPI.UNEQUAL
     assert MPI.Comm.Compare(MPI.COMM_SELF, comm) == expected
+    d.Set_errhandler(MPI.ERRORS_ARE_FATAL)
+    dd = d.Dup()
+    assert dd.Get_errhandler() == MPI.ERRORS_RETURN  # mpi4py sets it on every new one
+    dd.Free()
     for x in (d, c, new):
         x.Free()
         assert x == MPI.COMM_NULL and not x
+        with pytest.raises(MPI.Exception) as e:
+            x.Get_size()  # a freed communicator is COMM_NULL: no rank, no size
+        assert e.value.Get_error_class() == MPI.ERR_COMM
     with pytest.raises(TypeError):
         MPI.Comm((1, 2, 3))
 
