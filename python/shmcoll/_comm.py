@@ -504,6 +504,68 @@ class BaseComm(_shmcoll._Comm):
         self._live("Comm.Recv_init")
         return Prequest._make(lambda: self.Irecv(buf, source, tag))
 
+    # ---- persistent collectives (mpi4py 4): each Start() starts the non-blocking call ----
+
+    def _init(self, what, call, *args):
+        self._live("Comm." + what)
+        start = getattr(self, call)
+        return Prequest._make(lambda: start(*args))
+
+    def Barrier_init(self, info=INFO_NULL):
+        return self._init("Barrier_init", "Ibarrier")
+
+    def Bcast_init(self, buf, root=0, info=INFO_NULL):
+        return self._init("Bcast_init", "Ibcast", buf, root)
+
+    def Gather_init(self, sendbuf, recvbuf, root=0, info=INFO_NULL):
+        return self._init("Gather_init", "Igather", sendbuf, recvbuf, root)
+
+    def Gatherv_init(self, sendbuf, recvbuf, root=0, info=INFO_NULL):
+        return self._init("Gatherv_init", "Igatherv", sendbuf, recvbuf, root)
+
+    def Scatter_init(self, sendbuf, recvbuf, root=0, info=INFO_NULL):
+        return self._init("Scatter_init", "Iscatter", sendbuf, recvbuf, root)
+
+    def Scatterv_init(self, sendbuf, recvbuf, root=0, info=INFO_NULL):
+        return self._init("Scatterv_init", "Iscatterv", sendbuf, recvbuf, root)
+
+    def Allgather_init(self, sendbuf, recvbuf, info=INFO_NULL):
+        return self._init("Allgather_init", "Iallgather", sendbuf, recvbuf)
+
+    def Allgatherv_init(self, sendbuf, recvbuf, info=INFO_NULL):
+        return self._init("Allgatherv_init", "Iallgatherv", sendbuf, recvbuf)
+
+    def Alltoall_init(self, sendbuf, recvbuf, info=INFO_NULL):
+        return self._init("Alltoall_init", "Ialltoall", sendbuf, recvbuf)
+
+    def Alltoallv_init(self, sendbuf, recvbuf, info=INFO_NULL):
+        return self._init("Alltoallv_init", "Ialltoallv", sendbuf, recvbuf)
+
+    def Alltoallw_init(self, sendbuf, recvbuf, info=INFO_NULL):
+        return self._init("Alltoallw_init", "Ialltoallw", sendbuf, recvbuf)
+
+    def Reduce_init(self, sendbuf, recvbuf, op=_shmcoll.SUM, root=0, info=INFO_NULL):
+        return self._init("Reduce_init", "Ireduce", sendbuf, recvbuf, op, root)
+
+    def Allreduce_init(self, sendbuf, recvbuf, op=_shmcoll.SUM, info=INFO_NULL):
+        return self._init("Allreduce_init", "Iallreduce", sendbuf, recvbuf, op)
+
+    def Reduce_scatter_block_init(self, sendbuf, recvbuf, op=_shmcoll.SUM, info=INFO_NULL):
+        return self._init("Reduce_scatter_block_init", "Ireduce_scatter_block", sendbuf,
+                          recvbuf, op)
+
+    def Reduce_scatter_init(self, sendbuf, recvbuf, recvcounts=None, op=_shmcoll.SUM,
+                            info=INFO_NULL):
+        return self._init("Reduce_scatter_init", "Ireduce_scatter", sendbuf, recvbuf,
+                          recvcounts, op)
+
+    def Psend_init(self, buf, partitions, dest, tag=0, info=INFO_NULL):
+        raise _unsupported("partitioned communication (Psend_init)")
+
+    def Precv_init(self, buf, partitions, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG,
+                   info=INFO_NULL):
+        raise _unsupported("partitioned communication (Precv_init)")
+
     def Mprobe(self, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG, status=None):
         """Waits for a message matching source and tag: a Message to receive it with."""
         if source == _shmcoll.PROC_NULL:
@@ -875,6 +937,12 @@ class Comm(BaseComm):
         if errhandler is not None:
             new.Set_errhandler(errhandler)
         return new
+
+    def Scan_init(self, sendbuf, recvbuf, op=_shmcoll.SUM, info=INFO_NULL):
+        return self._init("Scan_init", "Iscan", sendbuf, recvbuf, op)
+
+    def Exscan_init(self, sendbuf, recvbuf, op=_shmcoll.SUM, info=INFO_NULL):
+        return self._init("Exscan_init", "Iexscan", sendbuf, recvbuf, op)
 
     def Create_cart(self, dims, periods=None, reorder=False):
         raise _unsupported("process topologies (Create_cart)")

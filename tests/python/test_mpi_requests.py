@@ -230,3 +230,32 @@ def test_alltoall_objects(comm):
     r, P = comm.rank, comm.size
     got = comm.alltoall([(r, p) for p in range(P)])
     assert got == [(p, r) for p in range(P)]
+
+
+def test_persistent_collectives(comm):
+    # mpi4py 4's: each Start() runs the call again on the buffers as they are then.
+    r, P = comm.rank, comm.size
+    x = np.zeros(4)
+    y = np.zeros(4)
+    ar = comm.Allreduce_init(x, y, op=MPI.SUM)
+    b = np.zeros(2, "i")
+    bc = comm.Bcast_init(b, root=P - 1)
+    g = np.zeros(P, "i")
+    ga = comm.Allgather_init(np.array([r], "i"), g)
+    sc = np.zeros(1)
+    scan = comm.Scan_init(np.array([r + 1.0]), sc)
+    bar = comm.Barrier_init()
+    reqs = [ar, bc, ga, scan, bar]
+    for k in range(4):
+        x[:] = r + k
+        if r == P - 1:
+            b[:] = k
+        MPI.Prequest.Startall(reqs)
+        MPI.Request.Waitall(reqs)
+        assert (y == sum(range(P)) + P * k).all() and (b == k).all()
+        assert list(g) == list(range(P)) and sc[0] == (r + 1) * (r + 2) / 2
+        assert all(q and q != MPI.REQUEST_NULL for q in reqs)
+    for q in reqs:
+        q.Free()
+    with pytest.raises(NotImplementedError, match="partitioned"):
+        comm.Psend_init(bytearray(4), 2, 0)
