@@ -7,6 +7,7 @@ semantics. What is not supported (intercommunicators, one-sided communication, M
 dynamic processes, process topologies, generalized requests) raises NotImplementedError
 naming the feature; docs/PYTHON.md lists what is there and what differs."""
 
+import atexit as _atexit
 import threading as _threading
 import time as _time
 
@@ -159,9 +160,19 @@ def _world_comm():
     global _world
     if _world is None:
         _world = _comm.init()
-        _world.__dict__["_name"] = "MPI_COMM_WORLD"
-        _world.__dict__["_world"] = True
+        _world.__dict__.update(_name="MPI_COMM_WORLD", _world=True, _predefined=True)
+        _atexit.register(_free_predefined)
     return _world
+
+
+def _free_predefined():
+    """At exit, as MPI_Finalize: COMM_SELF and COMM_WORLD go (local: no peer waits)."""
+    for c in (_self, _world):
+        if c is not None and not c.freed:
+            try:
+                _shmcoll._Comm.Free(c)
+            except _shmcoll.Error:
+                pass
 
 
 def _self_comm():
@@ -171,8 +182,7 @@ def _self_comm():
 
         world = _world_comm()
         _self = Intracomm(0, 1, "mpi-self-%d" % os.getpid())
-        _self.__dict__["_wr"] = (world.rank,)
-        _self.__dict__["_name"] = "MPI_COMM_SELF"
+        _self.__dict__.update(_wr=(world.rank,), _name="MPI_COMM_SELF", _predefined=True)
     return _self
 
 

@@ -291,8 +291,12 @@ class BaseComm(_shmcoll._Comm):
     def Free(self):
         """Frees the communicator on this rank: it becomes COMM_NULL. Its operations still
         outstanding complete (their requests' Wait and Test work); the C communicator goes
-        when the last of them has."""
+        when the last of them has. COMM_WORLD and COMM_SELF are not freed by a program (MPI:
+        ERR_COMM); they go at its exit."""
         self._live("Comm.Free")
+        if self.__dict__.get("_predefined"):
+            _errors.raise_mpi(_errors.CODES["ERR_COMM"], "Comm.Free: %s is not freed by a "
+                              "program (it goes at exit)" % self.Get_name())
         self._delete_attrs()
         _shmcoll._Comm.Free(self)
 
@@ -370,6 +374,9 @@ class BaseComm(_shmcoll._Comm):
             self.Abort(errorcode)
 
     def Abort(self, errorcode=0):
+        """Ends this process with errorcode, breaking the communicator for every rank (their
+        calls raise instead of waiting for this one). COMM_NULL raises ERR_COMM instead."""
+        self._live("Comm.Abort")
         _shmcoll._Comm.Abort(self, errorcode)
 
     def py2f(self):

@@ -303,3 +303,14 @@ def test_mpi4py_4_names(comm):
     comm.Attach_buffer(buf)
     comm.Flush_buffer()
     assert comm.Detach_buffer() is buf and not comm.Iflush_buffer()
+
+
+def test_predefined_communicators_are_not_freed(comm):
+    for c in (MPI.COMM_WORLD, MPI.COMM_SELF):
+        with pytest.raises(MPI.Exception) as e:
+            c.Free()
+        assert e.value.Get_error_class() == MPI.ERR_COMM and not c.freed
+    with pytest.raises(MPI.Exception) as e:
+        MPI.COMM_NULL.Abort()  # an error, not the end of this process
+    assert e.value.Get_error_class() == MPI.ERR_COMM
+    MPI.COMM_WORLD.Barrier()
