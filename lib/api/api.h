@@ -10,6 +10,7 @@
 
 #include "shmcoll.h"
 #include "lib/core/node.h"
+#include "lib/core/progress.h"
 #include "lib/hier/hier.h"
 #include "lib/kernels/kernels.h"
 
@@ -30,48 +31,55 @@ struct shmcoll_comm {
 	unsigned outstanding; /* requests not yet returned by wait or test */
 	struct shmcoll_request *free_req; /* requests kept for reuse (request.c) */
 	unsigned nfree;
-	/* The background progress thread (progress.c), once armed and wanted, and the hold
-	 * that keeps it and the caller apart. */
-	struct api_progress *pt;
-	_Atomic uint32_t hold; /* 0 free, 1 the caller, 2 the progress thread */
-	unsigned hold_depth;   /* the caller's nested holds */
-	int armed;             /* a non-blocking operation was started: pt decided */
+	/* Its place in the process's progress (lib/core/progress.h): listed while requests are
+	 * outstanding, so that every wait of the process moves it, and the hold that keeps the
+	 * caller and other threads' passes (the progress thread's, other rank threads' waits)
+	 * apart. */
+	struct shmcoll_prog prog;
+	int armed;      /* a non-blocking operation was started: the thread decided */
+	int thread_ref; /* it holds a reference to the progress thread */
 };
 
-/* The hold (progress.c): every public call holds its communicator for its whole length, so
- * its progress thread runs only between calls. Without a thread it costs a branch. */
+/* The hold (progress.c): every public call on a listed communicator holds it for its whole
+ * length, so other threads pass over it only between calls; the call that leaves nothing
+ * outstanding unlists it. Unlisted, nobody else touches it and the hold costs a branch. */
 void api__hold_slow(shmcoll_comm *c);
 void api__unhold_slow(shmcoll_comm *c);
+/* c if it took the hold (for api__unhold), else NULL. */
 static inline shmcoll_comm *api__hold(shmcoll_comm *c)
 {
-	if (c && c->pt)
+	if (c && c->prog.listed) {
 		api__hold_slow(c);
-	return c;
+		return c;
+	}
+	return NULL;
 }
 static inline void api__unhold(shmcoll_comm **cp)
 {
-	if (*cp && (*cp)->pt)
+	if (*cp)
 		api__unhold_slow(*cp);
 }
 /* Holds c until the end of the enclosing scope. */
 #define API_HOLD(c)                                                                                \
 	shmcoll_comm *api_held_ __attribute__((cleanup(api__unhold), unused)) = api__hold(c)
 
-/* Before a non-blocking start (and before its API_HOLD): makes the progress thread the first
- * time, if SHMCOLL_PROGRESS_THREAD wants one; after it: wakes the thread. */
+/* Before a non-blocking start (and before its API_HOLD): lists c (an operation may be
+ * outstanding after the call), taking a reference to the progress thread the first time if
+ * SHMCOLL_PROGRESS_THREAD wants one; after it: wakes the thread. */
 void api__arm_slow(shmcoll_comm *c);
-void api__kick_slow(shmcoll_comm *c);
 static inline void api__arm(shmcoll_comm *c)
 {
-	if (c && !c->armed)
+	if (c && !c->prog.listed)
 		api__arm_slow(c);
 }
 static inline void api__kick(shmcoll_comm *c)
 {
-	if (c->pt)
-		api__kick_slow(c);
+	(void)c;
+	shmcoll__progress_kick();
 }
-/* Stops and joins the thread (destroy). */
+/* The advance of c that the process's passes run (progress.h's shmcoll__prog_fn). */
+int api__advance(struct shmcoll_prog *p);
+/* Drops c's reference to the progress thread (destroy). */
 void api__progress_stop(shmcoll_comm *c);
 
 /* What a request is (request.c). */

@@ -211,29 +211,30 @@ int shmcoll_comm_abort(shmcoll_comm *c)
 
 int shmcoll_comm_destroy(shmcoll_comm *c)
 {
+	shmcoll_comm *held;
 	int rc = 0;
 
 	if (!c)
 		return -EINVAL;
 	/* Held by hand, not by API_HOLD: a successful destroy frees c. */
-	api__hold(c);
+	held = api__hold(c);
 	if (c->outstanding) {
 		rc = api__fail(c, -EBUSY,
 		               "shmcoll_comm_destroy: %u operation(s) still outstanding (not yet "
 		               "returned by shmcoll_wait, shmcoll_test or shmcoll_waitall)",
 		               c->outstanding);
-		api__unhold(&c);
+		api__unhold(&held);
 		return rc;
 	}
 	if (c->kind == COMM_HIER)
 		rc = shmcoll__hier_destroy(c->u.hier);
 	else
 		rc = shmcoll__node_destroy(c->u.node);
-	if (rc < 0) {
-		api__unhold(&c);
+	/* With nothing outstanding c leaves the process's list here, if it was on it: no pass
+	 * can reach it after this. */
+	api__unhold(&held);
+	if (rc < 0)
 		return rc;
-	}
-	/* The thread stops while the caller holds c: it is between passes, never inside one. */
 	api__progress_stop(c);
 	api__req_drain(c);
 	free(c);
