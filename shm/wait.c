@@ -86,7 +86,7 @@ int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
 				return 0;
 			}
 			if (w->poll && (i + 1) % SHMCOLL_POLL_SPINS == 0)
-				w->poll(w->poll_ctx);
+				w->poll(w->poll_ctx, 0);
 			cpu_relax();
 		}
 	} else if (seq_reached(load_relaxed(word), want)) {
@@ -113,7 +113,7 @@ int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
 		if (w->timeout_ns >= 0 && now - start >= w->timeout_ns)
 			return -ETIMEDOUT;
 		if (w->poll)
-			polled = w->poll(w->poll_ctx);
+			polled = w->poll(w->poll_ctx, 1);
 		if (now - start < YIELD_NS) {
 			sched_yield();
 			continue;

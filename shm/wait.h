@@ -17,11 +17,12 @@ struct shmcoll_waiter {
 	 * -EOWNERDEAD from a liveness check) ends the wait with that code. */
 	int (*check)(void *ctx);
 	void *check_ctx;
-	/* Optional: called every SHMCOLL_POLL_SPINS spins and at every turn of
-	 * the slow path, to move other work along while this wait lasts (a node
-	 * communicator's point-to-point messages). While it returns non-zero
+	/* Optional: called every SHMCOLL_POLL_SPINS spins (slow 0) and at every
+	 * turn of the slow path (slow 1), to move other work along while this wait
+	 * lasts (a node communicator's point-to-point messages; on the slow path
+	 * also every other communicator of the process). While it returns non-zero
 	 * (there is such work), sleeps last at most SHMCOLL_POLL_SLICE_NS. */
-	int (*poll)(void *ctx);
+	int (*poll)(void *ctx, int slow);
 	void *poll_ctx;
 };
 

@@ -57,6 +57,7 @@
 #include "lib/core/env.h"
 #include "lib/core/heap.h"
 #include "lib/core/node.h"
+#include "lib/core/progress.h"
 
 enum { F_EAGER = 1, F_RTS, F_CTS, F_DATA, F_FIN, F_KINDS };
 
@@ -106,7 +107,8 @@ struct p2p_unexp {
 #define SPIN_ITERS 4096
 #define YIELD_NS   1000000
 /* Longest sleep on the bell: 50 ms, as shm/wait.c; 1 ms while collectives are outstanding,
- * whose peers wake sleepers on their own words, not on this rank's bell. */
+ * or other communicators of the process have work, whose peers wake sleepers on their own
+ * words, not on this rank's bell. */
 #define SLEEP_SLICE_NS     50000000
 #define SLEEP_SLICE_MIX_NS 1000000
 
@@ -843,13 +845,15 @@ static void use(struct shmcoll_node *n)
 		store_relaxed(&n->arena.hdr->p2p_used, 1);
 }
 
-/* The waiter's poll hook: collectives' waits progress point-to-point too. */
-static int poll_hook(void *ctx)
+/* The waiter's poll hook: collectives' waits progress point-to-point too, and on their slow
+ * path every other communicator of the process (progress.h). */
+static int poll_hook(void *ctx, int slow)
 {
 	struct shmcoll_node *n = ctx;
+	int more = slow && shmcoll__progress_all();
 
 	if (!p2p_in_use(n))
-		return 0;
+		return more;
 	p2p_progress(n, "shmcoll (progress)");
 	return 1;
 }
@@ -1153,7 +1157,7 @@ int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready
 	const struct shmcoll_waiter *w = &n->waiter;
 	int64_t start, now, checked, slice;
 	uint32_t b;
-	int i, rc;
+	int i, rc, others;
 
 	for (i = w->oversubscribed ? 1 : SPIN_ITERS; i > 0; i--) {
 		shmcoll__node_progress(n);
@@ -1163,6 +1167,8 @@ int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready
 	}
 	start = checked = shmcoll__now_ns();
 	for (;;) {
+		/* Every other communicator of the process first (MPI's progress rule). */
+		others = shmcoll__progress_all();
 		shmcoll__node_progress(n);
 		if (ready(arg))
 			return 0;
@@ -1212,7 +1218,7 @@ int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready
 			sched_yield();
 			continue;
 		}
-		slice = n->tasks.head ? SLEEP_SLICE_MIX_NS : SLEEP_SLICE_NS;
+		slice = n->tasks.head || others ? SLEEP_SLICE_MIX_NS : SLEEP_SLICE_NS;
 		if (w->timeout_ns >= 0 && w->timeout_ns - (now - start) < slice)
 			slice = w->timeout_ns - (now - start);
 		/* The sleeper's half of the bell's pattern (publish(), drain()): count

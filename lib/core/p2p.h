@@ -116,7 +116,8 @@ void shmcoll__node_progress(struct shmcoll_node *n);
  * dead peers every SHMCOLL_CHECK_NS, as a wait does. */
 void shmcoll__p2p_test(struct shmcoll_node *n, struct shmcoll_p2p_op *op, int *done);
 
-/* Waits, progressing everything, until ready(arg) holds: spin, yield, then sleep on this
+/* Waits, progressing everything of n (and, after its spin, every other communicator of the
+ * process: lib/core/progress.h), until ready(arg) holds: spin, yield, then sleep on this
  * rank's bell; bounded by the communicator's timeout, ended by an abort or a dead peer (peer:
  * the rank waited for, or P2P_ANY). 0, or the error that broke the communicator (every
  * outstanding operation then completes with it). */
