@@ -4,10 +4,8 @@
  * several nodes (lib/hier); the memory of released ones is kept by their communicator for the
  * next (up to KEEP_REQS), so a start and a wait cost no allocation. */
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "lib/api/api.h"
 #include "lib/coll/coll.h"
@@ -110,8 +108,18 @@ int api__istart(shmcoll_comm *c, const char *fn, uint32_t kind, const void *send
 	return 0;
 }
 
-/* Moves r along without blocking; whether it is complete. */
-static int req_poll(shmcoll_request *r)
+/* How far req_advance moves a request. */
+enum req_how {
+	LOOK, /* not at all: whether it is complete, as far as its last advance left it */
+	PASS, /* one pass over its communicator that never waits */
+	WAIT, /* until it is complete, in the wait of its kind */
+};
+
+/* Moves r as how says, holding its communicator; whether it is complete, and then r->rc
+ * is its result. A WAIT is the engine's bounded wait of its kind, which on its slow path
+ * moves every other communicator of the process too. The one place that knows what each
+ * kind of request is. */
+static int req_advance(shmcoll_request *r, enum req_how how)
 {
 	shmcoll_comm *c = r->comm;
 	int done = 1;
@@ -121,72 +129,189 @@ static int req_poll(shmcoll_request *r)
 	case REQ_DONE:
 		break;
 	case REQ_P2P:
-		shmcoll__p2p_test(c->u.node, &r->u.op, &done);
+		if (how == WAIT) {
+			r->rc = shmcoll__p2p_wait(c->u.node, &r->u.op);
+			break;
+		}
+		if (how == PASS && !r->u.op.done)
+			shmcoll__p2p_test(c->u.node, &r->u.op, &done);
+		done = r->u.op.done;
+		r->rc = r->u.op.rc;
 		break;
 	case REQ_NODE:
-		shmcoll__node_progress(c->u.node);
+		if (how == WAIT) {
+			r->rc = shmcoll__task_wait(c->u.node, &r->u.task);
+			break;
+		}
+		if (how == PASS && !r->u.task.done)
+			shmcoll__task_test(c->u.node, &r->u.task, &done);
 		done = r->u.task.done;
+		r->rc = r->u.task.rc;
 		break;
 	case REQ_HIER:
-		shmcoll__hier_test(c->u.hier, r->u.hier, &done);
+		if (how == WAIT)
+			shmcoll__hier_wait(c->u.hier, r->u.hier);
+		else if (how == PASS)
+			shmcoll__hier_test(c->u.hier, r->u.hier, &done);
+		else
+			done = shmcoll__hier_done(r->u.hier);
+		r->rc = shmcoll__hier_result(r->u.hier);
 		break;
 	case REQ_HP2P:
-		shmcoll__hier_p2p_test(c->u.hier, &r->u.hop, &done);
+		/* Its test settles its result: a look is a pass. */
+		if (how == WAIT)
+			r->rc = shmcoll__hier_p2p_wait(c->u.hier, &r->u.hop);
+		else
+			r->rc = shmcoll__hier_p2p_test(c->u.hier, &r->u.hop, &done);
 		break;
 	}
 	return done;
 }
 
-/* Whether r is complete, without moving anything. */
-static int req_done(const shmcoll_request *r)
+/* One step of a pass over an array of requests: r's communicator is moved unless the step
+ * before (*moved) moved the same one just now. */
+static int req_step(shmcoll_request *r, shmcoll_comm **moved)
 {
-	switch (r->kind) {
-	case REQ_P2P:
-		return r->u.op.done;
-	case REQ_NODE:
-		return r->u.task.done;
-	case REQ_HIER:
-		return 0; /* only shmcoll__hier_test tells */
-	case REQ_HP2P:
-		return r->u.hop.finished;
-	default:
-		return 1;
-	}
+	enum req_how how = r->comm == *moved ? LOOK : PASS;
+
+	if (r->kind != REQ_DONE)
+		*moved = r->comm;
+	return req_advance(r, how);
 }
 
-/* Waits for r and releases it; its result, its status filled. */
-static int req_finish(shmcoll_request *r, shmcoll_status *status)
+/* Takes *slot, complete, out of the caller's hands: its status filled (st may be NULL),
+ * released, *slot = NULL. Its result. */
+static int req_take(shmcoll_request **slot, shmcoll_status *st)
 {
+	shmcoll_request *r = *slot;
 	shmcoll_comm *c = r->comm;
-	int rc = 0;
+	int rc = r->rc;
 	API_HOLD(c);
 
-	switch (r->kind) {
-	case REQ_DONE:
-		rc = r->rc;
-		break;
-	case REQ_P2P:
-		rc = shmcoll__p2p_wait(c->u.node, &r->u.op);
-		break;
-	case REQ_NODE:
-		rc = shmcoll__task_wait(c->u.node, &r->u.task);
-		break;
-	case REQ_HIER:
-		rc = shmcoll__hier_wait(c->u.hier, r->u.hier);
-		break;
-	case REQ_HP2P:
-		rc = shmcoll__hier_p2p_wait(c->u.hier, &r->u.hop);
-		break;
-	}
+	*slot = NULL;
 	if (r->recv) {
 		const struct shmcoll_p2p_op *op = r->kind == REQ_HP2P ? &r->u.hop.node : &r->u.op;
 
-		api__status(status, op, r->es, rc);
+		api__status(st, op, r->es, rc);
 		if (rc == -EMSGSIZE)
 			rc = api__cut(c, "shmcoll_wait (a receive)", op, op->bytes);
 	}
 	req_release(r);
 	return rc;
+}
+
+/* The requests of a wait over an array: the live ones are reqs[lo .. n-1] that are not
+ * NULL (every entry before lo was taken). */
+struct reqs {
+	size_t lo, n;
+	shmcoll_request **reqs;
+};
+
+/* The communicator of the first live request, or NULL. */
+static shmcoll_comm *reqs_comm(const struct reqs *a)
+{
+	size_t i;
+
+	for (i = a->lo; i < a->n; i++)
+		if (a->reqs[i])
+			return a->reqs[i]->comm;
+	return NULL;
+}
+
+/* Whether every live request is of one communicator. */
+static int reqs_one_comm(const struct reqs *a)
+{
+	shmcoll_comm *c = reqs_comm(a);
+	size_t i;
+
+	for (i = a->lo; i < a->n; i++)
+		if (a->reqs[i] && a->reqs[i]->comm != c)
+			return 0;
+	return 1;
+}
+
+/* ready() of the node wait: whether any live request is complete, each moved once. */
+static int reqs_any(void *arg)
+{
+	const struct reqs *a = arg;
+	shmcoll_comm *moved = NULL;
+	size_t i;
+
+	for (i = a->lo; i < a->n; i++)
+		if (a->reqs[i] && req_step(a->reqs[i], &moved))
+			return 1;
+	return 0;
+}
+
+/* One pass over the live requests, holding the first one's communicator throughout (the
+ * holds of its requests nest: no atomic operation each): each moved (req_step), and with
+ * take each complete one taken (statuses as waitall fills them, *first its first error) -
+ * else the index of the first complete is returned. Returns n when none is, and sets a->lo
+ * past the taken ones and *live to how many are left. */
+static size_t reqs_pass(struct reqs *a, int take, shmcoll_status *statuses, int *first,
+                        size_t *live)
+{
+	shmcoll_comm *moved = NULL;
+	size_t i, lo = a->n;
+	int rc, recv;
+	API_HOLD(reqs_comm(a));
+
+	*live = 0;
+	for (i = a->lo; i < a->n; i++) {
+		shmcoll_request **slot = &a->reqs[i];
+
+		if (!*slot)
+			continue;
+		if (!req_step(*slot, &moved)) {
+			if (lo == a->n)
+				lo = i;
+			++*live;
+			continue;
+		}
+		if (!take)
+			return i;
+		recv = (*slot)->recv;
+		rc = req_take(slot, statuses ? &statuses[i] : NULL);
+		if (!recv && statuses)
+			statuses[i].error = rc;
+		if (rc && !*first)
+			*first = rc;
+	}
+	a->lo = lo;
+	return a->n;
+}
+
+/* The one wait of requests, after a pass found none of the live ones complete (live of
+ * them, at least one): returns once one may be. One left, or (all: every one is needed)
+ * all of one communicator, it is the first one's own wait, which moves its whole
+ * communicator (and on its slow path every other of the process). Otherwise (requests of
+ * several communicators, or any of one), the bounded wait of the first one's node (spin,
+ * yield, then sleep on its bell in 1 ms slices; the timeout counted afresh, abort and dead
+ * peers looked for), every request moved at every turn, until any of them is complete. */
+static void reqs_block(struct reqs *a, size_t live, int all, const char *fn)
+{
+	shmcoll_request *r;
+	size_t i;
+	int rc;
+
+	for (i = a->lo; !a->reqs[i]; i++)
+		;
+	r = a->reqs[i];
+	if (live == 1 || (all && reqs_one_comm(a))) {
+		req_advance(r, WAIT);
+		return;
+	}
+	{
+		shmcoll_comm *c = r->comm;
+		API_HOLD(c);
+
+		rc = shmcoll__node_wait_until(c->kind == COMM_HIER ? shmcoll__hier_local(c->u.hier)
+		                                                   : c->u.node,
+		                              fn, reqs_any, a, P2P_ANY);
+	}
+	/* The node broke (or timed out) with none complete: r's own wait ends in its error. */
+	if (rc < 0 && !reqs_any(a))
+		req_advance(r, WAIT);
 }
 
 int shmcoll_wait(shmcoll_request **req, shmcoll_status *status)
@@ -195,149 +320,89 @@ int shmcoll_wait(shmcoll_request **req, shmcoll_status *status)
 		return -EINVAL;
 	if (!*req)
 		return 0;
-	shmcoll_request *r = *req;
-
-	*req = NULL;
-	return req_finish(r, status);
+	req_advance(*req, WAIT);
+	return req_take(req, status);
 }
 
 int shmcoll_test(shmcoll_request **req, int *done, shmcoll_status *status)
 {
-	shmcoll_request *r;
-
 	if (!req || !done)
 		return -EINVAL;
-	r = *req;
 	*done = 1;
-	if (!r)
+	if (!*req)
 		return 0;
-	if (!req_poll(r)) {
+	if (!req_advance(*req, PASS)) {
+		/* A test moves everything too (MPI's progress rule). */
+		shmcoll__progress_all();
 		*done = 0;
 		return 0;
 	}
-	*req = NULL;
-	return req_finish(r, status);
+	return req_take(req, status);
 }
 
 int shmcoll_waitall(size_t n, shmcoll_request **reqs, shmcoll_status *statuses)
 {
-	int rc, first = 0;
-	size_t i;
+	struct reqs a = {0, n, reqs};
+	size_t i, live;
+	int first = 0;
 
 	if (!reqs && n)
 		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		shmcoll_request *r = reqs[i];
-
-		rc = 0;
-		if (r) {
-			int recv = r->recv; /* r may be freed by req_finish */
-
-			reqs[i] = NULL;
-			rc = req_finish(r, statuses ? &statuses[i] : NULL);
-			if (!recv && statuses)
-				statuses[i].error = rc;
-		} else if (statuses) {
+	for (i = 0; statuses && i < n; i++)
+		if (!reqs[i])
 			statuses[i].error = 0;
-		}
-		if (rc && !first)
-			first = rc;
+	/* Every request moved at every turn and taken as it completes: none waits for the
+	 * ones before it in the array. */
+	for (;;) {
+		reqs_pass(&a, 1, statuses, &first, &live);
+		if (!live)
+			return first;
+		reqs_block(&a, live, 1, "shmcoll_waitall");
 	}
-	return first;
 }
 
 int shmcoll_testall(size_t n, shmcoll_request **reqs, int *done, shmcoll_status *statuses)
 {
+	struct reqs a = {0, n, reqs};
+	shmcoll_comm *moved = NULL;
 	size_t i;
+	int all = 1;
 
 	if ((!reqs && n) || !done)
 		return -EINVAL;
 	*done = 0;
-	for (i = 0; i < n; i++)
-		if (reqs[i] && !req_poll(reqs[i]))
-			return 0;
+	{
+		API_HOLD(reqs_comm(&a));
+
+		for (i = 0; i < n; i++)
+			if (reqs[i] && !req_step(reqs[i], &moved))
+				all = 0;
+	}
+	if (!all) {
+		shmcoll__progress_all();
+		return 0;
+	}
 	*done = 1;
 	return shmcoll_waitall(n, reqs, statuses);
 }
 
-struct any {
-	size_t n;
-	shmcoll_request **reqs;
-};
-
-static int any_done(void *arg)
-{
-	const struct any *a = arg;
-	size_t i;
-
-	for (i = 0; i < a->n; i++)
-		if (a->reqs[i] && req_done(a->reqs[i]))
-			return 1;
-	return 0;
-}
-
-/* The wait of waitany on one node communicator, holding it (every request's comm is it). */
-static int any_wait(struct shmcoll_node *node, struct any *a, size_t n)
-{
-	shmcoll_comm *c = NULL;
-	size_t i;
-
-	for (i = 0; i < n && !c; i++)
-		if (a->reqs[i])
-			c = a->reqs[i]->comm;
-	API_HOLD(c);
-	return shmcoll__node_wait_until(node, "shmcoll_waitany", any_done, a, -1);
-}
-
 int shmcoll_waitany(size_t n, shmcoll_request **reqs, size_t *index, shmcoll_status *status)
 {
-	struct shmcoll_node *node = NULL;
-	struct any a = {n, reqs};
-	const struct timespec nap = {0, 50000};
-	size_t i, live = 0, spins = 0;
-	int one_node = 1, rc;
+	struct reqs a = {0, n, reqs};
+	size_t i, live;
+	int first = 0;
 
 	if ((!reqs && n) || !index)
 		return -EINVAL;
 	*index = SIZE_MAX;
-	for (i = 0; i < n; i++) {
-		if (!reqs[i])
-			continue;
-		live++;
-		if (reqs[i]->comm->kind != COMM_NODE || (node && node != reqs[i]->comm->u.node))
-			one_node = 0;
-		node = reqs[i]->comm->kind == COMM_NODE ? reqs[i]->comm->u.node : NULL;
-	}
-	if (!live)
-		return 0;
 	for (;;) {
-		for (i = 0; i < n; i++)
-			if (reqs[i] && req_poll(reqs[i])) {
-				shmcoll_request *r = reqs[i];
-
-				*index = i;
-				reqs[i] = NULL;
-				return req_finish(r, status);
-			}
-		if (one_node && node) {
-			/* All on one node communicator: its wait (spin, yield, sleep on the
-			 * bell; timeout, abort and dead peers) until one is done. */
-			rc = any_wait(node, &a, n);
-			if (rc < 0 && !any_done(&a)) {
-				for (i = 0; i < n && !reqs[i]; i++)
-					;
-				*index = i;
-				shmcoll_request *r = reqs[i];
-
-				reqs[i] = NULL;
-				return req_finish(r, status);
-			}
-			continue;
+		i = reqs_pass(&a, 0, NULL, &first, &live);
+		if (i < n) {
+			*index = i;
+			return req_take(&reqs[i], status);
 		}
-		/* Several communicators: each test moves its own along; back off. */
-		if (++spins < 1000)
-			sched_yield();
-		else
-			nanosleep(&nap, NULL);
+		if (!live)
+			return 0;
+		reqs_block(&a, live, 0, "shmcoll_waitany");
 	}
 }

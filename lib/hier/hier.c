@@ -236,6 +236,11 @@ int shmcoll__hier_result(const struct hier_task *t)
 	return t->rc;
 }
 
+int shmcoll__hier_done(const struct hier_task *t)
+{
+	return t->done;
+}
+
 void shmcoll__hier_call_free(struct hier_task *t)
 {
 	if (t) {

@@ -101,6 +101,8 @@ int shmcoll__hier_wait(struct shmcoll_hier *h, struct hier_task *t);
 int shmcoll__hier_progress(struct shmcoll_hier *h);
 /* The result of a call test said done. */
 int shmcoll__hier_result(const struct hier_task *t);
+/* Whether t is done, as the last test or wait left it (nothing moved). */
+int shmcoll__hier_done(const struct hier_task *t);
 
 /* The variable-count collectives and prefix reductions (include/shmcoll.h) as calls of the
  * same life cycle (vcolls.c): kind is KIND_ALLGATHERV ... KIND_EXSCAN; arguments checked,
