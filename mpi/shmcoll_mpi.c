@@ -2994,21 +2994,26 @@ static void release_all(void)
  * node start shmcoll's non-blocking call and hand the caller a generalized request
  * (MPI_Grequest_start), which the MPI's own MPI_Wait, MPI_Test, MPI_Waitall ... accept. An
  * MPI completes a generalized request only when someone calls MPI_Grequest_complete: the
- * interposer does, from its wrappers of the wait and test calls, which move the shmcoll
- * call along first (tests without blocking; waits until it is done, driving MPI's own
- * progress engine meanwhile with MPI_Iprobe, so a native send the peer waits for still
- * moves). Everything a call needs after its start (packed buffers, a logical op's input,
- * counts and displacements as shmcoll reads them, where to unpack) belongs to its request;
- * the request is freed by the MPI's free callback. The path is decided as for the blocking
- * calls, from what every rank agrees on (MPI_Iexscan with a logical op goes to PMPI, as
- * MPI_Exscan does); across nodes, and for the LOC ops, the calls go to PMPI. A program
- * that never starts one pays one atomic load per wait or test. */
+ * interposer does, from its wrappers of the wait and test calls. MPI's progress rule (every
+ * outstanding operation of the process moves while it waits or tests on any) holds there
+ * by one loop: each round tests the calls of ours (shmcoll's test moves every shmcoll
+ * communicator of the process, in every wait) and completes those done, then tests the
+ * caller's requests with PMPI (which moves the MPI's own engine, so a native message a peer
+ * waits for moves too); a round in which nothing completed yields, and after many sleeps
+ * 50 us. No wait blocks inside the MPI while a call of ours is outstanding. Everything a call needs
+ * after its start (packed buffers, a logical op's input, counts and displacements as shmcoll reads
+ * them, where to unpack) belongs to its request; the request is freed by the MPI's free callback.
+ * The path is decided as for the blocking calls, from what every rank agrees on (MPI_Iexscan with a
+ * logical op goes to PMPI, as MPI_Exscan does); across nodes, and for the LOC ops, the calls go to
+ * PMPI. A program that never starts one pays one atomic load per wait or test. */
 
 /* A call in flight. */
 struct nbreq {
 	struct nbreq *prev, *next; /* on the list of those not yet complete */
 	MPI_Request req;           /* the generalized request the caller holds */
 	shmcoll_request *sreq;     /* shmcoll's call; NULL once it is over */
+	pthread_t owner;           /* the thread that started it */
+	int src;                   /* shmcoll's result, once its test said complete */
 	struct cstate *st;
 	enum coll c;
 	const char *fn;
@@ -3118,30 +3123,6 @@ static void nb_finish(struct nbreq *q, int rc)
 	nb_complete(q, mrc);
 }
 
-/* The call behind request r if it is one of ours not complete yet, taken off the list
- * (the caller completes it), else NULL. */
-static struct nbreq *nb_take(MPI_Request r)
-{
-	struct nbreq *q;
-
-	if (r == MPI_REQUEST_NULL || !atomic_load_explicit(&nb_live, memory_order_acquire))
-		return NULL;
-	pthread_mutex_lock(&nb_lock);
-	for (q = nb_head; q && q->req != r; q = q->next)
-		;
-	if (q) {
-		if (q->prev)
-			q->prev->next = q->next;
-		else
-			nb_head = q->next;
-		if (q->next)
-			q->next->prev = q->prev;
-		atomic_fetch_sub(&nb_live, 1);
-	}
-	pthread_mutex_unlock(&nb_lock);
-	return q;
-}
-
 static void nb_put_back(struct nbreq *q)
 {
 	pthread_mutex_lock(&nb_lock);
@@ -3154,41 +3135,79 @@ static void nb_put_back(struct nbreq *q)
 	pthread_mutex_unlock(&nb_lock);
 }
 
-/* Moves MPI's own progress engine (a probe that takes nothing): a native operation a
- * peer waits for moves while this rank waits for shmcoll. */
-static void mpi_progress(void)
+/* Whether r is in reqs[0 .. n-1]. */
+static int nb_among(MPI_Request r, int n, const MPI_Request *reqs)
 {
-	int flag;
+	int i;
 
-	PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+	for (i = 0; reqs && i < n; i++)
+		if (reqs[i] == r)
+			return 1;
+	return 0;
 }
 
-/* Moves the call behind r along, if it is ours: block, until it is complete (then the
- * MPI's wait returns at once). Without block, tests it once. */
-static void nb_drive(MPI_Request r, int block)
+/* One round of the progress rule for the calls of ours: each one this thread started, or
+ * that is among the n requests the caller waits on or tests, tested once (the first test
+ * that finds its call pending also moves every shmcoll communicator of the process, so
+ * the others, another thread's included, move too), and those done completed. Another
+ * thread's calls are left to it: it may be inside a call on their communicator. Whether any
+ * completed. */
+static int nb_progress(int n, const MPI_Request *reqs)
+{
+	struct nbreq *q, *next, *done = NULL;
+	pthread_t me = pthread_self();
+	int fin, any = 0;
+
+	if (!atomic_load_explicit(&nb_live, memory_order_acquire))
+		return 0;
+	pthread_mutex_lock(&nb_lock);
+	for (q = nb_head; q; q = next) {
+		next = q->next;
+		if (!pthread_equal(q->owner, me) && !nb_among(q->req, n, reqs))
+			continue;
+		q->src = shmcoll_test(&q->sreq, &fin, NULL);
+		if (!fin && q->src >= 0)
+			continue;
+		if (q->prev)
+			q->prev->next = q->next;
+		else
+			nb_head = q->next;
+		if (q->next)
+			q->next->prev = q->prev;
+		atomic_fetch_sub(&nb_live, 1);
+		q->next = done;
+		done = q;
+	}
+	pthread_mutex_unlock(&nb_lock);
+	for (q = done; q; q = next) {
+		next = q->next;
+		nb_finish(q, q->src);
+		any = 1;
+	}
+	return any;
+}
+
+/* After a round of a wait: *idle counts rounds in which nothing completed. Such a round
+ * yields (ranks may outnumber the CPUs: no round spins without letting a peer run), and
+ * after 2000 of them (a few ms) each sleeps 50 us. */
+static void nb_idle(unsigned *idle, int moved)
 {
 	const struct timespec nap = {0, 50000};
-	struct nbreq *q = nb_take(r);
-	unsigned spins = 0;
-	int done, rc;
 
-	if (!q)
+	if (moved) {
+		*idle = 0;
 		return;
-	for (;;) {
-		rc = shmcoll_test(&q->sreq, &done, NULL);
-		if (done || rc < 0)
-			break;
-		if (!block) {
-			nb_put_back(q);
-			return;
-		}
-		mpi_progress();
-		if (++spins < 2000)
-			sched_yield();
-		else
-			nanosleep(&nap, NULL);
 	}
-	nb_finish(q, rc);
+	if (++*idle < 2000)
+		sched_yield();
+	else
+		nanosleep(&nap, NULL);
+}
+
+/* Whether any call of ours is outstanding: then no wait may block inside the MPI. */
+static int nb_outstanding(void)
+{
+	return atomic_load_explicit(&nb_live, memory_order_acquire) != 0;
 }
 
 /* A new call of c on st (its generalized request started): NULL with the failure
@@ -3205,6 +3224,7 @@ static struct nbreq *nb_new(struct cstate *st, enum coll c, const char *fn)
 	q->st = st;
 	q->c = c;
 	q->fn = fn;
+	q->owner = pthread_self();
 	rc = PMPI_Grequest_start(nb_query, nb_free, nb_cancel, q, &q->req);
 	if (rc != MPI_SUCCESS) {
 		free(q);
@@ -3848,132 +3868,123 @@ EXPORT int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
 	return iscan(1, sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
-/* The waits and tests: ours first moved along (and completed when done), then the MPI's
- * own call, which now sees them complete. */
+/* The waits and tests. A test: one round of nb_progress, then the MPI's test. A wait: while
+ * any call of ours is outstanding, rounds of nb_progress and the MPI's test until it says
+ * done; with none, the MPI's own wait. */
 
 EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
 {
-	if (request)
-		nb_drive(*request, 1);
+	unsigned idle = 0;
+	int rc, flag, moved;
+
+	while (request && nb_outstanding()) {
+		moved = nb_progress(1, request);
+		rc = PMPI_Test(request, &flag, status);
+		if (rc != MPI_SUCCESS || flag)
+			return rc;
+		nb_idle(&idle, moved);
+	}
 	return PMPI_Wait(request, status);
 }
 
 EXPORT int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 {
-	if (request)
-		nb_drive(*request, 0);
+	nb_progress(request ? 1 : 0, request);
 	return PMPI_Test(request, flag, status);
 }
 
 EXPORT int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 {
-	int i;
+	unsigned idle = 0;
+	int rc, flag, moved;
 
-	for (i = 0; requests && i < count && atomic_load(&nb_live); i++)
-		nb_drive(requests[i], 1);
+	while (requests && nb_outstanding()) {
+		moved = nb_progress(count, requests);
+		rc = PMPI_Testall(count, requests, &flag, statuses);
+		if (rc != MPI_SUCCESS || flag)
+			return rc;
+		nb_idle(&idle, moved);
+	}
 	return PMPI_Waitall(count, requests, statuses);
 }
 
 EXPORT int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[])
 {
-	int i;
-
-	for (i = 0; requests && i < count && atomic_load(&nb_live); i++)
-		nb_drive(requests[i], 0);
+	nb_progress(count, requests);
 	return PMPI_Testall(count, requests, flag, statuses);
+}
+
+EXPORT int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
+{
+	unsigned idle = 0;
+	int rc, flag, moved;
+
+	while (requests && nb_outstanding()) {
+		moved = nb_progress(count, requests);
+		rc = PMPI_Testany(count, requests, index, &flag, status);
+		if (rc != MPI_SUCCESS || flag)
+			return rc;
+		nb_idle(&idle, moved);
+	}
+	return PMPI_Waitany(count, requests, index, status);
 }
 
 EXPORT int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_Status *status)
 {
-	int i;
-
-	for (i = 0; requests && i < count && atomic_load(&nb_live); i++)
-		nb_drive(requests[i], 0);
+	nb_progress(count, requests);
 	return PMPI_Testany(count, requests, index, flag, status);
-}
-
-EXPORT int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[],
-                        MPI_Status statuses[])
-{
-	int i;
-
-	for (i = 0; requests && i < incount && atomic_load(&nb_live); i++)
-		nb_drive(requests[i], 0);
-	return PMPI_Testsome(incount, requests, outcount, indices, statuses);
-}
-
-/* Whether any of the n requests is one of ours not complete yet. */
-static int nb_any(int n, const MPI_Request *reqs)
-{
-	struct nbreq *q;
-	int i, found = 0;
-
-	if (!reqs || !atomic_load_explicit(&nb_live, memory_order_acquire))
-		return 0;
-	pthread_mutex_lock(&nb_lock);
-	for (q = nb_head; q && !found; q = q->next)
-		for (i = 0; i < n && !found; i++)
-			found = q->req == reqs[i];
-	pthread_mutex_unlock(&nb_lock);
-	return found;
-}
-
-/* Waitany and Waitsome over requests some of which are ours: test everything in turn
- * (ours moved, then the MPI's test) until one is done; back off as shmcoll's waits do. */
-EXPORT int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
-{
-	const struct timespec nap = {0, 50000};
-	unsigned spins = 0;
-	int i, flag = 0, rc;
-
-	if (!nb_any(count, requests))
-		return PMPI_Waitany(count, requests, index, status);
-	for (;;) {
-		for (i = 0; i < count; i++)
-			nb_drive(requests[i], 0);
-		rc = PMPI_Testany(count, requests, index, &flag, status);
-		if (rc != MPI_SUCCESS || flag)
-			return rc;
-		if (++spins < 2000)
-			sched_yield();
-		else
-			nanosleep(&nap, NULL);
-	}
 }
 
 EXPORT int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[],
                         MPI_Status statuses[])
 {
-	const struct timespec nap = {0, 50000};
-	unsigned spins = 0;
-	int i, rc;
+	unsigned idle = 0;
+	int rc, moved;
 
-	if (!nb_any(incount, requests))
-		return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
-	for (;;) {
-		for (i = 0; i < incount; i++)
-			nb_drive(requests[i], 0);
+	while (requests && nb_outstanding()) {
+		moved = nb_progress(incount, requests);
 		rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
 		if (rc != MPI_SUCCESS || *outcount != 0)
 			return rc;
-		if (++spins < 2000)
-			sched_yield();
-		else
-			nanosleep(&nap, NULL);
+		nb_idle(&idle, moved);
 	}
+	return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+}
+
+EXPORT int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[],
+                        MPI_Status statuses[])
+{
+	nb_progress(incount, requests);
+	return PMPI_Testsome(incount, requests, outcount, indices, statuses);
 }
 
 EXPORT int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status)
 {
-	nb_drive(request, 0);
+	nb_progress(1, &request);
 	return PMPI_Request_get_status(request, flag, status);
+}
+
+/* Whether r is one of ours not complete yet. */
+static int nb_pending(MPI_Request r)
+{
+	struct nbreq *q;
+
+	if (r == MPI_REQUEST_NULL || !nb_outstanding())
+		return 0;
+	pthread_mutex_lock(&nb_lock);
+	for (q = nb_head; q && q->req != r; q = q->next)
+		;
+	pthread_mutex_unlock(&nb_lock);
+	return q != NULL;
 }
 
 /* A freed request's call must still complete: ours is completed first. */
 EXPORT int MPI_Request_free(MPI_Request *request)
 {
-	if (request)
-		nb_drive(*request, 1);
+	unsigned idle = 0;
+
+	while (request && nb_pending(*request))
+		nb_idle(&idle, nb_progress(1, request));
 	return PMPI_Request_free(request);
 }
 
