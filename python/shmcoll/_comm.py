@@ -303,6 +303,11 @@ class BaseComm(_shmcoll._Comm):
     def Disconnect(self):
         self.Free()
 
+    def free(self):
+        """mpi4py 4's: Free, but a no-op for COMM_NULL, COMM_WORLD and COMM_SELF."""
+        if not self.freed and not self.__dict__.get("_predefined"):
+            self.Free()
+
     # ---- what mpi4py asks of every communicator ----
 
     def Is_inter(self):

@@ -183,6 +183,11 @@ class Group:
         if not self._const:
             self._h = None
 
+    def free(self):
+        """mpi4py 4's: Free, but a no-op for GROUP_NULL and the predefined groups."""
+        if self._h is not None and not self._const:
+            self._h = None
+
     def py2f(self):
         return id(self._h) if self._h is not None else 0
 

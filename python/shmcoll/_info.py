@@ -49,6 +49,11 @@ class Info:
     def Dup(self):
         return type(self).Create(self._live("Info.Dup"))
 
+    def free(self):
+        """mpi4py 4's: Free, but a no-op for INFO_NULL and INFO_ENV."""
+        if self._d is not None and not self._const:
+            self._d = None
+
     def Get(self, key, maxlen=-1):
         v = self._live("Info.Get").get(_key(key, "Info.Get"))
         if v is not None and maxlen >= 0:
@@ -232,6 +237,10 @@ class Errhandler:
     def Free(self):
         if self._kind is None:
             _errors.raise_mpi(_errors.CODES["ERR_ARG"], "Errhandler.Free: ERRHANDLER_NULL")
+        if not self._const:
+            self._kind = None
+
+    def free(self):
         if not self._const:
             self._kind = None
 

@@ -139,6 +139,12 @@ class Message:
         r._deliver(data, st)
         return r
 
+    def free(self):
+        """mpi4py 4's: a message not received becomes MESSAGE_NULL (not the predefined
+        ones)."""
+        if not self._const:
+            self._kind, self._comm = _NULL, None
+
     def py2f(self):
         return id(self) if self._kind == _MSG else self._kind
 

@@ -314,3 +314,19 @@ def test_predefined_communicators_are_not_freed(comm):
         MPI.COMM_NULL.Abort()  # an error, not the end of this process
     assert e.value.Get_error_class() == MPI.ERR_COMM
     MPI.COMM_WORLD.Barrier()
+
+
+def test_safe_free(comm):
+    # mpi4py 4's free(): Free, but a no-op for null and predefined objects.
+    for obj in (MPI.COMM_NULL, MPI.GROUP_NULL, MPI.INFO_NULL, MPI.ERRHANDLER_NULL,
+                MPI.MESSAGE_NULL):
+        obj.free()
+        assert not obj
+    for obj in (MPI.COMM_WORLD, MPI.COMM_SELF, MPI.GROUP_EMPTY, MPI.INFO_ENV, MPI.ERRORS_RETURN,
+                MPI.MESSAGE_NO_PROC):
+        obj.free()
+        assert obj
+    for obj in (comm.Dup(), comm.Get_group(), MPI.Info.Create(), comm.Get_errhandler()):
+        obj.free()
+        obj.free()
+        assert not obj
