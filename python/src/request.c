@@ -345,6 +345,8 @@ static PyObject *freed_list;
 
 static PyObject *request_free(RequestObject *r, PyObject *unused)
 {
+	if (!r->active && !r->req && !r->call)
+		return py__raise_errno(EINVAL, "Free: the request is REQUEST_NULL");
 	if (r->active && (r->req || r->call)) {
 		if (!freed_list && !(freed_list = PyList_New(0)))
 			return NULL;
@@ -377,6 +379,8 @@ static void reap_freed(void)
  * operation completes anyway (Status.Is_cancelled() is then false), which is what happens. */
 static PyObject *request_cancel(RequestObject *r, PyObject *unused)
 {
+	if (!r->active)
+		return py__raise_errno(EINVAL, "Cancel: the request is REQUEST_NULL");
 	Py_RETURN_NONE;
 }
 
@@ -993,6 +997,88 @@ fail:
 	return NULL;
 }
 
+/* waitsome and testsome: the indices of the requests that completed and their objects
+ * (each one's wait()), or (None, None) when none is active; waitsome waits for one. */
+static PyObject *some_obj(PyObject *args, PyObject *kw, int wait)
+{
+	static char *kwlist[] = {"requests", "statuses", NULL};
+	PyObject *reqs, *statuses = Py_None, *l, *idx = NULL, *objs = NULL;
+	Py_ssize_t i, n;
+	unsigned round = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwlist, &reqs, &statuses))
+		return NULL;
+	if (!(l = req_list(reqs, wait ? "waitsome" : "testsome")))
+		return NULL;
+	n = PyList_GET_SIZE(l);
+	for (;;) {
+		int any = 0;
+
+		if (!(idx = PyList_New(0)) || !(objs = PyList_New(0)))
+			goto fail;
+		for (i = 0; i < n; i++) {
+			PyObject *o = PyList_GET_ITEM(l, i), *r, *v;
+			int a = active(o), ready;
+
+			if (a < 0)
+				goto fail;
+			if (!a)
+				continue;
+			any = 1;
+			r = PyObject_CallMethod(o, "_ready", NULL);
+			if (!r)
+				goto fail;
+			ready = PyObject_IsTrue(r);
+			Py_DECREF(r);
+			if (!ready)
+				continue;
+			if (fit_statuses(statuses, n) < 0)
+				goto fail;
+			v = PyObject_CallMethod(o, "wait", "(O)",
+			                        status_at(statuses, PyList_GET_SIZE(idx)));
+			r = v ? PyLong_FromSsize_t(i) : NULL;
+			if (!r || PyList_Append(idx, r) < 0 || PyList_Append(objs, v) < 0) {
+				Py_XDECREF(r);
+				Py_XDECREF(v);
+				goto fail;
+			}
+			Py_DECREF(r);
+			Py_DECREF(v);
+		}
+		if (!any) {
+			Py_DECREF(l);
+			Py_DECREF(idx);
+			Py_DECREF(objs);
+			return Py_BuildValue("(OO)", Py_None, Py_None);
+		}
+		if (PyList_GET_SIZE(idx) || !wait)
+			break;
+		Py_CLEAR(idx);
+		Py_CLEAR(objs);
+		reap_freed();
+		back_off(&round);
+		if (PyErr_CheckSignals() < 0)
+			goto fail;
+	}
+	Py_DECREF(l);
+	return Py_BuildValue("(NN)", idx, objs);
+fail:
+	Py_XDECREF(idx);
+	Py_XDECREF(objs);
+	Py_DECREF(l);
+	return NULL;
+}
+
+static PyObject *request_waitsome_obj(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	return some_obj(args, kw, 1);
+}
+
+static PyObject *request_testsome_obj(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	return some_obj(args, kw, 0);
+}
+
 /* _ready() -> bool: whether it completed (completing it if the library's operation ended),
  * without taking anything from it: what the lower-case forms test by. */
 static PyObject *request_ready(RequestObject *r, PyObject *unused)
@@ -1036,6 +1122,11 @@ static PyMethodDef request_methods[] = {
      "Waitsome(requests, statuses=None) -> indices of those that completed, or None."},
     {"Testsome", KW(request_testsome), STATIC,
      "Testsome(requests, statuses=None) -> indices of those that completed, or None."},
+    {"cancel", (PyCFunction)request_cancel, METH_NOARGS, "Cancel(), mpi4py's lower-case form."},
+    {"waitsome", KW(request_waitsome_obj), STATIC,
+     "waitsome(requests, statuses=None) -> (indices, objects), or (None, None)."},
+    {"testsome", KW(request_testsome_obj), STATIC,
+     "testsome(requests, statuses=None) -> (indices, objects), or (None, None)."},
     {"wait", KW(request_wait_obj), METH_VARARGS | METH_KEYWORDS,
      "wait(status=None) -> object: Wait, as mpi4py's lower-case form."},
     {"test", KW(request_test_obj), METH_VARARGS | METH_KEYWORDS,
