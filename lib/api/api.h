@@ -40,24 +40,29 @@ struct shmcoll_comm {
 	int thread_ref; /* it holds a reference to the progress thread */
 };
 
-/* The hold (progress.c): every public call on a listed communicator holds it for its whole
- * length, so other threads pass over it only between calls; the call that leaves nothing
- * outstanding unlists it. Unlisted, nobody else touches it and the hold costs a branch. */
-void api__hold_slow(shmcoll_comm *c);
-void api__unhold_slow(shmcoll_comm *c);
+/* The hold (lib/core/progress.h): every public call on a listed communicator holds it for
+ * its whole length, so other threads pass over it only between calls; the call that leaves
+ * nothing outstanding unlists it (api__unlist, progress.c). Unlisted, nobody else touches it
+ * and the hold costs a branch. */
+void api__unlist(shmcoll_comm *c);
 /* c if it took the hold (for api__unhold), else NULL. */
 static inline shmcoll_comm *api__hold(shmcoll_comm *c)
 {
 	if (c && c->prog.listed) {
-		api__hold_slow(c);
+		shmcoll__prog_hold(&c->prog);
 		return c;
 	}
 	return NULL;
 }
 static inline void api__unhold(shmcoll_comm **cp)
 {
-	if (*cp)
-		api__unhold_slow(*cp);
+	shmcoll_comm *c = *cp;
+
+	if (!c)
+		return;
+	if (!c->outstanding && shmcoll__prog_outermost(&c->prog))
+		api__unlist(c);
+	shmcoll__prog_unhold(&c->prog);
 }
 /* Holds c until the end of the enclosing scope. */
 #define API_HOLD(c)                                                                                \

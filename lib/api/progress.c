@@ -15,18 +15,11 @@
 #include "lib/api/api.h"
 #include "lib/core/env.h"
 
-void api__hold_slow(shmcoll_comm *c)
+void api__unlist(shmcoll_comm *c)
 {
-	shmcoll__prog_hold(&c->prog);
-}
-
-void api__unhold_slow(shmcoll_comm *c)
-{
-	/* The end of the outermost call: with nothing outstanding, nobody else needs to move
+	/* The end of the outermost call with nothing outstanding: nobody else needs to move
 	 * c, so it leaves the list (still held: no pass is inside it). */
-	if (shmcoll__prog_outermost(&c->prog) && !c->outstanding)
-		shmcoll__prog_unlist(&c->prog);
-	shmcoll__prog_unhold(&c->prog);
+	shmcoll__prog_unlist(&c->prog);
 }
 
 int api__advance(struct shmcoll_prog *p)

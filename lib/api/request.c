@@ -115,15 +115,15 @@ enum req_how {
 	WAIT, /* until it is complete, in the wait of its kind */
 };
 
-/* Moves r as how says, holding its communicator; whether it is complete, and then r->rc
- * is its result. A WAIT is the engine's bounded wait of its kind, which on its slow path
- * moves every other communicator of the process too. The one place that knows what each
- * kind of request is. */
-static int req_advance(shmcoll_request *r, enum req_how how)
+/* Moves r as how says, holding its communicator (unless it is held, the one the caller
+ * holds); whether it is complete, and then r->rc is its result. A WAIT is the engine's bounded wait
+ * of its kind, which on its slow path moves every other communicator of the process too. The one
+ * place that knows what each kind of request is. */
+static int req_advance(shmcoll_request *r, enum req_how how, shmcoll_comm *held)
 {
 	shmcoll_comm *c = r->comm;
 	int done = 1;
-	API_HOLD(c);
+	API_HOLD(c == held ? NULL : c);
 
 	switch (r->kind) {
 	case REQ_DONE:
@@ -170,23 +170,23 @@ static int req_advance(shmcoll_request *r, enum req_how how)
 
 /* One step of a pass over an array of requests: r's communicator is moved unless the step
  * before (*moved) moved the same one just now. */
-static int req_step(shmcoll_request *r, shmcoll_comm **moved)
+static int req_step(shmcoll_request *r, shmcoll_comm **moved, shmcoll_comm *held)
 {
 	enum req_how how = r->comm == *moved ? LOOK : PASS;
 
 	if (r->kind != REQ_DONE)
 		*moved = r->comm;
-	return req_advance(r, how);
+	return req_advance(r, how, held);
 }
 
 /* Takes *slot, complete, out of the caller's hands: its status filled (st may be NULL),
  * released, *slot = NULL. Its result. */
-static int req_take(shmcoll_request **slot, shmcoll_status *st)
+static int req_take(shmcoll_request **slot, shmcoll_status *st, shmcoll_comm *held)
 {
 	shmcoll_request *r = *slot;
 	shmcoll_comm *c = r->comm;
 	int rc = r->rc;
-	API_HOLD(c);
+	API_HOLD(c == held ? NULL : c);
 
 	*slot = NULL;
 	if (r->recv) {
@@ -205,6 +205,7 @@ static int req_take(shmcoll_request **slot, shmcoll_status *st)
 struct reqs {
 	size_t lo, n;
 	shmcoll_request **reqs;
+	shmcoll_comm *held; /* the communicator the wait holds, if any */
 };
 
 /* The communicator of the first live request, or NULL. */
@@ -238,7 +239,7 @@ static int reqs_any(void *arg)
 	size_t i;
 
 	for (i = a->lo; i < a->n; i++)
-		if (a->reqs[i] && req_step(a->reqs[i], &moved))
+		if (a->reqs[i] && req_step(a->reqs[i], &moved, a->held))
 			return 1;
 	return 0;
 }
@@ -254,7 +255,8 @@ static size_t reqs_pass(struct reqs *a, int take, shmcoll_status *statuses, int 
 	shmcoll_comm *moved = NULL;
 	size_t i, lo = a->n;
 	int rc, recv;
-	API_HOLD(reqs_comm(a));
+	shmcoll_comm *held = reqs_comm(a);
+	API_HOLD(held);
 
 	*live = 0;
 	for (i = a->lo; i < a->n; i++) {
@@ -262,7 +264,7 @@ static size_t reqs_pass(struct reqs *a, int take, shmcoll_status *statuses, int 
 
 		if (!*slot)
 			continue;
-		if (!req_step(*slot, &moved)) {
+		if (!req_step(*slot, &moved, held)) {
 			if (lo == a->n)
 				lo = i;
 			++*live;
@@ -271,7 +273,7 @@ static size_t reqs_pass(struct reqs *a, int take, shmcoll_status *statuses, int 
 		if (!take)
 			return i;
 		recv = (*slot)->recv;
-		rc = req_take(slot, statuses ? &statuses[i] : NULL);
+		rc = req_take(slot, statuses ? &statuses[i] : NULL, held);
 		if (!recv && statuses)
 			statuses[i].error = rc;
 		if (rc && !*first)
@@ -298,51 +300,66 @@ static void reqs_block(struct reqs *a, size_t live, int all, const char *fn)
 		;
 	r = a->reqs[i];
 	if (live == 1 || (all && reqs_one_comm(a))) {
-		req_advance(r, WAIT);
+		req_advance(r, WAIT, NULL);
 		return;
 	}
 	{
 		shmcoll_comm *c = r->comm;
 		API_HOLD(c);
 
+		a->held = c;
 		rc = shmcoll__node_wait_until(c->kind == COMM_HIER ? shmcoll__hier_local(c->u.hier)
 		                                                   : c->u.node,
 		                              fn, reqs_any, a, P2P_ANY);
+		a->held = NULL;
 	}
 	/* The node broke (or timed out) with none complete: r's own wait ends in its error. */
 	if (rc < 0 && !reqs_any(a))
-		req_advance(r, WAIT);
+		req_advance(r, WAIT, NULL);
 }
 
 int shmcoll_wait(shmcoll_request **req, shmcoll_status *status)
 {
+	shmcoll_comm *c;
+
 	if (!req)
 		return -EINVAL;
 	if (!*req)
 		return 0;
-	req_advance(*req, WAIT);
-	return req_take(req, status);
+	c = (*req)->comm;
+	{
+		API_HOLD(c);
+
+		req_advance(*req, WAIT, c);
+		return req_take(req, status, c);
+	}
 }
 
 int shmcoll_test(shmcoll_request **req, int *done, shmcoll_status *status)
 {
+	shmcoll_comm *c;
+
 	if (!req || !done)
 		return -EINVAL;
 	*done = 1;
 	if (!*req)
 		return 0;
-	if (!req_advance(*req, PASS)) {
-		/* A test moves everything too (MPI's progress rule). */
-		shmcoll__progress_all();
-		*done = 0;
-		return 0;
+	c = (*req)->comm;
+	{
+		API_HOLD(c);
+
+		if (req_advance(*req, PASS, c))
+			return req_take(req, status, c);
 	}
-	return req_take(req, status);
+	/* A test moves everything too (MPI's progress rule). */
+	shmcoll__progress_all();
+	*done = 0;
+	return 0;
 }
 
 int shmcoll_waitall(size_t n, shmcoll_request **reqs, shmcoll_status *statuses)
 {
-	struct reqs a = {0, n, reqs};
+	struct reqs a = {0, n, reqs, NULL};
 	size_t i, live;
 	int first = 0;
 
@@ -363,7 +380,7 @@ int shmcoll_waitall(size_t n, shmcoll_request **reqs, shmcoll_status *statuses)
 
 int shmcoll_testall(size_t n, shmcoll_request **reqs, int *done, shmcoll_status *statuses)
 {
-	struct reqs a = {0, n, reqs};
+	struct reqs a = {0, n, reqs, NULL};
 	shmcoll_comm *moved = NULL;
 	size_t i;
 	int all = 1;
@@ -372,10 +389,11 @@ int shmcoll_testall(size_t n, shmcoll_request **reqs, int *done, shmcoll_status 
 		return -EINVAL;
 	*done = 0;
 	{
-		API_HOLD(reqs_comm(&a));
+		shmcoll_comm *held = reqs_comm(&a);
+		API_HOLD(held);
 
 		for (i = 0; i < n; i++)
-			if (reqs[i] && !req_step(reqs[i], &moved))
+			if (reqs[i] && !req_step(reqs[i], &moved, held))
 				all = 0;
 	}
 	if (!all) {
@@ -388,7 +406,7 @@ int shmcoll_testall(size_t n, shmcoll_request **reqs, int *done, shmcoll_status 
 
 int shmcoll_waitany(size_t n, shmcoll_request **reqs, size_t *index, shmcoll_status *status)
 {
-	struct reqs a = {0, n, reqs};
+	struct reqs a = {0, n, reqs, NULL};
 	size_t i, live;
 	int first = 0;
 
@@ -399,7 +417,7 @@ int shmcoll_waitany(size_t n, shmcoll_request **reqs, size_t *index, shmcoll_sta
 		i = reqs_pass(&a, 0, NULL, &first, &live);
 		if (i < n) {
 			*index = i;
-			return req_take(&reqs[i], status);
+			return req_take(&reqs[i], status, NULL);
 		}
 		if (!live)
 			return 0;

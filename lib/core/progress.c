@@ -40,7 +40,6 @@ static struct {
 	_Atomic unsigned n; /* listed: the look of progress_all without the mutex */
 	unsigned epoch;
 	const void *lister; /* the first thread that listed a communicator */
-	_Atomic int shared; /* another thread passes: communicators become shared */
 	/* The thread: its life (get, put) under `life`, its sleep under `tm`. */
 	pthread_mutex_t life, tm;
 	pthread_cond_t cv;
@@ -80,7 +79,7 @@ static void fork_child(void)
 	atomic_store(&reg.n, 0);
 	reg.epoch++;
 	reg.lister = NULL;
-	atomic_store(&reg.shared, 0);
+	atomic_store(&shmcoll__prog_shared, 0);
 	reg.refs = 0;
 	reg.gen = reg.done = 0;
 	reg.stop = 0;
@@ -97,23 +96,19 @@ static void reg_init(void)
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-/* The calling thread's token: the address of a thread-local byte. */
-static _Thread_local char me_byte;
-#define ME ((const void *)&me_byte)
+_Thread_local char shmcoll__prog_me;
+_Atomic int shmcoll__prog_shared;
+#define ME ((const void *)&shmcoll__prog_me)
 
-void shmcoll__prog_hold(struct shmcoll_prog *p)
+void shmcoll__prog_hold_slow(struct shmcoll_prog *p)
 {
-	unsigned d = load_relaxed(&p->depth);
 	uint32_t free_ = 0;
 	unsigned spins = 0;
 
-	store_relaxed(&p->depth, d + 1);
-	if (d)
-		return; /* nested: the outermost call holds */
 	if (!load_relaxed(&p->shared)) {
-		/* Private: nobody but this thread passes over p, and never inside its calls
-		 * (depth). */
-		if (p->owner == ME && !load_relaxed(&reg.shared))
+		/* Private (progress.h): nobody but this thread passes over p, never inside its
+		 * calls (depth). */
+		if (p->owner == ME && !load_relaxed(&shmcoll__prog_shared))
 			return;
 		/* From now on other threads may pass over p. Release: pairs with the acquire
 		 * load of shared in pass(), so a pass that takes the hold before this call does
@@ -129,17 +124,6 @@ void shmcoll__prog_hold(struct shmcoll_prog *p)
 		else
 			cpu_relax();
 	}
-}
-
-void shmcoll__prog_unhold(struct shmcoll_prog *p)
-{
-	unsigned d = load_relaxed(&p->depth) - 1;
-
-	store_relaxed(&p->depth, d);
-	/* Release: what the call did is visible to the next pass that takes the hold. Shared
-	 * is set only by an outermost call, which then took the hold. */
-	if (d == 0 && load_relaxed(&p->shared))
-		store_release(&p->hold, 0);
 }
 
 void shmcoll__prog_list(struct shmcoll_prog *p)
@@ -158,7 +142,7 @@ void shmcoll__prog_list(struct shmcoll_prog *p)
 	if (!reg.lister)
 		reg.lister = ME;
 	else if (reg.lister != ME)
-		atomic_store(&reg.shared, 1);
+		atomic_store(&shmcoll__prog_shared, 1);
 	atomic_fetch_add_explicit(&reg.n, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&reg.m);
 	p->listed = 1;
@@ -271,7 +255,7 @@ int shmcoll__progress_thread_get(void)
 
 	pthread_once(&reg_once, reg_init);
 	/* Its passes are another thread's: communicators become shared. */
-	atomic_store(&reg.shared, 1);
+	atomic_store(&shmcoll__prog_shared, 1);
 	pthread_mutex_lock(&reg.life);
 	if (reg.refs == 0) {
 		pthread_mutex_lock(&reg.tm);

@@ -10,6 +10,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "shm/atomics.h"
+
 struct shmcoll_prog;
 
 /* One pass over a communicator's outstanding operations that never waits: whether any of
@@ -41,14 +43,38 @@ struct shmcoll_prog {
 	unsigned epoch; /* the registry's epoch it was listed in (a fork begins a new one) */
 };
 
+/* The calling thread's token (its address), and whether the process has a thread that
+ * passes over other threads' communicators (progress.c owns both). */
+extern _Thread_local char shmcoll__prog_me;
+extern _Atomic int shmcoll__prog_shared;
+
 /* The caller's hold of a listed p for the length of a call, as above: waits while another
- * thread's pass has it; nested holds count. outermost: whether the caller's call is the
- * outermost one. */
-void shmcoll__prog_hold(struct shmcoll_prog *p);
-void shmcoll__prog_unhold(struct shmcoll_prog *p);
+ * thread's pass has it; nested holds count. Inline: a private communicator's costs plain
+ * loads and stores (hold_slow takes the atomic hold). outermost: whether the caller's call
+ * is the outermost one. */
+void shmcoll__prog_hold_slow(struct shmcoll_prog *p);
+static inline void shmcoll__prog_hold(struct shmcoll_prog *p)
+{
+	unsigned d = load_relaxed(&p->depth);
+
+	store_relaxed(&p->depth, d + 1);
+	if (!d && (load_relaxed(&p->shared) || p->owner != &shmcoll__prog_me ||
+	           load_relaxed(&shmcoll__prog_shared)))
+		shmcoll__prog_hold_slow(p);
+}
+static inline void shmcoll__prog_unhold(struct shmcoll_prog *p)
+{
+	unsigned d = load_relaxed(&p->depth) - 1;
+
+	store_relaxed(&p->depth, d);
+	/* Release: what the call did is visible to the next pass that takes the hold. Shared
+	 * is set only by an outermost call, which then took the hold. */
+	if (!d && load_relaxed(&p->shared))
+		store_release(&p->hold, 0);
+}
 static inline int shmcoll__prog_outermost(struct shmcoll_prog *p)
 {
-	return atomic_load_explicit(&p->depth, memory_order_relaxed) == 1;
+	return load_relaxed(&p->depth) == 1;
 }
 
 /* The owner lists p when it has operations outstanding (not holding it: nobody else can
