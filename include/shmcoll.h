@@ -369,11 +369,13 @@ SHMCOLL_API int shmcoll_probe(int source, int tag, shmcoll_dtype dtype, shmcoll_
  * error with *req = NULL (its blocking form's -EINVAL cases, or the communicator's failure),
  * having started nothing. A started operation owns its buffers until it completes: the
  * caller must not write them (nor read a receive buffer) before then. It advances whenever
- * this rank is inside any shmcoll call on its communicator, and in the background with
- * SHMCOLL_PROGRESS_THREAD=1 (docs/API.md). Collectives, blocking and non-blocking, must be
- * started in the same order on every rank; they may complete in any order. Any number may be
- * outstanding per communicator. After -ETIMEDOUT, -EOWNERDEAD, -EPROTO or an abort every
- * outstanding operation completes with that error or -ECANCELED. */
+ * this rank is inside any shmcoll call on its communicator, whenever this process waits or
+ * tests on anything (a request of any communicator, or a blocking call waiting for a peer:
+ * MPI's progress rule), and in the background with SHMCOLL_PROGRESS_THREAD=1 (docs/API.md).
+ * Collectives, blocking and non-blocking, must be started in the same order on every rank;
+ * they may complete in any order. Any number may be outstanding per communicator. After
+ * -ETIMEDOUT, -EOWNERDEAD, -EPROTO or an abort every outstanding operation completes with
+ * that error or -ECANCELED. */
 typedef struct shmcoll_request shmcoll_request; /* opaque */
 
 SHMCOLL_API int shmcoll_isend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
