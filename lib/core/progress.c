@@ -75,6 +75,11 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	struct shmcoll_prog *p;
+
+	/* A pass of another thread may have held one: in the child that thread is gone. */
+	for (p = reg.head; p; p = p->next)
+		atomic_store(&p->hold, 0);
 	reg.head = NULL;
 	atomic_store(&reg.n, 0);
 	reg.epoch++;

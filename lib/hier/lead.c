@@ -1,8 +1,10 @@
 /* lead.c - the leaders' algorithms: plain transfers, recursive doubling and the ring
  * (lib/sched has their plans), each a sequence of exchanges with folds between them, kept in
  * a struct lead so it can stop at an exchange in flight and resume there (impl.h). */
+#include <sched.h>
 #include <string.h>
 
+#include "lib/core/progress.h"
 #include "lib/hier/impl.h"
 
 /* Leaders: recursive doubling below, ring from here on. */
@@ -79,10 +81,23 @@ static int xchg(struct shmcoll_hier *h, struct lead *l, struct shmcoll_xfer *x, 
 		rc = shmcoll__net_post(h->net, x, nx, err, sizeof(err));
 		l->posted = rc == 0;
 	}
-	if (rc == 0 && blocking)
-		rc = shmcoll__net_wait(h->net, err, sizeof(err));
-	else if (rc == 0)
+	/* MPI's progress rule: while other communicators of the process have work, a blocking
+	 * exchange is tested between passes over them (yielding), and slept on only once they
+	 * have none (lib/core/progress.h). */
+	if (rc == 0 && blocking) {
+		while (shmcoll__progress_all()) {
+			rc = shmcoll__net_test(h->net, &done, err, sizeof(err));
+			if (rc || done)
+				break;
+			sched_yield();
+		}
+		/* (After a test that completed them, the wait returns at once.) */
+		if (rc == 0)
+			rc = shmcoll__net_wait(h->net, err, sizeof(err));
+		done = 1;
+	} else if (rc == 0) {
 		rc = shmcoll__net_test(h->net, &done, err, sizeof(err));
+	}
 	if (rc == 0 && !done)
 		return SHMCOLL_PENDING;
 	l->posted = 0;
