@@ -347,6 +347,11 @@ typedef struct shmcoll_status {
  * do. */
 SHMCOLL_API int shmcoll_send(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
                              shmcoll_comm *comm);
+/* An addition: the synchronous send (MPI_Ssend): returns once a receive has matched the
+ * message (however small it is), so a program may take its return as the receiver's
+ * having started to take it. Across nodes it is shmcoll_send. */
+SHMCOLL_API int shmcoll_ssend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
+                              shmcoll_comm *comm);
 /* Receives into buf (capacity count elements) the earliest matching message; status may be
  * NULL. */
 SHMCOLL_API int shmcoll_recv(void *buf, size_t count, shmcoll_dtype dtype, int source, int tag,
@@ -382,6 +387,10 @@ SHMCOLL_API int shmcoll_isend(const void *buf, size_t count, shmcoll_dtype dtype
                               shmcoll_comm *comm, shmcoll_request **req);
 SHMCOLL_API int shmcoll_irecv(void *buf, size_t count, shmcoll_dtype dtype, int source, int tag,
                               shmcoll_comm *comm, shmcoll_request **req);
+/* An addition: shmcoll_ssend's start (MPI_Issend): the request completes once a receive has
+ * matched the message. */
+SHMCOLL_API int shmcoll_issend(const void *buf, size_t count, shmcoll_dtype dtype, int dest,
+                               int tag, shmcoll_comm *comm, shmcoll_request **req);
 
 /* One for every collective: the blocking form's arguments, then req. */
 SHMCOLL_API int shmcoll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,

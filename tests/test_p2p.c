@@ -1116,6 +1116,94 @@ Test(p2p, self, .timeout = 120)
 	run_with("self", 2, 1, self_body, &a, 4 * MIB);
 }
 
+/* ---- 6b. synchronous sends ----
+ *
+ * shmcoll_issend completes only once a receive has matched its message, however small: the
+ * sender tests it before a barrier its receiver posts the receive after, so the test must
+ * find it pending (nothing here depends on timing: the receive cannot be posted before the
+ * sender reaches the barrier). Pairs (r, r ^ 1), the even rank sending; a rank without a
+ * partner, and every rank for the second half, sends to itself: pending after a probe has
+ * seen the message, complete once it is received. Then shmcoll_ssend both ways. */
+static int ssend_body(shmcoll_comm *c, int rank, void *arg)
+{
+	const struct targ *a = arg;
+	const size_t sizes[] = {0, 33, a->eager + 1, MIB + 5};
+	int P = shmcoll_comm_size(c), partner = (rank ^ 1) < P ? rank ^ 1 : rank, done, flag;
+	unsigned char *sb = malloc(MIB + 5);
+	shmcoll_request *rq;
+	shmcoll_status st;
+	struct gbuf g;
+	char what[96];
+	int rc = 0;
+
+	if (!sb)
+		return E_NOMEM;
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]) && !rc; k++) {
+		size_t n = sizes[k];
+		uint64_t key = key_of(21, rank & ~1, rank | 1, k); /* even sends to odd */
+
+		snprintf(what, sizeof(what), "issend of %zu bytes to rank %d", n, partner);
+		th_breadcrumb("%s", what);
+		if (gb_new(&g, n))
+			return E_NOMEM;
+		if (partner == rank || !(rank & 1)) {
+			/* The sender (or a rank alone, to itself). */
+			gen(sb, n, partner == rank ? key_of(22, rank, rank, k) : key);
+			CALL(0, shmcoll_issend(sb, n, SHMCOLL_UINT8, partner, 7, c, &rq));
+			CALL(0, shmcoll_test(&rq, &done, NULL));
+			if (done)
+				rc = fail(E_REQ, rank, "%s: complete before any receive", what);
+			if (partner == rank) {
+				CALL(0, shmcoll_iprobe(rank, 7, SHMCOLL_UINT8, c, &flag, &st));
+				CALL(0, shmcoll_test(&rq, &done, NULL));
+				if (!flag || done)
+					rc = fail(E_REQ, rank,
+					          "%s: probe %d, complete %d (want 1, 0)", what,
+					          flag, done);
+				CALL(0, shmcoll_recv(g.p, n, SHMCOLL_UINT8, rank, 7, c, &st));
+				if (!rc)
+					rc = gb_check(&g, n, key_of(22, rank, rank, k), rank, what);
+			}
+			CALL(0, shmcoll_barrier(c));
+			CALL(0, shmcoll_wait(&rq, NULL));
+		} else {
+			CALL(0, shmcoll_barrier(c));
+			CALL(0, shmcoll_recv(g.p, n, SHMCOLL_UINT8, partner, 7, c, &st));
+			rc = st_check(rank, what, &st, partner, 7, n, n, n, 0);
+			if (!rc)
+				rc = gb_check(&g, n, key, rank, what);
+		}
+		gb_free(&g);
+		/* Blocking, both ways: the odd rank first, so neither waits on the other. */
+		if (!rc && partner != rank) {
+			if (gb_new(&g, n))
+				return E_NOMEM;
+			gen(sb, n, key_of(23, rank, partner, k));
+			if (rank & 1) {
+				CALL(0, shmcoll_ssend(sb, n, SHMCOLL_UINT8, partner, 8, c));
+				CALL(0, shmcoll_recv(g.p, n, SHMCOLL_UINT8, partner, 8, c, &st));
+			} else {
+				CALL(0, shmcoll_recv(g.p, n, SHMCOLL_UINT8, partner, 8, c, &st));
+				CALL(0, shmcoll_ssend(sb, n, SHMCOLL_UINT8, partner, 8, c));
+			}
+			rc = gb_check(&g, n, key_of(23, partner, rank, k), rank, what);
+			gb_free(&g);
+		}
+	}
+	free(sb);
+	return rc ? rc : sum_check(c, rank);
+}
+
+Test(p2p, ssend, .timeout = 120)
+{
+	struct targ a = {0};
+
+	run_with("ssend", 1, 0, ssend_body, &a, 4 * MIB);
+	run_with("ssend", 2, 0, ssend_body, &a, 4 * MIB);
+	run_with("ssend", 3, 0, ssend_body, &a, 4 * MIB);
+	run_with("ssend", 2, 1, ssend_body, &a, 4 * MIB);
+}
+
 /* ---- 7. sendrecv ---- */
 
 /* A ring shift of every size (the last with wildcard receives), then partners (r, r ^ 1)

@@ -77,10 +77,11 @@ static int hier_sendrecv(shmcoll_comm *c, const char *fn, const void *sbuf, size
 	return rc ? rc : rrc;
 }
 
-int shmcoll_send(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
-                 shmcoll_comm *c)
+/* A blocking send, standard or synchronous (sync: it returns once a receive has matched
+ * it; across nodes it is the standard send). */
+static int send(const char *fn, const void *buf, size_t count, shmcoll_dtype dtype, int dest,
+                int tag, shmcoll_comm *c, int sync)
 {
-	const char *fn = "shmcoll_send";
 	struct shmcoll_p2p_op op;
 	size_t bytes;
 	int rc;
@@ -95,10 +96,26 @@ int shmcoll_send(const void *buf, size_t count, shmcoll_dtype dtype, int dest, i
 		return rc;
 	if (c->kind == COMM_HIER)
 		return hier_send(c, fn, buf, bytes, dest, tag);
-	if (shmcoll__p2p_send_fast(c->u.node, buf, bytes, dest, tag))
-		return 0;
-	shmcoll__p2p_isend(c->u.node, &op, fn, buf, bytes, dest, tag, P2P_CTX_USER);
+	if (sync) {
+		shmcoll__p2p_issend(c->u.node, &op, fn, buf, bytes, dest, tag, P2P_CTX_USER);
+	} else {
+		if (shmcoll__p2p_send_fast(c->u.node, buf, bytes, dest, tag))
+			return 0;
+		shmcoll__p2p_isend(c->u.node, &op, fn, buf, bytes, dest, tag, P2P_CTX_USER);
+	}
 	return shmcoll__p2p_wait(c->u.node, &op);
+}
+
+int shmcoll_send(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
+                 shmcoll_comm *c)
+{
+	return send("shmcoll_send", buf, count, dtype, dest, tag, c, 0);
+}
+
+int shmcoll_ssend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
+                  shmcoll_comm *c)
+{
+	return send("shmcoll_ssend", buf, count, dtype, dest, tag, c, 1);
 }
 
 int shmcoll_recv(void *buf, size_t count, shmcoll_dtype dtype, int source, int tag, shmcoll_comm *c,
@@ -167,10 +184,9 @@ int shmcoll_sendrecv(const void *sendbuf, size_t sendcount, shmcoll_dtype sendty
 	return rc ? rc : rrc;
 }
 
-int shmcoll_isend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
-                  shmcoll_comm *c, shmcoll_request **req)
+static int isend(const char *fn, const void *buf, size_t count, shmcoll_dtype dtype, int dest,
+                 int tag, shmcoll_comm *c, shmcoll_request **req, int sync)
 {
-	const char *fn = "shmcoll_isend";
 	shmcoll_request *r;
 	size_t bytes;
 	int rc;
@@ -193,11 +209,25 @@ int shmcoll_isend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, 
 		return -ENOMEM;
 	if (c->kind == COMM_HIER)
 		shmcoll__hier_isend(c->u.hier, &r->u.hop, fn, buf, bytes, dest, tag);
+	else if (sync)
+		shmcoll__p2p_issend(c->u.node, &r->u.op, fn, buf, bytes, dest, tag, P2P_CTX_USER);
 	else
 		shmcoll__p2p_isend(c->u.node, &r->u.op, fn, buf, bytes, dest, tag, P2P_CTX_USER);
 	*req = r;
 	api__kick(c);
 	return 0;
+}
+
+int shmcoll_isend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
+                  shmcoll_comm *c, shmcoll_request **req)
+{
+	return isend("shmcoll_isend", buf, count, dtype, dest, tag, c, req, 0);
+}
+
+int shmcoll_issend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
+                   shmcoll_comm *c, shmcoll_request **req)
+{
+	return isend("shmcoll_issend", buf, count, dtype, dest, tag, c, req, 1);
 }
 
 int shmcoll_irecv(void *buf, size_t count, shmcoll_dtype dtype, int source, int tag,

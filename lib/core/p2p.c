@@ -97,7 +97,8 @@ struct p2p_unexp {
 	uint16_t ctx;
 	uint64_t total, id;
 	struct p2p_rts rts;
-	uint8_t data[]; /* EAGER: the message */
+	struct shmcoll_p2p_op *sync; /* a synchronous send to this rank it completes, or NULL */
+	uint8_t data[];              /* EAGER: the message */
 };
 
 /* Eager messages up to this size by default (measured: docs/BENCHMARKS.md,
@@ -177,6 +178,7 @@ void shmcoll__p2p_fail_all(struct shmcoll_node *n, int rc)
 	struct shmcoll_p2p *q = &n->p2p;
 	struct p2p_list *lists[] = {&q->posted, &q->rdv, &q->pulls};
 	struct shmcoll_p2p_op *op;
+	struct p2p_unexp *u;
 	unsigned i, k;
 	int p;
 
@@ -184,6 +186,12 @@ void shmcoll__p2p_fail_all(struct shmcoll_node *n, int rc)
 		while ((op = lists[i]->head) != NULL) {
 			list_remove(lists[i], op);
 			complete(n, op, rc);
+		}
+	for (u = q->uq; u; u = u->next)
+		if (u->sync) {
+			complete(n, u->sync,
+			         rc); /* a synchronous send to this rank, never matched */
+			u->sync = NULL;
 		}
 	for (p = 0; p < n->size; p++) {
 		struct p2p_peer *pr = &q->peers[p];
@@ -408,7 +416,7 @@ static int send_first(struct shmcoll_node *n, const char *fn, struct shmcoll_p2p
 {
 	struct p2p_frame h;
 	struct p2p_rts rts;
-	int eager = op->bytes <= n->p2p.eager_max, rc;
+	int eager = op->bytes <= n->p2p.eager_max && !op->sync, rc;
 
 	rc = room(n, fn, op->peer, frame_bytes(eager ? op->bytes : sizeof(rts)));
 	if (rc < 0)
@@ -696,6 +704,7 @@ static int handle(struct shmcoll_node *n, const char *fn, int p, const struct p2
 		if (!u)
 			return 1;
 		u->next = NULL;
+		u->sync = NULL; /* a peer's synchronous send completes by its FIN */
 		u->kind = h->kind;
 		u->src = h->src;
 		u->tag = h->tag;
@@ -918,16 +927,20 @@ static void send_self(struct shmcoll_node *n, struct shmcoll_p2p_op *op)
 	else
 		n->p2p.uq = u;
 	n->p2p.uq_tail = u;
-	complete(n, op, 0);
+	if (op->sync)
+		u->sync = op; /* complete when a receive takes it */
+	else
+		complete(n, op, 0);
 }
 
-void shmcoll__p2p_isend(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const char *fn,
-                        const void *buf, size_t bytes, int dest, int tag, int ctx)
+static void start_send(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const char *fn,
+                       const void *buf, size_t bytes, int dest, int tag, int ctx, int sync)
 {
 	struct p2p_peer *pr;
 	int rc;
 
 	op_init(n, op, P2P_SEND, fn, buf, bytes, dest, tag, ctx);
+	op->sync = sync;
 	if (load_relaxed(&n->broken) || load_relaxed(&n->arena.hdr->aborted)) {
 		complete(n, op, shmcoll__node_enter(n, fn));
 		return;
@@ -950,6 +963,18 @@ void shmcoll__p2p_isend(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const
 	op->state = ST_QUEUED;
 	list_push(&pr->out, op);
 	mark_busy(n, dest);
+}
+
+void shmcoll__p2p_isend(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const char *fn,
+                        const void *buf, size_t bytes, int dest, int tag, int ctx)
+{
+	start_send(n, op, fn, buf, bytes, dest, tag, ctx, 0);
+}
+
+void shmcoll__p2p_issend(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const char *fn,
+                         const void *buf, size_t bytes, int dest, int tag, int ctx)
+{
+	start_send(n, op, fn, buf, bytes, dest, tag, ctx, 1);
 }
 
 /* ---- the blocking calls' short cuts ----
@@ -1067,6 +1092,8 @@ void shmcoll__p2p_irecv(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const
 			deliver_kept(n, op, u->data);
 		else
 			start_pull(n, fn, op, &u->rts);
+		if (u->sync)
+			complete(n, u->sync, 0); /* a synchronous send to this rank: now matched */
 		free(u);
 		return;
 	}

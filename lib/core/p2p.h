@@ -51,6 +51,7 @@ struct shmcoll_p2p_op {
 	uint64_t limit; /* bytes the stream moves: min(message, capacity) */
 	int src, rtag;  /* recv: the matched message's source and tag */
 	size_t got;     /* recv: bytes written into buf */
+	int sync;       /* send: synchronous (complete once a receive matched it) */
 };
 
 struct p2p_list {
@@ -108,6 +109,11 @@ void shmcoll__p2p_isend(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const
                         const void *buf, size_t bytes, int dest, int tag, int ctx);
 void shmcoll__p2p_irecv(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const char *fn,
                         void *buf, size_t bytes, int source, int tag, int ctx);
+/* A synchronous send (MPI_Issend): it completes only once a receive has matched it, however
+ * small: it goes as a rendezvous (RTS, then FIN or CTS), and to this rank it waits, kept,
+ * for the receive that takes it. */
+void shmcoll__p2p_issend(struct shmcoll_node *n, struct shmcoll_p2p_op *op, const char *fn,
+                         const void *buf, size_t bytes, int dest, int tag, int ctx);
 
 /* Progresses every outstanding operation and collective task without blocking. */
 void shmcoll__node_progress(struct shmcoll_node *n);
