@@ -628,11 +628,9 @@ class BaseComm(_shmcoll._Comm):
     # were posted), and whichever object call waits or tests next matches the messages that
     # have arrived to the queue as MPI does - each to the earliest posted receive it matches
     # (_match). An isend is a C Isend of its pickle, which never waits for the receiver.
-    # bsend and ibsend are send and isend (sends need no attached buffer). A synchronous send
-    # (ssend, issend) to another rank completes as a standard one (docs/PYTHON.md); to this
-    # rank, whose receives this layer sees, issend completes when a receive takes its
-    # message, as MPI's: this rank's object sends to itself are kept in order per tag
-    # (_selfq), and each object receive of a message from itself pops the earliest.
+    # bsend and ibsend are send and isend (sends need no attached buffer); ssend and issend
+    # are the library's synchronous sends (Ssend, Issend), complete once a receive has
+    # matched the message, to another rank or to this one.
 
     def _objrecvs(self):
         try:
@@ -670,27 +668,9 @@ class BaseComm(_shmcoll._Comm):
             r = q.pop(hit)
             data = bytearray(st.nbytes)
             self.Recv(data, st.source, st.tag)
-            self._taken_from(st.source, st.tag)
             r._deliver(data, st)
             got = True
         return got
-
-    def _sent_to_self(self, tag, req):
-        """An object send to this rank (req: a synchronous one's request, else None)."""
-        q = self.__dict__.setdefault("_selfq", {})
-        q.setdefault(tag, []).append(req)
-
-    def _taken_from(self, source, tag):
-        """An object receive took the message of source and tag: a synchronous send to this
-        rank is matched when its message is taken."""
-        if source != self.rank:
-            return
-        q = self.__dict__.get("_selfq")
-        sends = q.get(tag) if q else None
-        if sends:
-            req = sends.pop(0)
-            if req is not None:
-                req._matched = True
 
     def _progress(self, done):
         """Matches object receives until done() is true; sleeps a little longer each time
@@ -710,21 +690,12 @@ class BaseComm(_shmcoll._Comm):
                 nap = min(nap * 2, 1e-3)
 
     def isend(self, obj, dest, tag=0):
-        data = pickle.dumps(obj)
-        r = _ObjRequest._send(self, self.Isend(data, dest, tag))
-        if dest == self.rank:
-            self._sent_to_self(tag, None)
-        return r
+        return _ObjRequest._send(self, self.Isend(pickle.dumps(obj), dest, tag))
 
     ibsend = isend
 
     def issend(self, obj, dest, tag=0):
-        data = pickle.dumps(obj)
-        r = _ObjRequest._send(self, self.Isend(data, dest, tag))
-        if dest == self.rank:
-            r._matched = False
-            self._sent_to_self(tag, r)
-        return r
+        return _ObjRequest._send(self, self.Issend(pickle.dumps(obj), dest, tag))
 
     def irecv(self, buf=None, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG):
         # buf is accepted for mpi4py's signature; the message's own size is allocated.
@@ -736,17 +707,21 @@ class BaseComm(_shmcoll._Comm):
         return r
 
     def send(self, obj, dest, tag=0):
+        self._send_obj(obj, dest, tag, False)
+
+    bsend = send
+
+    def ssend(self, obj, dest, tag=0):
+        self._send_obj(obj, dest, tag, True)
+
+    def _send_obj(self, obj, dest, tag, sync):
         data = pickle.dumps(obj)
-        if dest == self.rank:
-            self._sent_to_self(tag, None)
         if not self.__dict__.get("_objq"):
-            self.Send(data, dest, tag)
+            (self.Ssend if sync else self.Send)(data, dest, tag)
             return
         # Object receives are queued: a large message to a peer whose own send waits for
         # one of them must not wait for that peer, so this send serves them while it waits.
-        _ObjRequest._send(self, self.Isend(data, dest, tag)).wait()
-
-    ssend = bsend = send
+        _ObjRequest._send(self, (self.Issend if sync else self.Isend)(data, dest, tag)).wait()
 
     def recv(self, buf=None, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG, status=None):
         if source == _shmcoll.PROC_NULL:
@@ -757,7 +732,6 @@ class BaseComm(_shmcoll._Comm):
             self.Probe(source, tag, st)
             data = bytearray(st.nbytes)
             self.Recv(data, st.source, st.tag, status)
-            self._taken_from(st.source, st.tag)
             return pickle.loads(data)
         # Receives posted before this one take their messages first.
         return self.irecv(None, source, tag).wait(status)
@@ -1078,14 +1052,13 @@ class _ObjRequest(_shmcoll.Request):
     The object is returned once, by the call that completes the request, as in mpi4py; that
     call makes the request inactive (false, equal to REQUEST_NULL)."""
 
-    __slots__ = ("_comm", "_c", "source", "tag", "_done", "_data", "_st", "_taken", "_matched")
+    __slots__ = ("_comm", "_c", "source", "tag", "_done", "_data", "_st", "_taken")
 
     @classmethod
     def _send(cls, comm, creq):
         r = cls()
         r._comm, r._c, r.source, r.tag = comm, creq, None, None
         r._done, r._data, r._st, r._taken = False, None, None, False
-        r._matched = True  # False: a synchronous send to this rank, until received
         return r
 
     @classmethod
@@ -1093,7 +1066,6 @@ class _ObjRequest(_shmcoll.Request):
         r = cls()
         r._comm, r._c, r.source, r.tag = comm, None, source, tag
         r._done, r._data, r._st, r._taken = False, None, None, False
-        r._matched = True
         return r
 
     def _deliver(self, data, st):
@@ -1119,7 +1091,7 @@ class _ObjRequest(_shmcoll.Request):
         if self._c is not None:
             if self._comm.__dict__.get("_objq"):
                 self._comm._match()
-            if self._matched and self._c.Test():
+            if self._c.Test():
                 self._done = True
             return self._done
         self._comm._match()
@@ -1144,12 +1116,6 @@ class _ObjRequest(_shmcoll.Request):
         return None if data is None else pickle.loads(data)
 
     def _finish(self):
-        if not self._matched:
-            # A synchronous send to this rank: its receive may be queued here. One that is
-            # not would never come in this thread (MPI: a deadlock): the send completes.
-            if self._comm.__dict__.get("_objq"):
-                self._comm._match()
-            self._matched = True
         if not self._done:
             comm = self._comm
             q = comm.__dict__.get("_objq")

@@ -97,14 +97,12 @@ class Message:
             _null_status(status)
             return
         comm.Recv(buf, source, tag, status)
-        comm._taken_from(source, tag)
 
     def Irecv(self, buf):
         kind, comm, source, tag = self._take("Message.Irecv")
         if kind == _NO_PROC:
             return _shmcoll._Comm.Irecv(_null_comm(), buf, _shmcoll.PROC_NULL)
         r = comm.Irecv(buf, source, tag)
-        comm._taken_from(source, tag)
         return r
 
     def recv(self, status=None):
@@ -118,7 +116,6 @@ class Message:
 
         data = bytearray(nbytes)
         comm.Recv(data, source, tag, status)
-        comm._taken_from(source, tag)
         return pickle.loads(data)
 
     def irecv(self):
@@ -135,7 +132,6 @@ class Message:
         data = bytearray(nbytes)
         st = Status()
         comm.Recv(data, source, tag, st)
-        comm._taken_from(source, tag)
         r._deliver(data, st)
         return r
 

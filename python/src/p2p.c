@@ -6,9 +6,9 @@
  * lies, another packed first (a send) or received into scratch and unpacked (a receive), so
  * sender and receiver may use different datatypes of the same signature, as in MPI. A
  * receive takes up to its buffer's bytes; a longer message is cut (EMSGSIZE, MPI's
- * ERR_TRUNCATE). The send modes are all the standard send: the library completes a send
- * when its buffer may be reused, which every mode allows (a synchronous send's completion
- * does not wait for the receive to start: docs/PYTHON.md). */
+ * ERR_TRUNCATE). Ssend and Issend are the library's synchronous sends (complete once a
+ * receive matched the message); Bsend and Rsend the standard send, which their rules
+ * allow (the library completes a send when its buffer may be reused). */
 #include "shmcoll_py.h"
 
 #include <errno.h>
@@ -103,8 +103,8 @@ out:
 }
 
 /* Send(buf, dest, tag=0) and its modes; Isend(...) -> Request. */
-static PyObject *send(CommObject *self, PyObject *args, PyObject *kw, int nb, const char *fmt,
-                      const char *what)
+static PyObject *send(CommObject *self, PyObject *args, PyObject *kw, int nb, int sync,
+                      const char *fmt, const char *what)
 {
 	static char *kwlist[] = {"buf", "dest", "tag", NULL};
 	shmcoll_comm *c = py__live(self);
@@ -124,26 +124,28 @@ static PyObject *send(CommObject *self, PyObject *args, PyObject *kw, int nb, co
 	}
 	if (dest != PROC_NULL) {
 		if (nb)
-			NOGIL(rc = shmcoll_isend(p, (size_t)n, SHMCOLL_UINT8, dest, tag, c, &req));
+			NOGIL(rc = (sync ? shmcoll_issend : shmcoll_isend)(
+			          p, (size_t)n, SHMCOLL_UINT8, dest, tag, c, &req));
 		else
-			NOGIL(rc = shmcoll_send(p, (size_t)n, SHMCOLL_UINT8, dest, tag, c));
+			NOGIL(rc = (sync ? shmcoll_ssend : shmcoll_send)(
+			          p, (size_t)n, SHMCOLL_UINT8, dest, tag, c));
 	}
 	return py__called(self, rc, req, nb, k);
 }
 
-#define SEND(name, nb)                                                                             \
+#define SEND(name, nb, sync)                                                                       \
 	static PyObject *comm_##name(CommObject *self, PyObject *args, PyObject *kw)               \
 	{                                                                                          \
-		return send(self, args, kw, nb, "Oi|i:" #name, #name);                             \
+		return send(self, args, kw, nb, sync, "Oi|i:" #name, #name);                       \
 	}
-SEND(Send, 0)
-SEND(Ssend, 0)
-SEND(Bsend, 0)
-SEND(Rsend, 0)
-SEND(Isend, 1)
-SEND(Issend, 1)
-SEND(Ibsend, 1)
-SEND(Irsend, 1)
+SEND(Send, 0, 0)
+SEND(Ssend, 0, 1)
+SEND(Bsend, 0, 0)
+SEND(Rsend, 0, 0)
+SEND(Isend, 1, 0)
+SEND(Issend, 1, 1)
+SEND(Ibsend, 1, 0)
+SEND(Irsend, 1, 0)
 
 static PyObject *comm_irecv(CommObject *self, PyObject *args, PyObject *kw)
 {
@@ -337,12 +339,12 @@ static PyObject *comm_iprobe(CommObject *self, PyObject *args, PyObject *kw)
 PyMethodDef py__p2p_methods[] = {
     {"Send", KW(comm_Send), METH_VARARGS | METH_KEYWORDS, "Send(buf, dest, tag=0)"},
     {"Ssend", KW(comm_Ssend), METH_VARARGS | METH_KEYWORDS,
-     "Ssend(buf, dest, tag=0): Send (docs/PYTHON.md)"},
+     "Ssend(buf, dest, tag=0): returns once a receive matched the message"},
     {"Bsend", KW(comm_Bsend), METH_VARARGS | METH_KEYWORDS, "Bsend(buf, dest, tag=0): Send"},
     {"Rsend", KW(comm_Rsend), METH_VARARGS | METH_KEYWORDS, "Rsend(buf, dest, tag=0): Send"},
     {"Isend", KW(comm_Isend), METH_VARARGS | METH_KEYWORDS, "Isend(buf, dest, tag=0) -> Request"},
     {"Issend", KW(comm_Issend), METH_VARARGS | METH_KEYWORDS,
-     "Issend(buf, dest, tag=0) -> Request: Isend (docs/PYTHON.md)"},
+     "Issend(buf, dest, tag=0) -> Request: complete once a receive matched the message"},
     {"Ibsend", KW(comm_Ibsend), METH_VARARGS | METH_KEYWORDS,
      "Ibsend(buf, dest, tag=0) -> Request: Isend"},
     {"Irsend", KW(comm_Irsend), METH_VARARGS | METH_KEYWORDS,
