@@ -434,28 +434,21 @@ static PyObject *comm_ialltoall(CommObject *self, PyObject *args, PyObject *kw)
 enum vkind { V_GATHERV, V_SCATTERV, V_ALLGATHERV, V_ALLTOALLV };
 
 /* A vector message's blocks as the library takes them: byte counts and displacements into
- * its memory (contiguous datatype), or into its packed copy (blocks one after another).
- * size_t arrays of P (PyMem, in *cnt and *dsp). 0 or -1 with MemoryError. */
-static int byte_layout(const struct msg *m, int P, size_t **cnt, size_t **dsp)
+ * its memory (contiguous datatype), or into its packed copy (blocks one after another),
+ * into cnt and dsp (P entries each). */
+static void byte_layout(const struct msg *m, int P, size_t *cnt, size_t *dsp)
 {
 	Py_ssize_t i, off = 0, ext = py__extent(m->type), sz = m->type->size;
 
-	*cnt = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-	*dsp = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-	if (!*cnt || !*dsp) {
-		PyErr_NoMemory();
-		return -1;
-	}
 	for (i = 0; i < P; i++) {
-		(*cnt)[i] = (size_t)(m->counts[i] * sz);
+		cnt[i] = (size_t)(m->counts[i] * sz);
 		if (m->type->contig) {
-			(*dsp)[i] = (size_t)(m->displs[i] * ext);
+			dsp[i] = (size_t)(m->displs[i] * ext);
 		} else {
-			(*dsp)[i] = (size_t)off;
+			dsp[i] = (size_t)off;
 			off += m->counts[i] * sz;
 		}
 	}
-	return 0;
 }
 
 /* The packed size of a vector message's blocks. */
@@ -498,11 +491,10 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 	struct call *k, kk;
 	int root = 0, rc, rooted = kind == V_GATHERV || kind == V_SCATTERV, is_root, P = self->size,
 	    me = self->rank;
-	size_t *sc = NULL, *sd = NULL, *rc_ = NULL, *rd = NULL, one = 0;
+	size_t *sc, *sd, *rc_, *rd, one = 0;
 	const char *sp = NULL;
 	char *rp = NULL, *scratch;
 	Py_ssize_t spack = 0, rpack = 0;
-	PyObject *res = NULL;
 
 	if (!c || !PyArg_ParseTupleAndKeywords(args, kw, fmt, rooted ? kwlist : kwlist_rootless,
 	                                       &so, &ro, &root))
@@ -512,6 +504,12 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 		return NULL;
 	is_root = !rooted || root == me;
 	k->size = P;
+	if (py__call_arrays(k, P) < 0)
+		goto out;
+	sc = k->arrays[0]; /* byte counts and displacements: the send's, the receive's */
+	sd = k->arrays[1];
+	rc_ = k->arrays[2];
+	rd = k->arrays[3];
 	switch (kind) {
 	case V_GATHERV:
 	case V_ALLGATHERV:
@@ -546,8 +544,7 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 		if (!(scratch = py__call_scratch(k, spack + rpack)))
 			goto out;
 		if (is_root) {
-			if (byte_layout(&k->r, P, &rc_, &rd) < 0)
-				goto out;
+			byte_layout(&k->r, P, rc_, rd);
 			if (k->r.type->contig) {
 				rp = at(&k->r, 0);
 			} else {
@@ -611,8 +608,7 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 		if (!(scratch = py__call_scratch(k, spack + rpack)))
 			goto out;
 		if (is_root) {
-			if (byte_layout(&k->s, P, &sc, &sd) < 0)
-				goto out;
+			byte_layout(&k->s, P, sc, sd);
 			if (k->s.type->contig) {
 				sp = at(&k->s, 0);
 			} else {
@@ -659,12 +655,6 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 
 			pack_v(from, P, scratch);
 			sp = scratch;
-			sc = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-			sd = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-			if (!sc || !sd) {
-				PyErr_NoMemory();
-				goto out;
-			}
 			for (i = 0; i < P; i++) {
 				sc[i] = (size_t)(from->counts[i] * from->type->size);
 				sd[i] = (size_t)off;
@@ -672,18 +662,11 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 			}
 		} else {
 			sp = at(&k->s, 0);
-			if (byte_layout(&k->s, P, &sc, &sd) < 0)
-				goto out;
+			byte_layout(&k->s, P, sc, sd);
 		}
 		if (!k->r.type->contig || any_negative(&k->r, P)) {
 			Py_ssize_t i, off = 0;
 
-			rc_ = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-			rd = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-			if (!rc_ || !rd) {
-				PyErr_NoMemory();
-				goto out;
-			}
 			for (i = 0; i < P; i++) {
 				rc_[i] = (size_t)(k->r.counts[i] * k->r.type->size);
 				rd[i] = (size_t)off;
@@ -694,31 +677,17 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 			k->finish = finish_unpack_v;
 		} else {
 			rp = at(&k->r, 0);
-			if (byte_layout(&k->r, P, &rc_, &rd) < 0)
-				goto out;
+			byte_layout(&k->r, P, rc_, rd);
 		}
 		NOGIL(rc = nb ? shmcoll_ialltoallv(sp, sc, sd, rp, rc_, rd, SHMCOLL_UINT8, c, &req)
 		              : shmcoll_alltoallv(sp, sc, sd, rp, rc_, rd, SHMCOLL_UINT8, c));
 		break;
 	}
-	if (nb && !rc) {
-		/* The library reads the arrays until the call completes: the call keeps them. */
-		k->arrays[0] = sc;
-		k->arrays[1] = sd;
-		k->arrays[2] = rc_;
-		k->arrays[3] = rd;
-		sc = sd = rc_ = rd = NULL;
-	}
-	res = py__called(self, rc, req, nb, k);
-	k = NULL;
+	/* The library reads the arrays until the call completes: the call keeps them. */
+	return py__called(self, rc, req, nb, k);
 out:
-	if (k)
-		py__call_free(k);
-	PyMem_Free(sc);
-	PyMem_Free(sd);
-	PyMem_Free(rc_);
-	PyMem_Free(rd);
-	return res;
+	py__call_free(k);
+	return NULL;
 }
 
 static PyObject *comm_gatherv(CommObject *self, PyObject *args, PyObject *kw)
@@ -925,10 +894,10 @@ static PyObject *alltoallw(CommObject *self, PyObject *args, PyObject *kw, int n
 	const char *what = nb ? "Ialltoallw" : "Alltoallw";
 	shmcoll_comm *c = py__live(self);
 	shmcoll_request *req = NULL;
-	PyObject *so, *ro, *res = NULL;
+	PyObject *so, *ro;
 	struct call *k, kk;
 	int P = self->size, rc, i;
-	size_t *sc = NULL, *sd = NULL, *rcn = NULL, *rd = NULL;
+	size_t *sc, *sd, *rcn, *rd;
 	Py_ssize_t spack = 0, rpack = 0;
 	char *scratch, *p;
 
@@ -938,8 +907,12 @@ static PyObject *alltoallw(CommObject *self, PyObject *args, PyObject *kw, int n
 	    !(k = nb ? py__call_new() : py__call_init(&kk)))
 		return NULL;
 	k->size = P;
-	if (msg_w(ro, 0, P, &k->r, &k->wtypes[1], what) < 0)
+	if (py__call_arrays(k, P) < 0 || msg_w(ro, 0, P, &k->r, &k->wtypes[1], what) < 0)
 		goto out;
+	sc = k->arrays[0];
+	sd = k->arrays[1];
+	rcn = k->arrays[2];
+	rd = k->arrays[3];
 	if (py__is_in_place(so))
 		py__msg_in_place(&k->s);
 	else if (msg_w(so, 1, P, &k->s, &k->wtypes[0], what) < 0)
@@ -949,14 +922,6 @@ static PyObject *alltoallw(CommObject *self, PyObject *args, PyObject *kw, int n
 		struct msg *sm = k->s.inplace ? &k->r : &k->s;
 		DatatypeObject **st = k->s.inplace ? k->wtypes[1] : k->wtypes[0];
 
-		sc = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-		sd = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-		rcn = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-		rd = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-		if (!sc || !sd || !rcn || !rd) {
-			PyErr_NoMemory();
-			goto out;
-		}
 		for (i = 0; i < P; i++) {
 			sc[i] = (size_t)(sm->counts[i] * st[i]->size);
 			sd[i] = (size_t)spack;
@@ -976,23 +941,11 @@ static PyObject *alltoallw(CommObject *self, PyObject *args, PyObject *kw, int n
 	k->finish = finish_unpack_w;
 	NOGIL(rc = nb ? shmcoll_ialltoallv(scratch, sc, sd, k->out, rcn, rd, SHMCOLL_UINT8, c, &req)
 	              : shmcoll_alltoallv(scratch, sc, sd, k->out, rcn, rd, SHMCOLL_UINT8, c));
-	if (nb && !rc) {
-		k->arrays[0] = sc;
-		k->arrays[1] = sd;
-		k->arrays[2] = rcn;
-		k->arrays[3] = rd;
-		sc = sd = rcn = rd = NULL;
-	}
-	res = py__called(self, rc, req, nb, k);
-	k = NULL;
+	/* The library reads the arrays until the call completes: the call keeps them. */
+	return py__called(self, rc, req, nb, k);
 out:
-	if (k)
-		py__call_free(k);
-	PyMem_Free(sc);
-	PyMem_Free(sd);
-	PyMem_Free(rcn);
-	PyMem_Free(rd);
-	return res;
+	py__call_free(k);
+	return NULL;
 }
 
 static PyObject *comm_alltoallw(CommObject *self, PyObject *args, PyObject *kw)
@@ -1234,7 +1187,7 @@ static PyObject *reduction(CommObject *self, PyObject *args, PyObject *kw, enum 
 	PyObject *so, *ro, *opo = (PyObject *)py__op[OP_SUM], *rco = Py_None, *res = NULL;
 	int root = 0, rc, P = self->size, me = self->rank, is_root, native;
 	Py_ssize_t n, nbytes, *rcounts = NULL, i, before = 0;
-	size_t *bcounts = NULL, *bdispls = NULL, *rbcounts = NULL, *rbdispls = NULL;
+	size_t *bcounts, *bdispls, *rbcounts, *rbdispls; /* the reduce-scatters' byte layouts */
 	shmcoll_dtype cdt = SHMCOLL_UINT8;
 	shmcoll_op cop = SHMCOLL_SUM;
 	Py_ssize_t mult = 1;
@@ -1260,8 +1213,13 @@ static PyObject *reduction(CommObject *self, PyObject *args, PyObject *kw, enum 
 	k->rank = me;
 	k->size = P;
 	k->root = root;
-	if (red_msgs(self, kind, so, ro, rco, root, k, &rcounts, what) < 0)
+	if (red_msgs(self, kind, so, ro, rco, root, k, &rcounts, what) < 0 ||
+	    (kind == R_RS && py__call_arrays(k, P) < 0))
 		goto out;
+	bcounts = k->arrays[0];
+	bdispls = k->arrays[1];
+	rbcounts = k->arrays[2];
+	rbdispls = k->arrays[3];
 	/* The datatype and count every rank reduces: the send's, or the receive's in place. */
 	t = k->s.inplace ? k->r.type : k->s.type;
 	n = k->s.inplace ? k->r.count : k->s.count; /* elements this rank contributes */
@@ -1325,11 +1283,6 @@ static PyObject *reduction(CommObject *self, PyObject *args, PyObject *kw, enum 
 				rp = dst(k, out_n, scratch + nbytes);
 		}
 		if (kind == R_RS) {
-			bcounts = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-			if (!bcounts) {
-				PyErr_NoMemory();
-				goto out;
-			}
 			for (i = 0; i < P; i++)
 				bcounts[i] = (size_t)(rcounts[i] * mult);
 		}
@@ -1360,14 +1313,6 @@ static PyObject *reduction(CommObject *self, PyObject *args, PyObject *kw, enum 
 				              : shmcoll_alltoall(scratch, k->out, (size_t)blk,
 				                                 SHMCOLL_UINT8, c));
 				break;
-			}
-			bcounts = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-			bdispls = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-			rbcounts = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-			rbdispls = PyMem_Malloc(sizeof(size_t) * (size_t)P);
-			if (!bcounts || !bdispls || !rbcounts || !rbdispls) {
-				PyErr_NoMemory();
-				goto out;
 			}
 			for (i = 0, before = 0; i < P; i++) {
 				bcounts[i] = (size_t)(rcounts[i] * t->size);
@@ -1422,23 +1367,12 @@ static PyObject *reduction(CommObject *self, PyObject *args, PyObject *kw, enum 
 			break;
 		}
 	}
-	if (nb && !rc) {
-		k->arrays[0] = bcounts;
-		k->arrays[1] = bdispls;
-		k->arrays[2] = rbcounts;
-		k->arrays[3] = rbdispls;
-		bcounts = bdispls = rbcounts = rbdispls = NULL;
-	}
 	res = py__called(self, rc, req, nb, k);
 	k = NULL;
 out:
 	if (k)
 		py__call_free(k);
 	PyMem_Free(rcounts);
-	PyMem_Free(bcounts);
-	PyMem_Free(bdispls);
-	PyMem_Free(rbcounts);
-	PyMem_Free(rbdispls);
 	return res;
 }
 

@@ -58,6 +58,17 @@ char *py__call_scratch(struct call *k, Py_ssize_t n)
 	return k->scratch;
 }
 
+int py__call_arrays(struct call *k, Py_ssize_t n)
+{
+	for (int i = 0; i < 4; i++)
+		if (!k->arrays[i] &&
+		    !(k->arrays[i] = PyMem_Calloc((size_t)(n ? n : 1), sizeof(size_t)))) {
+			PyErr_NoMemory();
+			return -1;
+		}
+	return 0;
+}
+
 void py__call_free(struct call *k)
 {
 	int i;

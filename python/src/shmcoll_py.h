@@ -342,6 +342,9 @@ struct call *py__call_new(void);
 struct call *py__call_init(struct call *k);
 /* Scratch of n bytes (kept in k): a pointer, or NULL with MemoryError set. */
 char *py__call_scratch(struct call *k, Py_ssize_t n);
+/* The call's four arrays of counts and displacements (k->arrays), n entries each, zeroed:
+ * 0, or -1 with MemoryError set. */
+int py__call_arrays(struct call *k, Py_ssize_t n);
 /* Releases everything the call holds, and frees it if it is on the heap. */
 void py__call_free(struct call *k);
 
