@@ -632,95 +632,106 @@ fail:
 	return NULL;
 }
 
-/* Waitany(requests, status=None) -> index: waits until one completes (UNDEFINED when none
- * is active). */
-static PyObject *request_waitany(PyObject *cls, PyObject *args, PyObject *kw)
+/* One round of Waitany, Testany and their lower-case forms over the requests of l: the
+ * index of the first that completed (lower: taken with its wait(), the object in *obj),
+ * NONE_READY while some are active, NONE_ACTIVE, or FAILED with the error raised. */
+enum { NONE_READY = -1, NONE_ACTIVE = -2, FAILED = -3 };
+
+static Py_ssize_t any_round(PyObject *l, PyObject *status, int lower, PyObject **obj)
 {
-	static char *kwlist[] = {"requests", "status", NULL};
-	PyObject *reqs, *status = Py_None, *l;
-	Py_ssize_t i, n;
-	unsigned round = 0;
-
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Waitany", kwlist, &reqs, &status))
-		return NULL;
-	if (!(l = req_list(reqs, "Waitany")))
-		return NULL;
-	n = PyList_GET_SIZE(l);
-	for (;;) {
-		int any = 0;
-
-		for (i = 0; i < n; i++) {
-			PyObject *o = PyList_GET_ITEM(l, i);
-			int a = active(o), t;
-
-			if (a < 0)
-				goto fail;
-			if (!a)
-				continue;
-			any = 1;
-			t = test_any(o, status);
-			if (t < 0)
-				goto fail;
-			if (t) {
-				Py_DECREF(l);
-				return PyLong_FromSsize_t(i);
-			}
-		}
-		if (!any) {
-			Py_DECREF(l);
-			if (py__status_fill(status, &py__empty_status) < 0)
-				return NULL;
-			return PyLong_FromLong(SHMCOLL_UNDEFINED);
-		}
-		reap_freed();
-		back_off(&round);
-		if (PyErr_CheckSignals() < 0)
-			goto fail;
-	}
-fail:
-	Py_DECREF(l);
-	return NULL;
-}
-
-/* Testany(requests, status=None) -> (index, flag): one that completed, or (UNDEFINED,
- * False); (UNDEFINED, True) when none is active. */
-static PyObject *request_testany(PyObject *cls, PyObject *args, PyObject *kw)
-{
-	static char *kwlist[] = {"requests", "status", NULL};
-	PyObject *reqs, *status = Py_None, *l;
-	Py_ssize_t i, n;
+	Py_ssize_t i, n = PyList_GET_SIZE(l);
 	int any = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Testany", kwlist, &reqs, &status))
-		return NULL;
-	if (!(l = req_list(reqs, "Testany")))
-		return NULL;
-	n = PyList_GET_SIZE(l);
 	for (i = 0; i < n; i++) {
-		PyObject *o = PyList_GET_ITEM(l, i);
+		PyObject *o = PyList_GET_ITEM(l, i), *r;
 		int a = active(o), t;
 
 		if (a < 0)
-			goto fail;
+			return FAILED;
 		if (!a)
 			continue;
 		any = 1;
-		t = test_any(o, status);
+		if (!lower) {
+			t = test_any(o, status);
+		} else {
+			if (!(r = PyObject_CallMethod(o, "_ready", NULL)))
+				return FAILED;
+			t = PyObject_IsTrue(r);
+			Py_DECREF(r);
+			if (t > 0 && !(*obj = PyObject_CallMethod(o, "wait", "(O)", status)))
+				return FAILED;
+		}
 		if (t < 0)
-			goto fail;
-		if (t) {
-			Py_DECREF(l);
-			return Py_BuildValue("(nO)", i, Py_True);
+			return FAILED;
+		if (t)
+			return i;
+	}
+	return any ? NONE_READY : NONE_ACTIVE;
+}
+
+/* Waitany and waitany (wait), Testany and testany: one round, or rounds until one
+ * completes, with the answer in mpi4py's form of each. */
+static PyObject *any(PyObject *args, PyObject *kw, int wait, int lower, const char *what)
+{
+	static char *kwlist[] = {"requests", "status", NULL};
+	PyObject *reqs, *status = Py_None, *l, *obj = NULL;
+	unsigned round = 0;
+	Py_ssize_t i;
+	int flag;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwlist, &reqs, &status))
+		return NULL;
+	if (!(l = req_list(reqs, what)))
+		return NULL;
+	for (;;) {
+		i = any_round(l, status, lower, &obj);
+		if (i != NONE_READY || !wait)
+			break;
+		reap_freed();
+		back_off(&round);
+		if (PyErr_CheckSignals() < 0) {
+			i = FAILED;
+			break;
 		}
 	}
 	Py_DECREF(l);
-	reap_freed();
-	if (!any && py__status_fill(status, &py__empty_status) < 0)
+	if (i == FAILED)
 		return NULL;
-	return Py_BuildValue("(iO)", SHMCOLL_UNDEFINED, any ? Py_False : Py_True);
-fail:
-	Py_DECREF(l);
-	return NULL;
+	if (i == NONE_ACTIVE && !lower && py__status_fill(status, &py__empty_status) < 0)
+		return NULL;
+	flag = i >= 0 || i == NONE_ACTIVE; /* Testany's: one completed, or none is active */
+	if (i < 0) {
+		reap_freed();
+		i = SHMCOLL_UNDEFINED;
+	}
+	if (!obj)
+		obj = Py_NewRef(Py_None);
+	if (wait && lower)
+		return Py_BuildValue("(nN)", i, obj);
+	if (lower)
+		return Py_BuildValue("(nON)", i, flag ? Py_True : Py_False, obj);
+	Py_DECREF(obj);
+	return wait ? PyLong_FromSsize_t(i) : Py_BuildValue("(nO)", i, flag ? Py_True : Py_False);
+}
+
+static PyObject *request_waitany(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	return any(args, kw, 1, 0, "Waitany");
+}
+
+static PyObject *request_testany(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	return any(args, kw, 0, 0, "Testany");
+}
+
+static PyObject *request_waitany_obj(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	return any(args, kw, 1, 1, "waitany");
+}
+
+static PyObject *request_testany_obj(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	return any(args, kw, 0, 1, "testany");
 }
 
 /* Testsome and Waitsome: the indices of those that completed (a list; Waitsome waits for
@@ -917,95 +928,6 @@ static PyObject *request_testall_obj(PyObject *cls, PyObject *args, PyObject *kw
 	if (!out)
 		return NULL;
 	return Py_BuildValue("(ON)", Py_True, out);
-}
-
-/* waitany(requests, status=None) -> (index, object); testany -> (index, flag, object). */
-static PyObject *request_waitany_obj(PyObject *cls, PyObject *args, PyObject *kw)
-{
-	static char *kwlist[] = {"requests", "status", NULL};
-	PyObject *reqs, *status = Py_None, *l, *o;
-	Py_ssize_t i, n;
-	unsigned round = 0;
-
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:waitany", kwlist, &reqs, &status))
-		return NULL;
-	if (!(l = req_list(reqs, "waitany")))
-		return NULL;
-	n = PyList_GET_SIZE(l);
-	for (;;) {
-		int any = 0;
-
-		for (i = 0; i < n; i++) {
-			PyObject *r;
-			int ready;
-
-			o = PyList_GET_ITEM(l, i);
-			if (o == Py_None || !active(o))
-				continue;
-			any = 1;
-			r = PyObject_CallMethod(o, "_ready", NULL);
-			if (!r)
-				goto fail;
-			ready = PyObject_IsTrue(r);
-			Py_DECREF(r);
-			if (ready) {
-				PyObject *obj = PyObject_CallMethod(o, "wait", "(O)", status);
-
-				Py_DECREF(l);
-				return obj ? Py_BuildValue("(nN)", i, obj) : NULL;
-			}
-		}
-		if (!any) {
-			Py_DECREF(l);
-			return Py_BuildValue("(iO)", SHMCOLL_UNDEFINED, Py_None);
-		}
-		reap_freed();
-		back_off(&round);
-		if (PyErr_CheckSignals() < 0)
-			goto fail;
-	}
-fail:
-	Py_DECREF(l);
-	return NULL;
-}
-
-static PyObject *request_testany_obj(PyObject *cls, PyObject *args, PyObject *kw)
-{
-	static char *kwlist[] = {"requests", "status", NULL};
-	PyObject *reqs, *status = Py_None, *l, *o;
-	Py_ssize_t i, n;
-	int any = 0;
-
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:testany", kwlist, &reqs, &status))
-		return NULL;
-	if (!(l = req_list(reqs, "testany")))
-		return NULL;
-	n = PyList_GET_SIZE(l);
-	for (i = 0; i < n; i++) {
-		PyObject *r;
-		int ready;
-
-		o = PyList_GET_ITEM(l, i);
-		if (o == Py_None || !active(o))
-			continue;
-		any = 1;
-		r = PyObject_CallMethod(o, "_ready", NULL);
-		if (!r)
-			goto fail;
-		ready = PyObject_IsTrue(r);
-		Py_DECREF(r);
-		if (ready) {
-			PyObject *obj = PyObject_CallMethod(o, "wait", "(O)", status);
-
-			Py_DECREF(l);
-			return obj ? Py_BuildValue("(nON)", i, Py_True, obj) : NULL;
-		}
-	}
-	Py_DECREF(l);
-	return Py_BuildValue("(iOO)", SHMCOLL_UNDEFINED, any ? Py_False : Py_True, Py_None);
-fail:
-	Py_DECREF(l);
-	return NULL;
 }
 
 /* waitsome and testsome: the indices of the requests that completed and their objects
