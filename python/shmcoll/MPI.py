@@ -108,6 +108,8 @@ TYPECLASS_INTEGER, TYPECLASS_REAL, TYPECLASS_COMPLEX = 1, 2, 3
 DISTRIBUTE_BLOCK, DISTRIBUTE_CYCLIC, DISTRIBUTE_NONE, DISTRIBUTE_DFLT_DARG = 0, 1, 2, -1
 ORDER_C, ORDER_FORTRAN = _shmcoll.ORDER_C, _shmcoll.ORDER_FORTRAN
 ORDER_F = ORDER_FORTRAN
+# Datatype.Get_envelope's combiners (COMBINER_NAMED, COMBINER_VECTOR ...).
+globals().update({k: getattr(_shmcoll, k) for k in dir(_shmcoll) if k.startswith("COMBINER_")})
 # One-sided communication and MPI-IO are not supported; their names are mpi4py's.
 WIN_BASE, WIN_SIZE, WIN_DISP_UNIT, WIN_CREATE_FLAVOR, WIN_FLAVOR, WIN_MODEL = 7, 8, 9, 10, 10, 11
 WIN_FLAVOR_CREATE, WIN_FLAVOR_ALLOCATE, WIN_FLAVOR_DYNAMIC, WIN_FLAVOR_SHARED = 1, 2, 3, 4

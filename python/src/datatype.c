@@ -1161,14 +1161,16 @@ static int raw(PyObject *obj, int writable, struct mem *m)
 }
 
 /* Pack(inbuf, outbuf, position, comm) -> position: the elements of this datatype in inbuf
- * (as many as it holds whole) packed into outbuf from byte position; external: big-endian
- * (external32). */
-static PyObject *pack(DatatypeObject *t, PyObject *in, PyObject *out, Py_ssize_t pos, int external,
-                      const char *what)
+ * (as many as it holds whole) packed into outbuf from byte position; Unpack(inbuf, position,
+ * outbuf, comm) -> position: as many elements as outbuf holds, unpacked from inbuf's byte
+ * position. external: the packed side is big-endian (external32). */
+static PyObject *pack(DatatypeObject *t, PyObject *in, PyObject *out, Py_ssize_t pos, int unpacking,
+                      int external, const char *what)
 {
 	Py_ssize_t ext = py__extent(t), count, n;
-	struct mem mi, mo;
+	struct mem mi, mo, *data, *packed;
 	PyObject *res = NULL;
+	char *tmp = NULL;
 
 	LIVE_OR_RAISE(t, "Pack");
 	if (external && t->basic == B_MIXED)
@@ -1180,63 +1182,31 @@ static PyObject *pack(DatatypeObject *t, PyObject *in, PyObject *out, Py_ssize_t
 		py__mem_release(&mi);
 		return NULL;
 	}
-	count = ext > 0 ? mi.len / ext : 0;
+	data = unpacking ? &mo : &mi; /* the elements' side, and the packed bytes' */
+	packed = unpacking ? &mi : &mo;
+	count = ext > 0 ? data->len / ext : 0;
 	n = count * t->size;
-	if (pos < 0 || pos > mo.len || n > mo.len - pos) {
-		PyErr_Format(
-		    PyExc_ValueError,
-		    "%s: %zd bytes packed at position %zd do not fit the %zd bytes of outbuf", what,
-		    n, pos, mo.len);
-		goto out;
-	}
-	py__pack(t, mi.ptr, count, mo.ptr + pos);
-	if (external)
-		swap_basic(t->basic, mo.ptr + pos, count * t->nbasic);
-	res = PyLong_FromSsize_t(pos + n);
-out:
-	py__mem_release(&mi);
-	py__mem_release(&mo);
-	return res;
-}
-
-/* Unpack(inbuf, position, outbuf, comm) -> position: as many elements of this datatype as
- * outbuf holds, unpacked from inbuf's byte position. */
-static PyObject *unpack(DatatypeObject *t, PyObject *in, Py_ssize_t pos, PyObject *out,
-                        int external, const char *what)
-{
-	Py_ssize_t ext = py__extent(t), count, n;
-	struct mem mi, mo;
-	PyObject *res = NULL;
-	char *tmp = NULL;
-
-	LIVE_OR_RAISE(t, "Unpack");
-	if (external && t->basic == B_MIXED)
-		return PyErr_Format(PyExc_NotImplementedError,
-		                    "%s: external32 of a datatype of several basic kinds", what);
-	if (raw(in, 0, &mi) < 0)
-		return NULL;
-	if (raw(out, 1, &mo) < 0) {
-		py__mem_release(&mi);
-		return NULL;
-	}
-	count = ext > 0 ? mo.len / ext : 0;
-	n = count * t->size;
-	if (pos < 0 || pos > mi.len || n > mi.len - pos) {
+	if (pos < 0 || pos > packed->len || n > packed->len - pos) {
 		PyErr_Format(PyExc_ValueError,
-		             "%s: %zd bytes at position %zd are past the end of the %zd bytes of "
-		             "inbuf",
-		             what, n, pos, mi.len);
+		             "%s: %zd packed bytes at position %zd do not fit the %zd bytes of %s",
+		             what, n, pos, packed->len, unpacking ? "inbuf" : "outbuf");
 		goto out;
 	}
-	if (external) {
-		if (!(tmp = PyMem_Malloc((size_t)(n ? n : 1)))) {
-			PyErr_NoMemory();
-			goto out;
+	if (!unpacking) {
+		py__pack(t, mi.ptr, count, mo.ptr + pos);
+		if (external)
+			swap_basic(t->basic, mo.ptr + pos, count * t->nbasic);
+	} else {
+		if (external) {
+			if (!(tmp = PyMem_Malloc((size_t)(n ? n : 1)))) {
+				PyErr_NoMemory();
+				goto out;
+			}
+			memcpy(tmp, mi.ptr + pos, (size_t)n);
+			swap_basic(t->basic, tmp, count * t->nbasic);
 		}
-		memcpy(tmp, mi.ptr + pos, (size_t)n);
-		swap_basic(t->basic, tmp, count * t->nbasic);
+		py__unpack(t, tmp ? tmp : mi.ptr + pos, count, mo.ptr);
 	}
-	py__unpack(t, tmp ? tmp : mi.ptr + pos, count, mo.ptr);
 	res = PyLong_FromSsize_t(pos + n);
 out:
 	PyMem_Free(tmp);
@@ -1252,7 +1222,7 @@ static PyObject *dt_pack(DatatypeObject *t, PyObject *args)
 
 	if (!PyArg_ParseTuple(args, "OOnO:Pack", &in, &out, &pos, &comm))
 		return NULL;
-	return pack(t, in, out, pos, 0, "Pack");
+	return pack(t, in, out, pos, 0, 0, "Pack");
 }
 
 static PyObject *dt_unpack(DatatypeObject *t, PyObject *args)
@@ -1262,7 +1232,7 @@ static PyObject *dt_unpack(DatatypeObject *t, PyObject *args)
 
 	if (!PyArg_ParseTuple(args, "OnOO:Unpack", &in, &pos, &out, &comm))
 		return NULL;
-	return unpack(t, in, pos, out, 0, "Unpack");
+	return pack(t, in, out, pos, 1, 0, "Unpack");
 }
 
 static int datarep_ok(const char *rep)
@@ -1282,7 +1252,7 @@ static PyObject *dt_pack_external(DatatypeObject *t, PyObject *args)
 	if (!PyArg_ParseTuple(args, "sOOn:Pack_external", &rep, &in, &out, &pos) ||
 	    datarep_ok(rep) < 0)
 		return NULL;
-	return pack(t, in, out, pos, 1, "Pack_external");
+	return pack(t, in, out, pos, 0, 1, "Pack_external");
 }
 
 static PyObject *dt_unpack_external(DatatypeObject *t, PyObject *args)
@@ -1294,7 +1264,7 @@ static PyObject *dt_unpack_external(DatatypeObject *t, PyObject *args)
 	if (!PyArg_ParseTuple(args, "sOnO:Unpack_external", &rep, &in, &pos, &out) ||
 	    datarep_ok(rep) < 0)
 		return NULL;
-	return unpack(t, in, pos, out, 1, "Unpack_external");
+	return pack(t, in, out, pos, 1, 1, "Unpack_external");
 }
 
 /* Pack_size(count, comm): the bytes count elements pack to (no overhead). */
