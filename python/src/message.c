@@ -87,6 +87,26 @@ static int as_ssize(PyObject *o, Py_ssize_t *v)
 	return *v == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
+/* A message about to be read from obj (held): every field as for nothing yet; the memory's
+ * fields are set by py__mem_get, or here for a message without a buffer. A message is
+ * read once per call, so this is on every call's path: no more than it needs. */
+static void msg_start(struct msg *m, PyObject *obj)
+{
+	m->mem.held = 0;
+	m->mem.ptr = NULL;
+	m->mem.len = 0;
+	m->mem.format = NULL;
+	m->mem.dtype = NULL;
+	m->mem.keep = NULL;
+	m->ignored = m->inplace = 0;
+	m->addr = NULL;
+	m->count = 0;
+	m->counts = m->displs = NULL;
+	m->type = NULL;
+	Py_INCREF(obj);
+	m->obj = obj;
+}
+
 void py__msg_ignore(struct msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -95,7 +115,8 @@ void py__msg_ignore(struct msg *m)
 
 void py__msg_in_place(struct msg *m)
 {
-	memset(m, 0, sizeof(*m));
+	/* m is a call's (zeroed by py__call_init): nothing else to clear. */
+	m->ignored = 0;
 	m->inplace = 1;
 }
 
@@ -244,9 +265,7 @@ int py__msg_simple(PyObject *obj, int readonly, int blocks, struct msg *m)
 	PyObject *ob, *oc, *od, *ot;
 	Py_ssize_t count = 0, displ = 0, extent, length;
 
-	memset(m, 0, sizeof(*m));
-	Py_INCREF(obj);
-	m->obj = obj;
+	msg_start(m, obj);
 	if (parts(obj, 0, &ob, &oc, &od, &ot) < 0 || basic(ob, ot, readonly, m) < 0)
 		goto fail;
 	extent = py__extent(m->type);
@@ -384,9 +403,7 @@ int py__msg_vector(PyObject *obj, int readonly, int blocks, struct msg *m)
 	PyObject *ob, *oc, *od, *ot;
 	Py_ssize_t i, extent, v;
 
-	memset(m, 0, sizeof(*m));
-	Py_INCREF(obj);
-	m->obj = obj;
+	msg_start(m, obj);
 	if (parts(obj, 1, &ob, &oc, &od, &ot) < 0 || basic(ob, ot, readonly, m) < 0)
 		goto fail;
 	extent = py__extent(m->type);

@@ -23,11 +23,42 @@ const shmcoll_status py__null_status = {.source = PROC_NULL, .tag = SHMCOLL_ANY_
 
 /* ---- calls ---- */
 
+/* A message of nothing: what py__msg_release and the calls read of an unused one. */
+static void msg_none(struct msg *m)
+{
+	m->mem.held = 0;
+	m->mem.ptr = NULL;
+	m->mem.len = 0;
+	m->mem.keep = NULL;
+	m->ignored = 1;
+	m->inplace = 0;
+	m->addr = NULL;
+	m->count = 0;
+	m->counts = m->displs = NULL;
+	m->type = NULL;
+	m->obj = NULL;
+}
+
+/* Field by field rather than a memset of the whole (two Py_buffers among them): every call
+ * makes one, and this is on its path. */
 struct call *py__call_init(struct call *k)
 {
-	memset(k, 0, sizeof(*k));
-	k->s.ignored = k->r.ignored = 1;
+	msg_none(&k->s);
+	msg_none(&k->r);
+	k->scratch = NULL;
+	k->nscratch = 0;
+	k->finish = NULL;
+	k->op = NULL;
+	k->type = NULL;
+	k->count = 0;
+	k->rank = k->size = k->root = 0;
+	k->out = NULL;
+	k->off = 0;
+	k->recv = 0;
 	k->st = py__empty_status;
+	k->arrays[0] = k->arrays[1] = k->arrays[2] = k->arrays[3] = NULL;
+	k->heap = 0;
+	k->wtypes[0] = k->wtypes[1] = NULL;
 	return k;
 }
 

@@ -259,6 +259,7 @@ static inline int py__is_in_place(PyObject *obj)
 {
 	return obj == py__in_place;
 }
+/* m (a call's, zeroed) is IN_PLACE. */
 void py__msg_in_place(struct msg *m);
 void py__msg_release(struct msg *m);
 /* Elements first .. first+n-1 of the message's type from addr lie inside its buffer
