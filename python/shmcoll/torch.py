@@ -570,10 +570,11 @@ def _units(t):
 
 
 def init_process_group(backend=BACKEND, **kwargs):
-    """dist.init_process_group(backend) for the launcher that started this process: under
-    torchrun (MASTER_ADDR set), torch's env:// rendezvous; under shmcoll-run, a file store named
-    after the job (SHMCOLL_RANK, SHMCOLL_SIZE, SHMCOLL_JOB); alone, a group of one. Arguments
-    given (init_method, rank, world_size, timeout...) are passed on and win."""
+    """dist.init_process_group(backend) for the launcher that started this process: where
+    MASTER_ADDR is set (torchrun, shmcoll-run), torch's env:// rendezvous; where only
+    SHMCOLL_RANK, SHMCOLL_SIZE and SHMCOLL_JOB are (a job set up by hand), a file store named
+    after the job; alone, a group of one. Arguments given (init_method, rank, world_size,
+    timeout...) are passed on and win."""
     env = os.environ
     if "init_method" not in kwargs and "store" not in kwargs and "MASTER_ADDR" not in env:
         job = env.get("SHMCOLL_JOB") or "solo%d-%s" % (os.getpid(), os.urandom(4).hex())
