@@ -480,6 +480,39 @@ static int any_negative(const struct msg *m, int P)
 	return 0;
 }
 
+/* The two messages of gatherv, allgatherv and scatterv: the vector v (a block per rank: the
+ * gathers' receive, scatterv's send, parsed at the root only) and the single message o (this
+ * rank's block, or IN_PLACE at the root). Returns the bytes v needs packed (0 where it is
+ * contiguous or absent), or -1 with an exception set. */
+static Py_ssize_t parse_v_and_one(PyObject *vo, int v_send, struct msg *v, PyObject *oo,
+                                  struct msg *o, int is_root, int P, int me, const char *what)
+{
+	if (!is_root) {
+		py__msg_ignore(v);
+		if (py__msg_simple(oo, !v_send, 0, o) < 0 || fits(o, o->count, what) < 0)
+			return -1;
+		return 0;
+	}
+	if (py__msg_vector(vo, v_send, P, v) < 0)
+		return -1;
+	if (py__is_in_place(oo))
+		py__msg_in_place(o);
+	else if (py__msg_simple(oo, !v_send, 0, o) < 0)
+		return -1;
+	if (fits_v(v, P, what) < 0 || (!o->inplace && fits(o, o->count, what) < 0))
+		return -1;
+	if (!o->inplace && bytes_of(o, o->count) != bytes_of(v, v->counts[me])) {
+		Py_ssize_t vb = bytes_of(v, v->counts[me]), ob = bytes_of(o, o->count);
+		block_mismatch(v_send ? vb : ob, v_send ? ob : vb, what);
+		return -1;
+	}
+	if (any_negative(v, P) && v->type->contig) {
+		PyErr_Format(PyExc_ValueError, "%s: a negative displacement", what);
+		return -1;
+	}
+	return packed_v(v, P);
+}
+
 static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkind kind,
                        const char *fmt, const char *what, int nb)
 {
@@ -513,33 +546,8 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 	switch (kind) {
 	case V_GATHERV:
 	case V_ALLGATHERV:
-		if (is_root) {
-			if (py__msg_vector(ro, 0, P, &k->r) < 0)
-				goto out;
-			if (py__is_in_place(so))
-				py__msg_in_place(&k->s);
-			else if (py__msg_simple(so, 1, 0, &k->s) < 0)
-				goto out;
-			if (fits_v(&k->r, P, what) < 0 ||
-			    (!k->s.inplace && fits(&k->s, k->s.count, what) < 0))
-				goto out;
-			if (!k->s.inplace &&
-			    bytes_of(&k->s, k->s.count) != bytes_of(&k->r, k->r.counts[me])) {
-				block_mismatch(bytes_of(&k->s, k->s.count),
-				               bytes_of(&k->r, k->r.counts[me]), what);
-				goto out;
-			}
-			if (any_negative(&k->r, P) && k->r.type->contig) {
-				PyErr_Format(PyExc_ValueError, "%s: a negative displacement", what);
-				goto out;
-			}
-			rpack = packed_v(&k->r, P);
-		} else {
-			py__msg_ignore(&k->r);
-			if (py__msg_simple(so, 1, 0, &k->s) < 0 ||
-			    fits(&k->s, k->s.count, what) < 0)
-				goto out;
-		}
+		if ((rpack = parse_v_and_one(ro, 0, &k->r, so, &k->s, is_root, P, me, what)) < 0)
+			goto out;
 		spack = k->s.inplace ? 0 : bytes_of(&k->s, k->s.count);
 		if (!(scratch = py__call_scratch(k, spack + rpack)))
 			goto out;
@@ -577,33 +585,8 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 			                                c));
 		break;
 	case V_SCATTERV:
-		if (is_root) {
-			if (py__msg_vector(so, 1, P, &k->s) < 0)
-				goto out;
-			if (py__is_in_place(ro))
-				py__msg_in_place(&k->r);
-			else if (py__msg_simple(ro, 0, 0, &k->r) < 0)
-				goto out;
-			if (fits_v(&k->s, P, what) < 0 ||
-			    (!k->r.inplace && fits(&k->r, k->r.count, what) < 0))
-				goto out;
-			if (!k->r.inplace &&
-			    bytes_of(&k->r, k->r.count) != bytes_of(&k->s, k->s.counts[me])) {
-				block_mismatch(bytes_of(&k->s, k->s.counts[me]),
-				               bytes_of(&k->r, k->r.count), what);
-				goto out;
-			}
-			if (any_negative(&k->s, P) && k->s.type->contig) {
-				PyErr_Format(PyExc_ValueError, "%s: a negative displacement", what);
-				goto out;
-			}
-			spack = packed_v(&k->s, P);
-		} else {
-			py__msg_ignore(&k->s);
-			if (py__msg_simple(ro, 0, 0, &k->r) < 0 ||
-			    fits(&k->r, k->r.count, what) < 0)
-				goto out;
-		}
+		if ((spack = parse_v_and_one(so, 1, &k->s, ro, &k->r, is_root, P, me, what)) < 0)
+			goto out;
 		rpack = k->r.inplace ? 0 : bytes_of(&k->r, k->r.count);
 		if (!(scratch = py__call_scratch(k, spack + rpack)))
 			goto out;
