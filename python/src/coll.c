@@ -245,6 +245,36 @@ static int block_mismatch(Py_ssize_t sb, Py_ssize_t rb, const char *what)
 	return -1;
 }
 
+/* The two messages of gather, allgather and scatter: b, size blocks (the gathers' receive,
+ * scatter's send, parsed at the root only), and o, this rank's block (or IN_PLACE at the
+ * root). Returns the bytes of one block, or -1 with an exception set. */
+static Py_ssize_t parse_blocks_and_one(PyObject *bo, int b_send, struct msg *b, PyObject *oo,
+                                       struct msg *o, int is_root, int P, const char *what)
+{
+	Py_ssize_t blk, ob;
+
+	if (!is_root) {
+		py__msg_ignore(b);
+		if (py__msg_simple(oo, !b_send, 0, o) < 0 || fits(o, o->count, what) < 0)
+			return -1;
+		return bytes_of(o, o->count);
+	}
+	if (py__msg_simple(bo, b_send, P, b) < 0)
+		return -1;
+	if (py__is_in_place(oo))
+		py__msg_in_place(o);
+	else if (py__msg_simple(oo, !b_send, 0, o) < 0)
+		return -1;
+	blk = bytes_of(b, b->count);
+	if (!o->inplace && (ob = bytes_of(o, o->count)) != blk) {
+		block_mismatch(b_send ? blk : ob, b_send ? ob : blk, what);
+		return -1;
+	}
+	if (fits(b, b->count * P, what) < 0 || (!o->inplace && fits(o, o->count, what) < 0))
+		return -1;
+	return blk;
+}
+
 static PyObject *move(CommObject *self, PyObject *args, PyObject *kw, enum move_kind kind,
                       const char *fmt, const char *what, int nb)
 {
@@ -271,28 +301,8 @@ static PyObject *move(CommObject *self, PyObject *args, PyObject *kw, enum move_
 	case M_GATHER:
 	case M_ALLGATHER:
 		/* The receive holds size blocks (the root's only, for gather). */
-		if (is_root) {
-			if (py__msg_simple(ro, 0, P, &k->r) < 0)
-				goto fail;
-			if (py__is_in_place(so))
-				py__msg_in_place(&k->s);
-			else if (py__msg_simple(so, 1, 0, &k->s) < 0)
-				goto fail;
-			blk = bytes_of(&k->r, k->r.count);
-			if (!k->s.inplace && bytes_of(&k->s, k->s.count) != blk) {
-				block_mismatch(bytes_of(&k->s, k->s.count), blk, what);
-				goto fail;
-			}
-			if (fits(&k->r, k->r.count * P, what) < 0 ||
-			    (!k->s.inplace && fits(&k->s, k->s.count, what) < 0))
-				goto fail;
-		} else {
-			py__msg_ignore(&k->r);
-			if (py__msg_simple(so, 1, 0, &k->s) < 0 ||
-			    fits(&k->s, k->s.count, what) < 0)
-				goto fail;
-			blk = bytes_of(&k->s, k->s.count);
-		}
+		if ((blk = parse_blocks_and_one(ro, 0, &k->r, so, &k->s, is_root, P, what)) < 0)
+			goto fail;
 		/* Scratch only for what is not contiguous: the receive's blocks, then the send. */
 		rneed = is_root && !k->r.type->contig ? blk * P : 0;
 		sneed = !k->s.inplace && !k->s.type->contig ? blk : 0;
@@ -315,28 +325,8 @@ static PyObject *move(CommObject *self, PyObject *args, PyObject *kw, enum move_
 		break;
 	case M_SCATTER:
 		/* The send holds size blocks (the root's only). */
-		if (is_root) {
-			if (py__msg_simple(so, 1, P, &k->s) < 0)
-				goto fail;
-			if (py__is_in_place(ro))
-				py__msg_in_place(&k->r);
-			else if (py__msg_simple(ro, 0, 0, &k->r) < 0)
-				goto fail;
-			blk = bytes_of(&k->s, k->s.count);
-			if (!k->r.inplace && bytes_of(&k->r, k->r.count) != blk) {
-				block_mismatch(blk, bytes_of(&k->r, k->r.count), what);
-				goto fail;
-			}
-			if (fits(&k->s, k->s.count * P, what) < 0 ||
-			    (!k->r.inplace && fits(&k->r, k->r.count, what) < 0))
-				goto fail;
-		} else {
-			py__msg_ignore(&k->s);
-			if (py__msg_simple(ro, 0, 0, &k->r) < 0 ||
-			    fits(&k->r, k->r.count, what) < 0)
-				goto fail;
-			blk = bytes_of(&k->r, k->r.count);
-		}
+		if ((blk = parse_blocks_and_one(so, 1, &k->s, ro, &k->r, is_root, P, what)) < 0)
+			goto fail;
 		sneed = is_root && !k->s.type->contig ? blk * P : 0;
 		rneed = !k->r.inplace && !k->r.type->contig ? blk : 0;
 		if (!(scratch = py__call_scratch(k, sneed + rneed)))
