@@ -8,47 +8,14 @@
 #
 # usage: progress.sh [--skip-all REASON] [--sanitized] [--mpi NAME PROG LIB]...
 #                    [--missing NAME REASON]...
-#   NAME      ompi (Open MPI) or mpich
-#   PROG      nbc_progress built against that MPI; LIB its libshmcoll-mpi.so
-#   --missing every case of NAME is a SKIP with REASON (no build of it)
-#   --skip-all every case is a SKIP with REASON
-#   --sanitized PROG and LIB are built with ASan+UBSan: the case with the interposer at
-#             P = 2 only, the MPI's own leaks not reported
+#   the arguments of common.sh, PROG being nbc_progress; --sanitized runs the case with the
+#   interposer at P = 2 only, the MPI's own leaks not reported
 # Environment: NBC_PROGRESS_TIMEOUT bounds each run (seconds, default 300).
 set -u
-export LC_ALL=C # a decimal point in $EPOCHREALTIME
-
-declare -A prog lib missing
-skip_all=
-sanitized=0
-while [ $# -gt 0 ]; do
-	case $1 in
-	--skip-all)
-		skip_all=$2
-		shift 2
-		;;
-	--sanitized)
-		sanitized=1
-		shift
-		;;
-	--mpi)
-		prog[$2]=$3
-		lib[$2]=$4
-		shift 4
-		;;
-	--missing)
-		missing[$2]=$3
-		shift 3
-		;;
-	*)
-		echo "progress.sh: unknown argument '$1'" >&2
-		exit 2
-		;;
-	esac
-done
+. "$(dirname "$0")/common.sh"
+mpi_parse_args progress.sh "$@"
 
 timeout_s=${NBC_PROGRESS_TIMEOUT:-300}
-cpus=$(nproc)
 log=$(mktemp /tmp/shmcoll-mpi-progress.XXXXXX)
 trap 'rm -f "$log"' EXIT
 
@@ -65,51 +32,20 @@ else
 	cases+=("2|1|SHMCOLL_PROGRESS_THREAD=1|P=2 with the interposer and shmcoll's progress thread")
 fi
 
-mpis=(ompi mpich)
-declare -A mpi_label=([ompi]="Open MPI" [mpich]=MPICH)
-declare -A launcher=([ompi]=mpirun.openmpi [mpich]=mpiexec.mpich)
-
 echo "TAP version 13"
 echo "1..$((${#mpis[@]} * ${#cases[@]}))"
 n=0
 
-# The arenas of the interposer's communicators (job names mpi.*, sanitised).
-arenas() {
-	local f
-	for f in /dev/shm/shmcoll."$(id -u)".mpi_*; do
-		[ -e "$f" ] && echo "${f#/dev/shm/}"
-	done
-}
-
 run_case() {
 	local impl=$1 p=$2 preload=$3 extra=$4 name=$5
-	local cmd=() envs=(SHMCOLL_MPI_STATS=1) args=() why rc before after start took via
-	local runtimes= iters=1000
+	local cmd=() envs=() args=() why via iters=1000
 
-	[ $sanitized = 1 ] &&
-		runtimes=$(ldd "${lib[$impl]}" | awk '$1 ~ /^lib(a|ub)san\./ { print $3 }' | paste -sd:)
-	case $impl in
-	ompi)
-		cmd=(mpirun.openmpi --allow-run-as-root -np "$p")
-		[ "$p" -gt "$cpus" ] && cmd+=(--oversubscribe --bind-to none)
-		envs+=("OMPI_MCA_btl=vader,self")
-		;;
-	mpich)
-		cmd=(mpiexec.mpich -launcher fork -np "$p")
-		;;
-	esac
+	mpi_launch "$impl" "$p" "$preload"
 	# More ranks than CPUs: an MPI wait may sit out a scheduler time slice.
 	[ "$p" -gt "$cpus" ] && iters=300
 	args+=(--iters "$iters")
-	[ "$preload" = 1 ] && envs+=("LD_PRELOAD=${runtimes:+$runtimes:}${lib[$impl]}")
 	[ -n "$extra" ] && envs+=("$extra")
-	before=$(arenas)
-	start=$EPOCHREALTIME
-	timeout -k 10 "$timeout_s" "${cmd[@]}" env "${envs[@]}" "${prog[$impl]}" "${args[@]}" \
-		>"$log" 2>&1 </dev/null
-	rc=$?
-	took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-	after=$(arenas)
+	mpi_run "$log" "$timeout_s" "${cmd[@]}" env "${envs[@]}" "${prog[$impl]}" "${args[@]}"
 	why=
 	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 		why="timed out after $timeout_s s (a hang)"
@@ -124,9 +60,7 @@ run_case() {
 	elif grep -q '^shmcoll-mpi:' "$log"; then
 		why="statistics printed without the interposer"
 	fi
-	if [ -z "$why" ] && [ -n "$(comm -13 <(echo "$before") <(echo "$after"))" ]; then
-		why="arenas left in /dev/shm: $(comm -13 <(echo "$before") <(echo "$after") | tr '\n' ' ')"
-	fi
+	[ -z "$why" ] && [ -n "$left" ] && why="arenas left in /dev/shm: ${left//$'\n'/ }"
 	n=$((n + 1))
 	if [ -z "$why" ]; then
 		echo "ok $n - ${mpi_label[$impl]}: $name"
@@ -140,12 +74,7 @@ run_case() {
 }
 
 for impl in "${mpis[@]}"; do
-	reason=$skip_all
-	[ -z "$reason" ] && [ -n "${missing[$impl]:-}" ] && reason=${missing[$impl]}
-	[ -z "$reason" ] && [ -z "${prog[$impl]:-}" ] && reason="no build of it was given"
-	if [ -z "$reason" ] && ! command -v "${launcher[$impl]}" >/dev/null 2>&1; then
-		reason="${launcher[$impl]} is not installed (scripts/setup installs it)"
-	fi
+	reason=$(mpi_skip_reason "$impl")
 	for c in "${cases[@]}"; do
 		IFS='|' read -r p preload extra name <<<"$c"
 		if [ -n "$reason" ]; then

@@ -8,50 +8,17 @@
 # calls the interposer should take and how many pass on), and no arena of the
 # run is left in /dev/shm.
 #
-# usage: run.sh [--skip-all REASON] [--sanitized] [--mpi NAME CHECK LIB]...
+# usage: run.sh [--skip-all REASON] [--sanitized] [--mpi NAME PROG LIB]...
 #               [--missing NAME REASON]...
-#   NAME      ompi (Open MPI) or mpich
-#   CHECK     mpi_check built against that MPI; LIB its libshmcoll-mpi.so
-#   --missing every case of NAME is a SKIP with REASON (no build of it)
-#   --skip-all every case is a SKIP with REASON
-#   --sanitized CHECK and LIB are built with ASan+UBSan: the cases with the
-#             interposer only (a few, the calls being the same), the MPI's
-#             own leaks not reported
+#   the arguments of common.sh, PROG being mpi_check; --sanitized runs the
+#   cases with the interposer only (a few, the calls being the same), the
+#   MPI's own leaks not reported
 # Environment: MPI_CHECK_TIMEOUT bounds each run (seconds, default 900).
 set -u
-export LC_ALL=C # a decimal point in $EPOCHREALTIME
-
-declare -A check lib missing
-skip_all=
-sanitized=0
-while [ $# -gt 0 ]; do
-	case $1 in
-	--skip-all)
-		skip_all=$2
-		shift 2
-		;;
-	--sanitized)
-		sanitized=1
-		shift
-		;;
-	--mpi)
-		check[$2]=$3
-		lib[$2]=$4
-		shift 4
-		;;
-	--missing)
-		missing[$2]=$3
-		shift 3
-		;;
-	*)
-		echo "run.sh: unknown argument '$1'" >&2
-		exit 2
-		;;
-	esac
-done
+. "$(dirname "$0")/common.sh"
+mpi_parse_args run.sh "$@"
 
 timeout_s=${MPI_CHECK_TIMEOUT:-900}
-cpus=$(nproc)
 colls=(MPI_Allreduce MPI_Reduce MPI_Bcast MPI_Allgather MPI_Reduce_scatter_block
 	MPI_Gather MPI_Scatter MPI_Alltoall MPI_Barrier MPI_Reduce_scatter MPI_Scan MPI_Exscan
 	MPI_Allgatherv MPI_Gatherv MPI_Scatterv MPI_Alltoallv MPI_Iallreduce MPI_Ireduce MPI_Ibcast
@@ -97,10 +64,6 @@ else
 	cases+=("2|1|SHMCOLL_MPI_NODE_SPLIT=1|all|P=2 on 2 nodes of 1 rank, all to PMPI (SHMCOLL_MPI_NODE_SPLIT=1)")
 	cases+=("2|1|MPI_CHECK_ARGS=--threads|all|P=2 with the interposer, two threads at once (MPI_THREAD_MULTIPLE)")
 fi
-
-mpis=(ompi mpich)
-declare -A mpi_label=([ompi]="Open MPI" [mpich]=MPICH)
-declare -A launcher=([ompi]=mpirun.openmpi [mpich]=mpiexec.mpich)
 
 echo "TAP version 13"
 echo "1..$((${#mpis[@]} * ${#cases[@]}))"
@@ -151,40 +114,15 @@ check_stats() {
 	done
 }
 
-# The arenas of the interposer's communicators (job names mpi.*, sanitised).
-arenas() {
-	local f
-	for f in /dev/shm/shmcoll."$(id -u)".mpi_*; do
-		[ -e "$f" ] && echo "${f#/dev/shm/}"
-	done
-}
-
 run_case() {
 	local impl=$1 p=$2 preload=$3 extra=$4 expect=$5 name=$6
-	local cmd=() envs=(SHMCOLL_MPI_STATS=1) args=() more=() why rc before after start took
-	local runtimes=
+	local cmd=() envs=() args=() more=() why
 
-	[ $sanitized = 1 ] &&
-		runtimes=$(ldd "${lib[$impl]}" | awk '$1 ~ /^lib(a|ub)san\./ { print $3 }' | paste -sd:)
-
-	case $impl in
-	ompi)
-		# vader: shared memory between ranks, as compare-mpi runs it.
-		cmd=(mpirun.openmpi --allow-run-as-root -np "$p")
-		[ "$p" -gt "$cpus" ] && cmd+=(--oversubscribe --bind-to none)
-		envs+=("OMPI_MCA_btl=vader,self")
-		;;
-	mpich)
-		cmd=(mpiexec.mpich -launcher fork -np "$p")
-		# MPICH 4.0.2's device-level MPI_Reduce with MPI_IN_PLACE at a
-		# root other than 0 reads MPI_IN_PLACE as a buffer from about
-		# 2 KiB on (a segfault, with or without the interposer): its
-		# generic reduce does not.
-		envs+=(MPIR_CVAR_REDUCE_DEVICE_COLLECTIVE=0)
-		;;
-	esac
-	# A sanitizer's runtime must come first of all libraries: before the interposer.
-	[ "$preload" = 1 ] && envs+=("LD_PRELOAD=${runtimes:+$runtimes:}${lib[$impl]}")
+	mpi_launch "$impl" "$p" "$preload"
+	# MPICH 4.0.2's device-level MPI_Reduce with MPI_IN_PLACE at a root other than 0 reads
+	# MPI_IN_PLACE as a buffer from about 2 KiB on (a segfault, with or without the
+	# interposer): its generic reduce does not.
+	[ "$impl" = mpich ] && envs+=(MPIR_CVAR_REDUCE_DEVICE_COLLECTIVE=0)
 	# More ranks than CPUs: an MPI call may wait out a scheduler time slice
 	# (MPICH's take ~6 ms then), so the full matrix would take minutes.
 	# Every type and op is checked at P <= CPUs; the mapping of types and
@@ -194,13 +132,7 @@ run_case() {
 	MPI_CHECK_ARGS=*) read -r -a more <<<"${extra#MPI_CHECK_ARGS=}" && args+=("${more[@]}") ;;
 	?*) envs+=("$extra") ;;
 	esac
-	before=$(arenas)
-	start=$EPOCHREALTIME
-	timeout -k 10 "$timeout_s" "${cmd[@]}" env "${envs[@]}" "${check[$impl]}" "${args[@]}" \
-		>"$log" 2>&1 </dev/null
-	rc=$?
-	took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-	after=$(arenas)
+	mpi_run "$log" "$timeout_s" "${cmd[@]}" env "${envs[@]}" "${prog[$impl]}" "${args[@]}"
 	why=
 	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 		why="timed out after $timeout_s s"
@@ -210,14 +142,12 @@ run_case() {
 		why="no summary line from mpi_check"
 	else
 		why=$(check_stats "$expect")
-		if [ -z "$why" ] && [ -n "$(comm -13 <(echo "$before") <(echo "$after"))" ]; then
-			why="arenas left in /dev/shm: $(comm -13 <(echo "$before") <(echo "$after") | tr '\n' ' ')"
-		fi
+		[ -z "$why" ] && [ -n "$left" ] && why="arenas left in /dev/shm: ${left//$'\n'/ }"
 	fi
 	n=$((n + 1))
 	if [ -z "$why" ]; then
 		echo "ok $n - ${mpi_label[$impl]}: $name"
-		echo "# ${cmd[*]} env ${envs[*]} ${check[$impl]##*/} ${args[*]}: $took s"
+		echo "# ${cmd[*]} env ${envs[*]} ${prog[$impl]##*/} ${args[*]}: $took s"
 		grep -E '^(mpi_check|shmcoll-mpi):' "$log" | sed 's/^/# /'
 	else
 		echo "not ok $n - ${mpi_label[$impl]}: $name"
@@ -227,12 +157,7 @@ run_case() {
 }
 
 for impl in "${mpis[@]}"; do
-	reason=$skip_all
-	[ -z "$reason" ] && [ -n "${missing[$impl]:-}" ] && reason=${missing[$impl]}
-	[ -z "$reason" ] && [ -z "${check[$impl]:-}" ] && reason="no build of it was given"
-	if [ -z "$reason" ] && ! command -v "${launcher[$impl]}" >/dev/null 2>&1; then
-		reason="${launcher[$impl]} is not installed (scripts/setup installs it)"
-	fi
+	reason=$(mpi_skip_reason "$impl")
 	for c in "${cases[@]}"; do
 		IFS='|' read -r p preload extra expect name <<<"$c"
 		if [ -n "$reason" ]; then
