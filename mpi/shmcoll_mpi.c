@@ -2313,12 +2313,40 @@ struct vside {
 	MPI_Aint base;   /* in order: where, from the caller's buffer, bd counts from */
 };
 
+/* Whether two non-empty blocks of a side moved in order overlap. One pass settles blocks in
+ * rank order; any other layout is checked pair by pair (rare, and P is a node's ranks). */
+static int vside_overlaps(const struct vside *v, int P)
+{
+	size_t end = 0;
+	int i, j, ordered = 1;
+
+	for (i = 0; i < P && ordered; i++) {
+		if (!v->bc[i])
+			continue;
+		ordered = v->bd[i] >= end;
+		end = v->bd[i] + v->bc[i];
+	}
+	if (ordered)
+		return 0;
+	for (i = 0; i < P; i++)
+		for (j = i + 1; j < P; j++)
+			if (v->bc[i] && v->bc[j] && v->bd[i] < v->bd[j] + v->bc[j] &&
+			    v->bd[j] < v->bd[i] + v->bc[i])
+				return 1;
+	return 0;
+}
+
 /* Fills v for P ranks' blocks: 0, or -1 (a negative count or an invalid
  * type: an erroneous call, PMPI reports it). bc and bd are vz + 2 * which
  * * P and the P after. Displacements may be negative (they only name
  * addresses, and the root's or a rank's own need not look like the
  * others'): a side moved in order counts its byte displacements from the
- * lowest. */
+ * lowest. Receive blocks that overlap (which = 1) make an erroneous call
+ * that both MPIs run all the same (MPICH's allgatherv4 has several ranks'
+ * blocks at displacement 0); shmcoll refuses it, and only the root of a
+ * gatherv knows its layout, so such a side is received packed, as a
+ * derived type's is, and unpacked block by block in rank order: the last
+ * rank's bytes win where blocks overlap. */
 static int vside_of(size_t *vz, int P, int which, MPI_Datatype dt, const int *counts,
                     const int *displs, struct vside *v)
 {
@@ -2343,6 +2371,14 @@ static int vside_of(size_t *vz, int P, int which, MPI_Datatype dt, const int *co
 		v->bd[i] =
 		    v->t.contig ? (size_t)((MPI_Aint)(displs[i] - low) * v->t.extent) : v->total;
 		v->total += v->bc[i];
+	}
+	if (which == 1 && v->t.contig && vside_overlaps(v, P)) {
+		v->t.contig = 0;
+		v->base = 0;
+		for (i = 0, v->total = 0; i < P; i++) {
+			v->bd[i] = v->total;
+			v->total += v->bc[i];
+		}
 	}
 	return 0;
 }

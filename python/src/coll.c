@@ -424,15 +424,15 @@ static PyObject *comm_ialltoall(CommObject *self, PyObject *args, PyObject *kw)
 enum vkind { V_GATHERV, V_SCATTERV, V_ALLGATHERV, V_ALLTOALLV };
 
 /* A vector message's blocks as the library takes them: byte counts and displacements into
- * its memory (contiguous datatype), or into its packed copy (blocks one after another),
- * into cnt and dsp (P entries each). */
-static void byte_layout(const struct msg *m, int P, size_t *cnt, size_t *dsp)
+ * its memory, or, packed, into its packed copy (blocks one after another), into cnt and dsp
+ * (P entries each). */
+static void byte_layout(const struct msg *m, int P, int packed, size_t *cnt, size_t *dsp)
 {
 	Py_ssize_t i, off = 0, ext = py__extent(m->type), sz = m->type->size;
 
 	for (i = 0; i < P; i++) {
 		cnt[i] = (size_t)(m->counts[i] * sz);
-		if (m->type->contig) {
+		if (!packed) {
 			dsp[i] = (size_t)(m->displs[i] * ext);
 		} else {
 			dsp[i] = (size_t)off;
@@ -470,12 +470,45 @@ static int any_negative(const struct msg *m, int P)
 	return 0;
 }
 
+/* Nonzero when two non-empty blocks of a vector message of a contiguous datatype overlap.
+ * One pass settles blocks in rank order; any other layout is checked pair by pair. */
+static int blocks_overlap(const struct msg *m, int P)
+{
+	Py_ssize_t end = PY_SSIZE_T_MIN;
+	int i, j, ordered = 1;
+
+	for (i = 0; i < P && ordered; i++) {
+		if (!m->counts[i])
+			continue;
+		ordered = m->displs[i] >= end;
+		end = m->displs[i] + m->counts[i];
+	}
+	if (ordered)
+		return 0;
+	for (i = 0; i < P; i++)
+		for (j = i + 1; j < P; j++)
+			if (m->counts[i] && m->counts[j] &&
+			    m->displs[i] < m->displs[j] + m->counts[j] &&
+			    m->displs[j] < m->displs[i] + m->counts[i])
+				return 1;
+	return 0;
+}
+
+/* Whether a vector message moves through a packed copy of its blocks, one after another,
+ * rather than in its own memory: a datatype that is not contiguous, a negative displacement,
+ * or, received, blocks that overlap. The library refuses overlapping receive blocks; MPI
+ * calls them erroneous, and mpi4py on Open MPI or MPICH runs them all the same, so here they
+ * are unpacked block by block in rank order: the last rank's bytes win where they overlap. */
+static int goes_packed(const struct msg *m, int P, int received)
+{
+	return !m->type->contig || any_negative(m, P) || (received && blocks_overlap(m, P));
+}
+
 /* The two messages of gatherv, allgatherv and scatterv: the vector v (a block per rank: the
  * gathers' receive, scatterv's send, parsed at the root only) and the single message o (this
- * rank's block, or IN_PLACE at the root). Returns the bytes v needs packed (0 where it is
- * contiguous or absent), or -1 with an exception set. */
-static Py_ssize_t parse_v_and_one(PyObject *vo, int v_send, struct msg *v, PyObject *oo,
-                                  struct msg *o, int is_root, int P, int me, const char *what)
+ * rank's block, or IN_PLACE at the root). 0, or -1 with an exception set. */
+static int parse_v_and_one(PyObject *vo, int v_send, struct msg *v, PyObject *oo, struct msg *o,
+                           int is_root, int P, int me, const char *what)
 {
 	if (!is_root) {
 		py__msg_ignore(v);
@@ -496,11 +529,7 @@ static Py_ssize_t parse_v_and_one(PyObject *vo, int v_send, struct msg *v, PyObj
 		block_mismatch(v_send ? vb : ob, v_send ? ob : vb, what);
 		return -1;
 	}
-	if (any_negative(v, P) && v->type->contig) {
-		PyErr_Format(PyExc_ValueError, "%s: a negative displacement", what);
-		return -1;
-	}
-	return packed_v(v, P);
+	return 0;
 }
 
 static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkind kind,
@@ -518,6 +547,7 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 	const char *sp = NULL;
 	char *rp = NULL, *scratch;
 	Py_ssize_t spack = 0, rpack = 0;
+	int spacked = 0, rpacked = 0; /* the v-side goes through a packed copy (goes_packed) */
 
 	if (!c || !PyArg_ParseTupleAndKeywords(args, kw, fmt, rooted ? kwlist : kwlist_rootless,
 	                                       &so, &ro, &root))
@@ -536,14 +566,16 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 	switch (kind) {
 	case V_GATHERV:
 	case V_ALLGATHERV:
-		if ((rpack = parse_v_and_one(ro, 0, &k->r, so, &k->s, is_root, P, me, what)) < 0)
+		if (parse_v_and_one(ro, 0, &k->r, so, &k->s, is_root, P, me, what) < 0)
 			goto out;
+		rpacked = is_root && goes_packed(&k->r, P, 1);
+		rpack = rpacked ? packed_v(&k->r, P) : 0;
 		spack = k->s.inplace ? 0 : bytes_of(&k->s, k->s.count);
 		if (!(scratch = py__call_scratch(k, spack + rpack)))
 			goto out;
 		if (is_root) {
-			byte_layout(&k->r, P, rc_, rd);
-			if (k->r.type->contig) {
+			byte_layout(&k->r, P, rpacked, rc_, rd);
+			if (!rpacked) {
 				rp = at(&k->r, 0);
 			} else {
 				rp = scratch + spack;
@@ -551,7 +583,7 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 				k->finish = finish_unpack_v;
 			}
 			if (k->s.inplace) {
-				if (!k->r.type->contig)
+				if (rpacked)
 					py__pack(k->r.type, at(&k->r, k->r.displs[me]),
 					         k->r.counts[me], rp + rd[me]);
 				sp = rp + rd[me];
@@ -575,14 +607,16 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 			                                c));
 		break;
 	case V_SCATTERV:
-		if ((spack = parse_v_and_one(so, 1, &k->s, ro, &k->r, is_root, P, me, what)) < 0)
+		if (parse_v_and_one(so, 1, &k->s, ro, &k->r, is_root, P, me, what) < 0)
 			goto out;
+		spacked = is_root && goes_packed(&k->s, P, 0);
+		spack = spacked ? packed_v(&k->s, P) : 0;
 		rpack = k->r.inplace ? 0 : bytes_of(&k->r, k->r.count);
 		if (!(scratch = py__call_scratch(k, spack + rpack)))
 			goto out;
 		if (is_root) {
-			byte_layout(&k->s, P, sc, sd);
-			if (k->s.type->contig) {
+			byte_layout(&k->s, P, spacked, sc, sd);
+			if (!spacked) {
 				sp = at(&k->s, 0);
 			} else {
 				pack_v(&k->s, P, scratch);
@@ -611,18 +645,15 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 			goto out;
 		if (fits_v(&k->r, P, what) < 0 || (!k->s.inplace && fits_v(&k->s, P, what) < 0))
 			goto out;
-		/* Packed copies where a datatype is not contiguous or a displacement negative (the
-		 * library's are unsigned), and of the receive buffer for an in-place call. */
-		rpack = !k->r.type->contig || any_negative(&k->r, P) ? packed_v(&k->r, P) : 0;
-		spack = k->s.inplace                                   ? packed_v(&k->r, P)
-		        : !k->s.type->contig || any_negative(&k->s, P) ? packed_v(&k->s, P)
-		                                                       : 0;
+		/* Packed copies where goes_packed says, and of the receive buffer for an in-place
+		 * call: the library's alltoallv has no in-place form. */
+		rpacked = goes_packed(&k->r, P, 1);
+		spacked = k->s.inplace || goes_packed(&k->s, P, 0);
+		rpack = rpacked ? packed_v(&k->r, P) : 0;
+		spack = !spacked ? 0 : packed_v(k->s.inplace ? &k->r : &k->s, P);
 		if (!(scratch = py__call_scratch(k, spack + rpack)))
 			goto out;
-		/* The library's alltoallv has no in-place form, and takes unsigned displacements:
-		 * an in-place call sends a packed copy of the receive buffer; any message with a
-		 * negative displacement goes packed. */
-		if (k->s.inplace || !k->s.type->contig || any_negative(&k->s, P)) {
+		if (spacked) {
 			const struct msg *from = k->s.inplace ? &k->r : &k->s;
 			Py_ssize_t i, off = 0;
 
@@ -635,22 +666,15 @@ static PyObject *vmove(CommObject *self, PyObject *args, PyObject *kw, enum vkin
 			}
 		} else {
 			sp = at(&k->s, 0);
-			byte_layout(&k->s, P, sc, sd);
+			byte_layout(&k->s, P, 0, sc, sd);
 		}
-		if (!k->r.type->contig || any_negative(&k->r, P)) {
-			Py_ssize_t i, off = 0;
-
-			for (i = 0; i < P; i++) {
-				rc_[i] = (size_t)(k->r.counts[i] * k->r.type->size);
-				rd[i] = (size_t)off;
-				off += (Py_ssize_t)rc_[i];
-			}
+		byte_layout(&k->r, P, rpacked, rc_, rd);
+		if (rpacked) {
 			rp = scratch + spack;
 			k->out = rp;
 			k->finish = finish_unpack_v;
 		} else {
 			rp = at(&k->r, 0);
-			byte_layout(&k->r, P, rc_, rd);
 		}
 		NOGIL(rc = nb ? shmcoll_ialltoallv(sp, sc, sd, rp, rc_, rd, SHMCOLL_UINT8, c, &req)
 		              : shmcoll_alltoallv(sp, sc, sd, rp, rc_, rd, SHMCOLL_UINT8, c));

@@ -1039,6 +1039,116 @@ static void check_vcolls(struct ctx *x, const struct type *t, int n, int root, c
 	compare(x, what, x->got, x->ref, span * ext + 8);
 }
 
+/* Receive blocks that overlap: erroneous by the standard ("no location written more than
+ * once"), accepted by both MPIs (MPICH's allgatherv4 puts several ranks' blocks at
+ * displacement 0), so the interposer must run them too rather than fail the job. Every block
+ * holds m ints and the blocks lie in reverse rank order, each overlapping the next by half,
+ * rank 1's on rank 0's; what a block holds is a function of where it lands (g(position)),
+ * so the result does not depend on which rank's bytes are written last. MPI_Allgatherv (and
+ * in place), MPI_Gatherv to rank 0, MPI_Alltoallv, and their non-blocking forms, against
+ * PMPI's blocking calls. */
+static int g_at(size_t pos)
+{
+	return (int)(uint32_t)(pos * 2654435761u + 12345u);
+}
+
+static void fill_at(int *buf, size_t at, int m)
+{
+	for (int j = 0; j < m; j++)
+		buf[j] = g_at(at + (size_t)j);
+}
+
+static void check_voverlap(struct ctx *x, int m, const char *label)
+{
+	int c[V_MAX_RANKS], d[V_MAX_RANKS], sd[V_MAX_RANKS], i, rcode, nb;
+	int shm = !x->spans, me = x->rank;
+	size_t span = 0, bytes;
+	int *send = (int *)x->send, *ref = (int *)x->ref, *got = (int *)x->got;
+	MPI_Request q;
+	char what[200];
+
+	if (x->size > V_MAX_RANKS)
+		return;
+	for (i = 0; i < x->size; i++) {
+		c[i] = m;
+		d[i] = i == 1 ? d[0] : (x->size - 1 - i) * (m / 2);
+		sd[i] = i * m; /* alltoallv's send blocks, in rank order */
+		if ((size_t)d[i] + (size_t)m > span)
+			span = (size_t)d[i] + (size_t)m;
+	}
+	bytes = span * sizeof(int) + 8;
+	for (nb = 0; nb < 2; nb++) {
+		const char *how = nb ? " (non-blocking)" : "";
+
+		fill_at(send, (size_t)d[me], m);
+		memset(ref, SENTINEL, bytes);
+		memset(got, SENTINEL, bytes);
+		PMPI_Allgatherv(send, m, MPI_INT, ref, c, d, MPI_INT, x->comm);
+		if (nb) {
+			rcode = MPI_Iallgatherv(send, m, MPI_INT, got, c, d, MPI_INT, x->comm, &q);
+			if (rcode == MPI_SUCCESS)
+				rcode = MPI_Wait(&q, MPI_STATUS_IGNORE);
+		} else {
+			rcode = MPI_Allgatherv(send, m, MPI_INT, got, c, d, MPI_INT, x->comm);
+		}
+		expect(x, nb ? C_IALLGATHERV : C_ALLGATHERV, nb ? shm : 1);
+		snprintf(what, sizeof(what), "MPI_%sllgatherv int m=%d overlapping%s%s",
+		         nb ? "Ia" : "A", m, how, label);
+		fail_rc(x, what, rcode);
+		compare(x, what, got, ref, bytes);
+		if (!nb) {
+			memset(got, SENTINEL, bytes);
+			memcpy(got + d[me], send, (size_t)m * sizeof(int));
+			rcode = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, got, c, d,
+			                       MPI_INT, x->comm);
+			expect(x, C_ALLGATHERV, 1);
+			snprintf(what, sizeof(what),
+			         "MPI_Allgatherv int m=%d overlapping in place%s", m, label);
+			fail_rc(x, what, rcode);
+			compare(x, what, got, ref, bytes);
+		}
+
+		memset(ref, SENTINEL, bytes);
+		memset(got, SENTINEL, bytes);
+		PMPI_Gatherv(send, m, MPI_INT, me ? NULL : ref, c, d, MPI_INT, 0, x->comm);
+		if (nb) {
+			rcode = MPI_Igatherv(send, m, MPI_INT, me ? NULL : got, c, d, MPI_INT, 0,
+			                     x->comm, &q);
+			if (rcode == MPI_SUCCESS)
+				rcode = MPI_Wait(&q, MPI_STATUS_IGNORE);
+		} else {
+			rcode = MPI_Gatherv(send, m, MPI_INT, me ? NULL : got, c, d, MPI_INT, 0,
+			                    x->comm);
+		}
+		expect(x, nb ? C_IGATHERV : C_GATHERV, nb ? shm : 1);
+		snprintf(what, sizeof(what), "%s int m=%d root=0 overlapping%s%s",
+		         nb ? "MPI_Igatherv" : "MPI_Gatherv", m, how, label);
+		fail_rc(x, what, rcode);
+		compare(x, what, got, ref, bytes);
+
+		/* alltoallv: rank s sends rank r the block r places at d[s], the same for every r
+		 */
+		for (i = 0; i < x->size; i++)
+			fill_at(send + sd[i], (size_t)d[me], m);
+		memset(ref, SENTINEL, bytes);
+		memset(got, SENTINEL, bytes);
+		PMPI_Alltoallv(send, c, sd, MPI_INT, ref, c, d, MPI_INT, x->comm);
+		if (nb) {
+			rcode =
+			    MPI_Ialltoallv(send, c, sd, MPI_INT, got, c, d, MPI_INT, x->comm, &q);
+			if (rcode == MPI_SUCCESS)
+				rcode = MPI_Wait(&q, MPI_STATUS_IGNORE);
+		} else {
+			rcode = MPI_Alltoallv(send, c, sd, MPI_INT, got, c, d, MPI_INT, x->comm);
+		}
+		expect(x, nb ? C_IALLTOALLV : C_ALLTOALLV, shm);
+		snprintf(what, sizeof(what), "MPI_%slltoallv int m=%d overlapping%s%s",
+		         nb ? "Ia" : "A", m, how, label);
+		fail_rc(x, what, rcode);
+		compare(x, what, got, ref, bytes);
+	}
+}
+
 /* One call, different datatypes on different ranks: MPI matches type
  * signatures, not datatypes, so a rank may describe its data as n
  * vector(2,1,2,int) (8 data bytes in 12, packed) where another describes
@@ -2097,6 +2207,7 @@ static void run_matrix(struct ctx *x, enum level level, const char *label)
 		}
 		x->seed++;
 		check_mixed(x, n, label);
+		check_voverlap(x, n, label);
 		check_nbc_many(x, n, label);
 		check_nbc_vmixed(x, n, rt[x->seed % (unsigned)nroots], label);
 	}

@@ -111,6 +111,30 @@ for root in range(size):
     if rank == root:
         show("Gatherv root %d" % root, back)
 
+# Receive blocks that overlap (erroneous in MPI, run by both MPIs all the same): rank 1's at
+# rank 0's, the others in reverse rank order overlapping by half. A block's values are those
+# of the places it lands on, so which rank writes last does not show.
+m = 4
+d = [(size - 1 - q) * (m // 2) for q in range(size)]
+if size > 1:
+    d[1] = d[0]
+span = max(d) + m
+placed = np.arange(span, dtype="i4") * 7 + 3
+mine = placed[d[rank]: d[rank] + m].copy()
+o = np.full(span, -1, "i4")
+comm.Allgatherv(mine, [o, ([m] * size, d), MPI.INT])
+show("Allgatherv overlapping blocks", o)
+o = np.full(span, -1, "i4")
+comm.Iallgatherv(mine, [o, ([m] * size, d), MPI.INT]).Wait()
+show("Iallgatherv overlapping blocks", o)
+o = np.full(span, -1, "i4") if rank == 0 else None
+comm.Gatherv(mine, [o, ([m] * size, d), MPI.INT] if rank == 0 else None, root=0)
+if rank == 0:
+    show("Gatherv overlapping blocks", o)
+o = np.full(span, -1, "i4")
+comm.Alltoallv([np.tile(mine, size), [m] * size], [o, ([m] * size, d), MPI.INT])
+show("Alltoallv overlapping blocks", o)
+
 # IN_PLACE where MPI allows it.
 x = np.full(3, rank + 1.0)
 comm.Allreduce(MPI.IN_PLACE, x, op=MPI.SUM)
