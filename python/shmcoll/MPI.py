@@ -11,7 +11,7 @@ import atexit as _atexit
 import threading as _threading
 import time as _time
 
-from . import _comm, _errors, _shmcoll
+from . import _api, _comm, _errors, _shmcoll
 from ._comm import (  # noqa: F401 (mpi4py's names)
     APPNUM,
     COMM_TYPE_HW_GUIDED,

@@ -64,11 +64,30 @@ static PyObject *mod_strerror(PyObject *mod, PyObject *args)
 	return PyUnicode_FromString(shmcoll_strerror(err));
 }
 
+/* The mpi4py major version shmcoll.MPI answers as where 3 and 4 differ (shmcoll/_api.py). */
+int py__mpi4py_api = 4;
+
+static PyObject *mod_mpi4py_api(PyObject *mod, PyObject *args)
+{
+	int major;
+
+	if (!PyArg_ParseTuple(args, "i:_mpi4py_api", &major))
+		return NULL;
+	if (major != 3 && major != 4) {
+		PyErr_Format(PyExc_ValueError, "_mpi4py_api: %d: expected 3 or 4", major);
+		return NULL;
+	}
+	py__mpi4py_api = major;
+	Py_RETURN_NONE;
+}
+
 static PyMethodDef mod_methods[] = {
     {"init", mod_init, METH_VARARGS, "init(cls=Comm): the launcher's job."},
     {"strerror", mod_strerror, METH_VARARGS, "The fixed text of an error code."},
     {"_mem", py__mem_info, METH_VARARGS,
      "_mem(obj, writable=False) -> (address, nbytes, readonly): a buffer's memory."},
+    {"_mpi4py_api", mod_mpi4py_api, METH_VARARGS,
+     "_mpi4py_api(major): answer as mpi4py 3 or 4 where they differ (shmcoll/_api.py)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -222,6 +222,9 @@ int py__mem_get(PyObject *obj, int writable, struct mem *m);
 void py__mem_release(struct mem *m);
 /* _mem(obj, writable=False) -> (address, nbytes, readonly): the module function. */
 PyObject *py__mem_info(PyObject *mod, PyObject *args);
+/* The mpi4py major version (3 or 4) shmcoll.MPI answers as where the two differ; module.c,
+ * set by shmcoll/_api.py. */
+extern int py__mpi4py_api;
 /* Whether obj could be a buffer (py__mem_get may still fail on it): mpi4py's is_buffer. */
 int py__is_buffer(PyObject *obj);
 
