@@ -70,8 +70,16 @@ _CLASSES = (
     ("ERR_WIN", 53, "invalid window"),
     ("ERR_RMA_RANGE", 68, "invalid RMA address range"),
     ("ERR_RMA_ATTACH", 69, "could not attach RMA segment"),
-    ("ERR_RMA_SHARED", 70, "memory cannot be shared"),
-    ("ERR_RMA_FLAVOR", 71, "wrong flavor of RMA window"),
+    ("ERR_RMA_FLAVOR", 70, "wrong flavor of RMA window"),
+    ("ERR_RMA_SHARED", 71, "memory cannot be shared"),
+    # MPI 4's classes (mpi4py 4 names them; Open MPI 5's numbers, 74 .. 77 its ULFM ones).
+    ("ERR_PROC_ABORTED", 74, "operation failed because a peer process has aborted"),
+    ("ERR_PROC_FAILED", 75, "process has failed"),
+    ("ERR_PROC_FAILED_PENDING", 76, "process has failed (a pending operation)"),
+    ("ERR_REVOKED", 77, "communication object has been revoked"),
+    ("ERR_SESSION", 78, "invalid session"),
+    ("ERR_VALUE_TOO_LARGE", 79, "value is too large to store"),
+    ("ERR_ERRHANDLER", 80, "invalid error handler"),
 )
 ERR_LASTCODE = 92
 
