@@ -240,10 +240,12 @@ static int complete(RequestObject *r, int rc, PyObject *status)
 	r->rc = rc;
 	r->call = NULL;
 	if (k) {
+		/* The status first: filling it runs Python code, which must not find the call's
+		 * error already raised (a failed operation's status says its error too). */
 		k->st.error = rc;
-		res = call_end(k, c, rc);
-		if (py__status_fill(status, k->recv ? &k->st : &py__empty_status) < 0)
-			res = -1;
+		res = py__status_fill(status, k->recv ? &k->st : &py__empty_status);
+		if (res == 0)
+			res = call_end(k, c, rc);
 		py__call_free(k);
 	} else if (py__status_fill(status, &py__empty_status) < 0) {
 		res = -1;
@@ -291,6 +293,20 @@ static int test_one(RequestObject *r, PyObject *status)
 	if (!lib_poll(r, 0))
 		return 0;
 	return complete(r, r->rc, status) < 0 ? -1 : 1;
+}
+
+/* Whether r (active) has completed, without completing it (MPI_Request_get_status): 1 with
+ * its status in status (a receive's, else the empty one, its error the operation's), or 0.
+ * The library's test ends what it finds done: the result is kept for Wait. */
+static int peek_own(RequestObject *r, PyObject *status)
+{
+	shmcoll_status st;
+
+	if (!lib_poll(r, 0))
+		return 0;
+	st = r->call && r->call->recv ? r->call->st : py__empty_status;
+	st.error = r->rc;
+	return py__status_fill(status, &st) < 0 ? -1 : 1;
 }
 
 /* ---- the type ---- */
@@ -371,13 +387,14 @@ static PyObject *request_get_status(RequestObject *r, PyObject *args, PyObject *
 		return NULL;
 	if (!r->active)
 		return py__status_fill(status, &py__empty_status) < 0 ? NULL : Py_NewRef(Py_True);
-	/* The library's test ends what it finds done: the result is kept for Wait. */
-	if (!lib_poll(r, 0))
+	switch (peek_own(r, status)) {
+	case 0:
 		Py_RETURN_FALSE;
-	if (r->call &&
-	    py__status_fill(status, r->call->recv ? &r->call->st : &py__empty_status) < 0)
+	case 1:
+		Py_RETURN_TRUE;
+	default:
 		return NULL;
-	Py_RETURN_TRUE;
+	}
 }
 
 /* Free(): the request is let go; its operation completes anyway (a later wait of any other
@@ -522,6 +539,23 @@ static int wait_any_one(PyObject *o, PyObject *status)
 	return wait_one((RequestObject *)o, status);
 }
 
+/* peek_own for any item o (active): a subclass answers through its Get_status. 1, 0 or
+ * -1. */
+static int peek(PyObject *o, PyObject *status)
+{
+	PyObject *res;
+	int t;
+
+	if (!is_sub(o))
+		return peek_own((RequestObject *)o, status);
+	res = PyObject_CallMethod(o, "Get_status", "(O)", status ? status : Py_None);
+	if (!res)
+		return -1;
+	t = PyObject_IsTrue(res);
+	Py_DECREF(res);
+	return t;
+}
+
 /* One round found nothing: yield the CPU, then sleep a little longer each time (other
  * ranks share the CPUs), with the GIL released. */
 static void back_off(unsigned *round)
@@ -536,40 +570,95 @@ static void back_off(unsigned *round)
 	(*round)++;
 }
 
-/* The status at i of statuses (a list, or None): a borrowed reference or Py_None. */
+/* The status at i of statuses (a list or a tuple of them, or None): a borrowed reference,
+ * or Py_None past its end. */
 static PyObject *status_at(PyObject *statuses, Py_ssize_t i)
 {
-	if (!statuses || statuses == Py_None || !PyList_Check(statuses) ||
-	    i >= PyList_GET_SIZE(statuses))
+	if (!statuses || statuses == Py_None)
 		return Py_None;
-	return PyList_GET_ITEM(statuses, i);
+	if (PyList_Check(statuses))
+		return i < PyList_GET_SIZE(statuses) ? PyList_GET_ITEM(statuses, i) : Py_None;
+	if (PyTuple_Check(statuses))
+		return i < PyTuple_GET_SIZE(statuses) ? PyTuple_GET_ITEM(statuses, i) : Py_None;
+	return Py_None;
+}
+
+/* A new MPI.Status: a new reference, or NULL with the error set. */
+static PyObject *new_status(void)
+{
+	PyObject *mod = PyImport_ImportModule("shmcoll._status"), *cls, *s;
+
+	cls = mod ? PyObject_GetAttrString(mod, "Status") : NULL;
+	Py_XDECREF(mod);
+	if (!cls)
+		return NULL;
+	s = PyObject_CallNoArgs(cls);
+	Py_DECREF(cls);
+	return s;
 }
 
 /* statuses given as a list shorter than n: extended with new Status objects, as mpi4py
  * does. */
 static int fit_statuses(PyObject *statuses, Py_ssize_t n)
 {
-	PyObject *mod, *cls;
-
-	if (!statuses || statuses == Py_None || !PyList_Check(statuses) ||
-	    PyList_GET_SIZE(statuses) >= n)
+	if (!statuses || statuses == Py_None || !PyList_Check(statuses))
 		return 0;
-	mod = PyImport_ImportModule("shmcoll._comm");
-	cls = mod ? PyObject_GetAttrString(mod, "Status") : NULL;
-	Py_XDECREF(mod);
-	if (!cls)
-		return -1;
 	while (PyList_GET_SIZE(statuses) < n) {
-		PyObject *s = PyObject_CallNoArgs(cls);
+		PyObject *s = new_status();
 
 		if (!s || PyList_Append(statuses, s) < 0) {
 			Py_XDECREF(s);
-			Py_DECREF(cls);
 			return -1;
 		}
 		Py_DECREF(s);
 	}
-	Py_DECREF(cls);
+	return 0;
+}
+
+/* The status the k-th completion of a Waitsome (Testsome, Get_status_some ...) goes to: the
+ * caller's k-th (borrowed), or, past the end of a list, a new one (*made set: a new
+ * reference, appended by keep_slot once it is filled); Py_None when there is none to fill.
+ * As in mpi4py (3.1 and 4), the list grows to the completions' number, not the requests'.
+ * NULL with the error set. */
+static PyObject *status_slot(PyObject *statuses, Py_ssize_t k, int *made)
+{
+	PyObject *s = status_at(statuses, k);
+
+	*made = 0;
+	if (s != Py_None || !statuses || !PyList_Check(statuses))
+		return s;
+	s = new_status();
+	*made = s != NULL;
+	return s;
+}
+
+/* After the slot of status_slot was offered to a request: kept (appended) when filled. 0 or
+ * -1. */
+static int keep_slot(PyObject *statuses, PyObject *s, int made, int filled)
+{
+	int rc = 0;
+
+	if (!made)
+		return 0;
+	if (filled)
+		rc = PyList_Append(statuses, s);
+	Py_DECREF(s);
+	return rc;
+}
+
+/* The statuses past the nout completions a Waitsome filled, up to the requests' number n:
+ * the empty status, as mpi4py leaves them (MPI's array is all empty statuses before the
+ * call). 0 or -1. */
+static int empty_rest(PyObject *statuses, Py_ssize_t nout, Py_ssize_t n)
+{
+	for (Py_ssize_t k = nout; k < n; k++) {
+		PyObject *s = status_at(statuses, k);
+
+		if (s == Py_None)
+			break;
+		if (py__status_fill(s, &py__empty_status) < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -765,9 +854,16 @@ static PyObject *request_testany_obj(PyObject *cls, PyObject *args, PyObject *kw
 	return any(args, kw, 0, 1, "testany");
 }
 
-/* Testsome and Waitsome: the indices of those that completed (a list; Waitsome waits for
- * at least one), or None when none is active. */
-static PyObject *some(PyObject *args, PyObject *kw, int wait, const char *what)
+/* What some() does with each active request: test it, test it until one completes, or look
+ * whether it completed without completing it (Get_status_some). */
+enum { SOME_TEST, SOME_WAIT, SOME_PEEK };
+
+/* Testsome, Waitsome and Get_status_some: the indices of those that completed (a list;
+ * Waitsome waits for at least one), or None when none is active (MPI's UNDEFINED: no status
+ * is touched). The k-th completion's status goes to statuses[k], a list growing to the
+ * completions' number, and the statuses after them, up to the requests' number, are empty,
+ * as mpi4py 3.1 and 4 leave them. */
+static PyObject *some(PyObject *args, PyObject *kw, int mode, const char *what)
 {
 	static char *kwlist[] = {"requests", "statuses", NULL};
 	PyObject *reqs, *statuses = Py_None, *l, *out = NULL;
@@ -779,34 +875,24 @@ static PyObject *some(PyObject *args, PyObject *kw, int wait, const char *what)
 	if (!(l = req_list(reqs, what)))
 		return NULL;
 	n = PyList_GET_SIZE(l);
-	for (i = 0; i < n; i++) {
-		int a = active(PyList_GET_ITEM(l, i));
-
-		if (a < 0)
-			goto fail;
-		if (a)
-			break;
-	}
-	/* statuses grows to the requests' number only when some request is active (with none,
-	 * MPI returns UNDEFINED and touches no status: mpi4py leaves the list alone). */
-	if (i < n && fit_statuses(statuses, n) < 0)
-		goto fail;
 	for (;;) {
 		int any = 0;
 
 		if (!(out = PyList_New(0)))
 			goto fail;
 		for (i = 0; i < n; i++) {
-			PyObject *o = PyList_GET_ITEM(l, i);
-			int a = active(o), t;
+			PyObject *o = PyList_GET_ITEM(l, i), *st;
+			int a = active(o), t, made;
 
 			if (a < 0)
 				goto fail;
 			if (!a)
 				continue;
 			any = 1;
-			t = test_any(o, status_at(statuses, PyList_GET_SIZE(out)));
-			if (t < 0)
+			if (!(st = status_slot(statuses, PyList_GET_SIZE(out), &made)))
+				goto fail;
+			t = mode == SOME_PEEK ? peek(o, st) : test_any(o, st);
+			if (keep_slot(statuses, st, made, t > 0) < 0 || t < 0)
 				goto fail;
 			if (t) {
 				PyObject *x = PyLong_FromSsize_t(i);
@@ -823,7 +909,7 @@ static PyObject *some(PyObject *args, PyObject *kw, int wait, const char *what)
 			Py_DECREF(l);
 			Py_RETURN_NONE;
 		}
-		if (PyList_GET_SIZE(out) || !wait)
+		if (PyList_GET_SIZE(out) || mode != SOME_WAIT)
 			break;
 		Py_CLEAR(out);
 		reap_freed();
@@ -832,6 +918,10 @@ static PyObject *some(PyObject *args, PyObject *kw, int wait, const char *what)
 			goto fail;
 	}
 	Py_DECREF(l);
+	if (empty_rest(statuses, PyList_GET_SIZE(out), n) < 0) {
+		Py_DECREF(out);
+		return NULL;
+	}
 	return out;
 fail:
 	Py_XDECREF(out);
@@ -841,12 +931,84 @@ fail:
 
 static PyObject *request_waitsome(PyObject *cls, PyObject *args, PyObject *kw)
 {
-	return some(args, kw, 1, "Waitsome");
+	return some(args, kw, SOME_WAIT, "Waitsome");
 }
 
 static PyObject *request_testsome(PyObject *cls, PyObject *args, PyObject *kw)
 {
-	return some(args, kw, 0, "Testsome");
+	return some(args, kw, SOME_TEST, "Testsome");
+}
+
+static PyObject *request_get_status_some(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	return some(args, kw, SOME_PEEK, "Get_status_some");
+}
+
+/* Get_status_all(requests, statuses=None) -> bool (MPI 4.1): whether every one completed,
+ * completing none of them; when they all did, statuses (a list grown to their number) says
+ * what each got, the inactive ones' the empty status. */
+static PyObject *request_get_status_all(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"requests", "statuses", NULL};
+	PyObject *reqs, *statuses = Py_None, *l;
+	Py_ssize_t i, n;
+	int all = 1;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Get_status_all", kwlist, &reqs, &statuses))
+		return NULL;
+	if (!(l = req_list(reqs, "Get_status_all")))
+		return NULL;
+	n = PyList_GET_SIZE(l);
+	for (i = 0; i < n && all == 1; i++) {
+		PyObject *o = PyList_GET_ITEM(l, i);
+		int a = active(o);
+
+		all = a > 0 ? peek(o, NULL) : a < 0 ? -1 : 1;
+	}
+	if (all == 1 && fit_statuses(statuses, n) < 0)
+		all = -1;
+	for (i = 0; i < n && all == 1 && statuses != Py_None; i++) {
+		PyObject *o = PyList_GET_ITEM(l, i), *st = status_at(statuses, i);
+		int a = active(o);
+
+		if (a < 0 || (a == 0 && py__status_fill(st, &py__empty_status) < 0) ||
+		    (a > 0 && peek(o, st) < 0))
+			all = -1;
+	}
+	Py_DECREF(l);
+	return all < 0 ? NULL : PyBool_FromLong(all);
+}
+
+/* Get_status_any(requests, status=None) -> (index, flag) (MPI 4.1): the first that
+ * completed, completing none: (its index, True) with its status; (UNDEFINED, True) and the
+ * empty status when none is active; else (UNDEFINED, False). */
+static PyObject *request_get_status_any(PyObject *cls, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"requests", "status", NULL};
+	PyObject *reqs, *status = Py_None, *l;
+	Py_ssize_t i, n, found = SHMCOLL_UNDEFINED;
+	int any = 0, t = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Get_status_any", kwlist, &reqs, &status))
+		return NULL;
+	if (!(l = req_list(reqs, "Get_status_any")))
+		return NULL;
+	n = PyList_GET_SIZE(l);
+	for (i = 0; i < n && t == 0; i++) {
+		PyObject *o = PyList_GET_ITEM(l, i);
+		int a = active(o);
+
+		if (a == 0)
+			continue;
+		any = 1;
+		t = a < 0 ? -1 : peek(o, status);
+		if (t > 0)
+			found = i;
+	}
+	Py_DECREF(l);
+	if (t < 0 || (!any && py__status_fill(status, &py__empty_status) < 0))
+		return NULL;
+	return Py_BuildValue("(nO)", found, t > 0 || !any ? Py_True : Py_False);
 }
 
 /* mpi4py's lower-case forms: wait(status=None) -> the object (None for a buffer request),
@@ -962,7 +1124,8 @@ static PyObject *request_testall_obj(PyObject *cls, PyObject *args, PyObject *kw
 }
 
 /* waitsome and testsome: the indices of the requests that completed and their objects
- * (each one's wait()), or (None, None) when none is active; waitsome waits for one. */
+ * (each one's wait()), or (None, None) when none is active; waitsome waits for one. The
+ * statuses as some()'s. */
 static PyObject *some_obj(PyObject *args, PyObject *kw, int wait)
 {
 	static char *kwlist[] = {"requests", "statuses", NULL};
@@ -981,8 +1144,8 @@ static PyObject *some_obj(PyObject *args, PyObject *kw, int wait)
 		if (!(idx = PyList_New(0)) || !(objs = PyList_New(0)))
 			goto fail;
 		for (i = 0; i < n; i++) {
-			PyObject *o = PyList_GET_ITEM(l, i), *r, *v;
-			int a = active(o), ready;
+			PyObject *o = PyList_GET_ITEM(l, i), *r, *v, *st;
+			int a = active(o), ready, made;
 
 			if (a < 0)
 				goto fail;
@@ -996,10 +1159,13 @@ static PyObject *some_obj(PyObject *args, PyObject *kw, int wait)
 			Py_DECREF(r);
 			if (!ready)
 				continue;
-			if (fit_statuses(statuses, n) < 0)
+			if (!(st = status_slot(statuses, PyList_GET_SIZE(idx), &made)))
 				goto fail;
-			v = PyObject_CallMethod(o, "wait", "(O)",
-			                        status_at(statuses, PyList_GET_SIZE(idx)));
+			v = PyObject_CallMethod(o, "wait", "(O)", st);
+			if (keep_slot(statuses, st, made, v != NULL) < 0) {
+				Py_XDECREF(v);
+				goto fail;
+			}
 			r = v ? PyLong_FromSsize_t(i) : NULL;
 			if (!r || PyList_Append(idx, r) < 0 || PyList_Append(objs, v) < 0) {
 				Py_XDECREF(r);
@@ -1025,6 +1191,11 @@ static PyObject *some_obj(PyObject *args, PyObject *kw, int wait)
 			goto fail;
 	}
 	Py_DECREF(l);
+	if (empty_rest(statuses, PyList_GET_SIZE(idx), n) < 0) {
+		Py_DECREF(idx);
+		Py_DECREF(objs);
+		return NULL;
+	}
 	return Py_BuildValue("(NN)", idx, objs);
 fail:
 	Py_XDECREF(idx);
@@ -1086,6 +1257,18 @@ static PyMethodDef request_methods[] = {
      "Waitsome(requests, statuses=None) -> indices of those that completed, or None."},
     {"Testsome", KW(request_testsome), STATIC,
      "Testsome(requests, statuses=None) -> indices of those that completed, or None."},
+    {"Get_status_all", KW(request_get_status_all), STATIC,
+     "Get_status_all(requests, statuses=None) -> bool: whether every one completed, leaving "
+     "them to Wait or Test."},
+    {"Get_status_any", KW(request_get_status_any), STATIC,
+     "Get_status_any(requests, status=None) -> (index, flag): one that completed, left to Wait "
+     "or Test."},
+    {"Get_status_some", KW(request_get_status_some), STATIC,
+     "Get_status_some(requests, statuses=None) -> indices of those that completed (left to "
+     "Wait or Test), or None."},
+    {"get_status_all", KW(request_get_status_all), STATIC, "Get_status_all, lower case."},
+    {"get_status_any", KW(request_get_status_any), STATIC, "Get_status_any, lower case."},
+    {"get_status_some", KW(request_get_status_some), STATIC, "Get_status_some, lower case."},
     {"cancel", (PyCFunction)request_cancel, METH_NOARGS, "Cancel(), mpi4py's lower-case form."},
     {"waitsome", KW(request_waitsome_obj), STATIC,
      "waitsome(requests, statuses=None) -> (indices, objects), or (None, None)."},
