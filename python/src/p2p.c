@@ -1,6 +1,6 @@
 /* p2p.c - point to point, with mpi4py's arguments: Send, Recv, Isend, Irecv, the send modes
- * (Ssend, Bsend, Rsend and their non-blocking starts), Sendrecv, Sendrecv_replace, Probe,
- * Iprobe.
+ * (Ssend, Bsend, Rsend and their non-blocking starts), Sendrecv, Sendrecv_replace, their
+ * non-blocking starts Isendrecv and Isendrecv_replace (mpi4py 4), Probe, Iprobe.
  *
  * A message travels as the bytes of its elements: a contiguous datatype's buffer as it
  * lies, another packed first (a send) or received into scratch and unpacked (a receive), so
@@ -294,6 +294,141 @@ fail:
 	return NULL;
 }
 
+/* What the library's send checks (shmcoll_isend's -EINVAL), checked before an Isendrecv
+ * starts its receive: a send that then failed to start would leave that receive posted,
+ * taking a message nobody waits for. 0, or -1 with the library's error raised. */
+static int check_dest(CommObject *self, int dest, int tag, const char *what)
+{
+	char msg[128];
+
+	if (dest == PROC_NULL)
+		return 0;
+	if (dest < 0 || dest >= self->size)
+		PyOS_snprintf(msg, sizeof(msg), "%s: dest %d out of range 0..%d", what, dest,
+		              self->size - 1);
+	else if (tag < 0)
+		PyOS_snprintf(msg, sizeof(msg), "%s: tag %d out of range 0..%d", what, tag,
+		              SHMCOLL_TAG_MAX);
+	else
+		return 0;
+	py__raise_errno(EINVAL, msg);
+	return -1;
+}
+
+/* Starts an Isendrecv's two operations of the library (without the GIL), the receive first
+ * as shmcoll_sendrecv does (a message to this rank finds it posted): the receive in *req
+ * and the send in *req2, or the send alone in *req when the source is PROC_NULL. */
+static int start_pair(shmcoll_comm *c, char *rp, Py_ssize_t rn, int src, int rtag, const char *sp,
+                      Py_ssize_t sn, int dest, int stag, shmcoll_request **req,
+                      shmcoll_request **req2)
+{
+	int rc = 0;
+
+	if (src != PROC_NULL)
+		rc = shmcoll_irecv(rp, (size_t)rn, SHMCOLL_UINT8, src, rtag, c, req);
+	if (!rc && dest != PROC_NULL)
+		rc = shmcoll_isend(sp, (size_t)sn, SHMCOLL_UINT8, dest, stag, c, *req ? req2 : req);
+	return rc;
+}
+
+/* Isendrecv(sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG) ->
+ * Request: Sendrecv's start (mpi4py 4, MPI 4). Its receive and its send are the library's
+ * non-blocking operations, which the request waits for and tests together (request.c):
+ * every wait of the process moves them, as any other. */
+static PyObject *comm_isendrecv(CommObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"sendbuf", "dest",    "sendtag", "recvbuf",
+	                         "source",  "recvtag", NULL};
+	shmcoll_comm *c = py__live(self);
+	PyObject *so, *ro = Py_None;
+	int dest, stag = 0, src = SHMCOLL_ANY_SOURCE, rtag = SHMCOLL_ANY_TAG, rc;
+	shmcoll_request *req = NULL;
+	struct call *k;
+	const char *sp;
+	char *rp, *spk = NULL;
+	Py_ssize_t sn, rn;
+
+	if (!c ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "Oi|iOii:Isendrecv", kwlist, &so, &dest, &stag,
+	                                 &ro, &src, &rtag) ||
+	    check_dest(self, dest, stag, "Isendrecv") < 0 || !(k = py__call_new()))
+		return NULL;
+	if (send_msg(so, dest, k, &sp, &sn, "Isendrecv") < 0)
+		goto fail;
+	if (sp && sp == k->scratch) {
+		/* A packed send: it stays in the call's scratch, in front of the receive's if the
+		 * receive needs one (recv_msg's extra bytes), both the call's until it ends. */
+		spk = k->scratch;
+		k->scratch = NULL;
+		k->nscratch = 0;
+	}
+	if (recv_msg(ro, src, k, &rp, &rn, spk ? sn : 0, "Isendrecv") < 0)
+		goto fail;
+	if (spk) {
+		if (k->scratch) {
+			memcpy(k->scratch, spk, (size_t)sn);
+			PyMem_Free(spk);
+		} else {
+			k->scratch = spk;
+			k->nscratch = sn;
+		}
+		sp = k->scratch;
+		spk = NULL;
+	}
+	NOGIL(rc = start_pair(c, rp, rn, src, rtag, sp, sn, dest, stag, &req, &k->req2));
+	return py__called(self, rc, req, 1, k);
+fail:
+	PyMem_Free(spk);
+	py__call_free(k);
+	return NULL;
+}
+
+/* Isendrecv_replace(buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG) -> Request:
+ * Sendrecv_replace's start. The message sent is a packed copy of buf, kept in the call's
+ * scratch until the send ends; the one received replaces buf. */
+static PyObject *comm_isendrecv_replace(CommObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"buf", "dest", "sendtag", "source", "recvtag", NULL};
+	const char *what = "Isendrecv_replace";
+	shmcoll_comm *c = py__live(self);
+	PyObject *bo;
+	int dest, stag = 0, src = SHMCOLL_ANY_SOURCE, rtag = SHMCOLL_ANY_TAG, rc;
+	shmcoll_request *req = NULL;
+	struct call *k;
+	char *rp, *copy;
+	Py_ssize_t rn;
+	int scratch;
+
+	if (!c ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "Oi|iii:Isendrecv_replace", kwlist, &bo, &dest,
+	                                 &stag, &src, &rtag) ||
+	    check_dest(self, dest, stag, what) < 0 || !(k = py__call_new()))
+		return NULL;
+	/* As Sendrecv_replace: a send alone still reads buf as a message. */
+	if (recv_msg(bo, src == PROC_NULL && dest != PROC_NULL ? SHMCOLL_ANY_SOURCE : src, k, &rp,
+	             &rn, 0, what) < 0)
+		goto fail;
+	if (src == PROC_NULL) {
+		k->st = py__null_status;
+		k->finish = NULL;
+	}
+	/* The copy takes the scratch, in front of the receive's when it receives into one. */
+	scratch = k->out != NULL;
+	if (!(copy = py__call_scratch(k, scratch ? 2 * rn : rn)))
+		goto fail;
+	if (scratch) {
+		k->out = copy + rn;
+		rp = k->out;
+	}
+	if (dest != PROC_NULL)
+		py__pack(k->r.type, k->r.addr, k->r.count, copy);
+	NOGIL(rc = start_pair(c, rp, rn, src, rtag, copy, rn, dest, stag, &req, &k->req2));
+	return py__called(self, rc, req, 1, k);
+fail:
+	py__call_free(k);
+	return NULL;
+}
+
 /* Probe(source=ANY_SOURCE, tag=ANY_TAG, status=None) -> True: waits for a matching
  * message; Iprobe -> whether one is there. The status's count is the message's size. */
 static PyObject *probe(CommObject *self, PyObject *args, PyObject *kw, int blocking)
@@ -359,6 +494,11 @@ PyMethodDef py__p2p_methods[] = {
     {"Sendrecv_replace", KW(comm_sendrecv_replace), METH_VARARGS | METH_KEYWORDS,
      "Sendrecv_replace(buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG, "
      "status=None)"},
+    {"Isendrecv", KW(comm_isendrecv), METH_VARARGS | METH_KEYWORDS,
+     "Isendrecv(sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG) "
+     "-> Request"},
+    {"Isendrecv_replace", KW(comm_isendrecv_replace), METH_VARARGS | METH_KEYWORDS,
+     "Isendrecv_replace(buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG) -> Request"},
     {"Probe", KW(comm_probe), METH_VARARGS | METH_KEYWORDS,
      "Probe(source=ANY_SOURCE, tag=ANY_TAG, status=None) -> True"},
     {"Iprobe", KW(comm_iprobe), METH_VARARGS | METH_KEYWORDS,

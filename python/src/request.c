@@ -59,6 +59,7 @@ struct call *py__call_init(struct call *k)
 	k->arrays[0] = k->arrays[1] = k->arrays[2] = k->arrays[3] = NULL;
 	k->heap = 0;
 	k->wtypes[0] = k->wtypes[1] = NULL;
+	k->req2 = NULL;
 	return k;
 }
 
@@ -106,6 +107,10 @@ void py__call_free(struct call *k)
 
 	if (!k)
 		return;
+	/* A second operation still running (an Isendrecv's send, on an error path) reads the
+	 * call's memory until it ends. */
+	if (k->req2)
+		NOGIL(shmcoll_wait(&k->req2, NULL));
 	py__msg_release(&k->s);
 	py__msg_release(&k->r);
 	PyMem_Free(k->scratch);
@@ -137,17 +142,14 @@ static int call_end(struct call *k, shmcoll_comm *c, int rc)
 	return 0;
 }
 
-PyObject *py__called(CommObject *self, int rc, shmcoll_request *req, int nb, struct call *k)
+static PyObject *request_free(RequestObject *r, PyObject *unused);
+
+/* The request of a started non-blocking call: it takes k. NULL with the error raised (the
+ * operation waited for and k freed). */
+static PyObject *request_of(CommObject *self, shmcoll_request *req, struct call *k)
 {
 	RequestObject *r;
 
-	if (rc || !nb) {
-		rc = call_end(k, self->c, rc);
-		py__call_free(k);
-		if (rc < 0)
-			return NULL;
-		Py_RETURN_NONE;
-	}
 	if (!k->heap) {
 		/* Not reached: non-blocking calls are made with py__call_new. */
 		PyErr_SetString(PyExc_SystemError, "a non-blocking call without its own state");
@@ -172,6 +174,30 @@ PyObject *py__called(CommObject *self, int rc, shmcoll_request *req, int nb, str
 	if (req)
 		py__comm_req_start(self);
 	return (PyObject *)r;
+}
+
+PyObject *py__called(CommObject *self, int rc, shmcoll_request *req, int nb, struct call *k)
+{
+	if (rc && req) {
+		PyObject *r = request_of(self, req, k), *f;
+
+		if (!r)
+			return NULL;
+		f = request_free((RequestObject *)r, NULL);
+		Py_XDECREF(f);
+		Py_DECREF(r);
+		if (!PyErr_Occurred())
+			py__raise_rc(self->c, rc);
+		return NULL;
+	}
+	if (rc || !nb) {
+		rc = call_end(k, self->c, rc);
+		py__call_free(k);
+		if (rc < 0)
+			return NULL;
+		Py_RETURN_NONE;
+	}
+	return request_of(self, req, k);
 }
 
 /* ---- statuses ---- */
@@ -257,12 +283,31 @@ static int complete(RequestObject *r, int rc, PyObject *status)
  * (r->req NULL, its result in r->rc, a receive's status in its call), else 0. */
 static int lib_poll(RequestObject *r, int wait)
 {
-	shmcoll_status st = py__empty_status;
+	struct call *k = r->call;
+	shmcoll_request **two = k && k->req2 ? &k->req2 : NULL;
+	/* A send leaves the status alone: the call's stays (a receive from PROC_NULL's). */
+	shmcoll_status st = k ? k->st : py__empty_status;
 	int rc = 0, done = 1;
 
-	if (!r->req)
+	if (!r->req && !two)
 		return 1;
-	if (wait) {
+	if (two) {
+		/* Isendrecv: its receive (r->req) and its send end together. */
+		shmcoll_request *reqs[2] = {r->req, *two};
+		shmcoll_status sts[2] = {st, py__empty_status};
+		int recv = r->req != NULL;
+
+		if (wait)
+			NOGIL(rc = shmcoll_waitall(2, reqs, sts));
+		else
+			rc = shmcoll_testall(2, reqs, &done, sts);
+		r->req = reqs[0];
+		*two = reqs[1];
+		if (r->req || *two)
+			return 0; /* a test that found one still running */
+		if (recv)
+			st = sts[0];
+	} else if (wait) {
 		NOGIL(rc = shmcoll_wait(&r->req, &st));
 	} else {
 		rc = shmcoll_test(&r->req, &done, &st);
@@ -275,8 +320,8 @@ static int lib_poll(RequestObject *r, int wait)
 		py__comm_req_done(comm_of(r));
 		r->counted = 0;
 	}
-	if (r->call && r->call->recv)
-		r->call->st = st;
+	if (k && k->recv)
+		k->st = st;
 	return 1;
 }
 
@@ -326,8 +371,8 @@ static void request_dealloc(RequestObject *r)
 {
 	/* Dropped before it completed: it still owns its buffers, so it completes first (a
 	 * broken communicator ends it at once; a peer that never comes, at the timeout). */
-	if (r->req)
-		NOGIL(shmcoll_wait(&r->req, NULL));
+	if (r->req || (r->call && r->call->req2))
+		lib_poll(r, 1);
 	if (r->counted)
 		py__comm_req_done(comm_of(r));
 	py__call_free(r->call);

@@ -337,6 +337,10 @@ struct call {
 	/* Alltoallw: a datatype per block of each side (PyMem arrays of size held
 	 * references); msg.displs are then in bytes. */
 	DatatypeObject **wtypes[2];
+	/* A second operation of the library the call started, or NULL: Isendrecv's send (its
+	 * receive is the request's own). The request waits for and tests the two together,
+	 * and the call's memory goes only after both ended. */
+	shmcoll_request *req2;
 };
 
 /* A new call on the heap (a non-blocking call's, which its request keeps), zeroed, its
@@ -365,7 +369,9 @@ extern PyTypeObject py__RequestType;
 
 /* After a call was started or made (rc the library's result): a blocking call (nb 0) is
  * waited for and finished, and returns None; a non-blocking one returns its request, which
- * takes k. k is freed on every path but the request's. NULL with the error raised. */
+ * takes k. k is freed on every path but the request's. NULL with the error raised. rc set
+ * with req started (Isendrecv: its receive started, its send failed to): the request is
+ * made and let go (as Free()), since the receive owns k until it completes. */
 PyObject *py__called(CommObject *self, int rc, shmcoll_request *req, int nb, struct call *k);
 /* Fills status (a Status object, or None: nothing) from st (source, tag, error, the bytes
  * received): 0, or -1 with an exception set. */

@@ -164,3 +164,160 @@ def test_failed_request_fills_its_status_and_raises_its_error(comm):
         raise AssertionError("a cut message did not raise")
     assert (st.Get_source(), st.Get_tag(), st.Get_error()) == (left, 13, MPI.ERR_TRUNCATE)
     assert not r
+
+
+# ---- Isendrecv, Isendrecv_replace ----
+
+
+def test_isendrecv_ring(comm):
+    import numpy as np
+
+    right, left = ring(comm)
+    for dtype in ("i1", "i4", "f8", "c16"):
+        for n in (0, 1, 7, 5000):  # up to beyond the eager size
+            sbuf = np.arange(n, dtype=dtype) + comm.rank
+            rbuf = np.full(n + 1, -1, dtype=dtype)
+            st = MPI.Status()
+            req = comm.Isendrecv(sbuf, right, 3, [rbuf, n], left, 3)
+            assert isinstance(req, MPI.Request) and req
+            assert req.Wait(st) is True and not req and req == MPI.REQUEST_NULL
+            np.testing.assert_array_equal(rbuf[:n], np.arange(n, dtype=dtype) + left)
+            assert rbuf[n] == -1
+            assert (st.Get_source(), st.Get_tag()) == (left, 3)
+            assert st.Get_count(MPI._typedict[np.dtype(dtype).char]) == n
+    # Keywords, and a wildcard receive.
+    got = bytearray(2)
+    req = comm.Isendrecv(sendbuf=b"ab", dest=right, sendtag=4, recvbuf=got,
+                         source=MPI.ANY_SOURCE, recvtag=MPI.ANY_TAG)
+    st = MPI.Status()
+    while not req.Test(st):
+        pass
+    assert got == b"ab" and (st.source, st.tag) == (left, 4)
+
+
+def test_isendrecv_derived_datatypes(comm):
+    # Both sides non-contiguous: the packed send and the receive's scratch share the call's
+    # scratch until the request completes.
+    import numpy as np
+
+    right, left = ring(comm)
+    vec = MPI.INT.Create_vector(4, 1, 3).Commit()
+    try:
+        sbuf = np.arange(12, dtype="i") + 100 * comm.rank
+        rbuf = np.full(12, -1, dtype="i")
+        req = comm.Isendrecv([sbuf, 1, vec], right, 5, [rbuf, 1, vec], left, 5)
+        sbuf[:] = -7  # the message was packed when the call started
+        MPI.Request.Waitall([req])
+        want = np.full(12, -1, dtype="i")
+        want[::3] = np.arange(0, 12, 3) + 100 * left
+        np.testing.assert_array_equal(rbuf, want)
+        # A contiguous send into a non-contiguous receive, and the other way round.
+        rbuf[:] = -1
+        comm.Isendrecv(np.arange(4, dtype="i") + comm.rank, right, 6,
+                       [rbuf, 1, vec], left, 6).Wait()
+        np.testing.assert_array_equal(rbuf[::3], np.arange(4) + left)
+        out = np.zeros(4, dtype="i")
+        comm.Isendrecv([np.arange(12, dtype="i") + comm.rank, 1, vec], right, 7,
+                       out, left, 7).Wait()
+        np.testing.assert_array_equal(out, np.arange(0, 12, 3) + left)
+    finally:
+        vec.Free()
+
+
+def test_isendrecv_replace(comm):
+    import numpy as np
+
+    right, left = ring(comm)
+    for n in (0, 1, 3000):
+        buf = np.full(n, comm.rank, dtype="f8")
+        st = MPI.Status()
+        req = comm.Isendrecv_replace(buf, right, 8, left, 8)
+        assert req.Wait(st)
+        assert (buf == left).all()
+        assert (st.Get_source(), st.Get_count(MPI.DOUBLE)) == (left, n)
+    vec = MPI.DOUBLE.Create_vector(3, 1, 2).Commit()
+    try:
+        buf = np.arange(6.0) + 10 * comm.rank
+        req = comm.Isendrecv_replace([buf, 1, vec], dest=right, sendtag=9, source=left,
+                                     recvtag=9)
+        req.Wait()
+        want = np.arange(6.0) + 10 * comm.rank
+        want[::2] = np.arange(0.0, 6.0, 2) + 10 * left
+        np.testing.assert_array_equal(buf, want)
+    finally:
+        vec.Free()
+
+
+def test_isendrecv_proc_null(comm):
+    right, left = ring(comm)
+    st = MPI.Status()
+    comm.Isendrecv(None, MPI.PROC_NULL, 0, None, MPI.PROC_NULL, 0).Wait(st)
+    assert (st.source, st.tag, st.Get_count()) == (MPI.PROC_NULL, MPI.ANY_TAG, 0)
+    comm.Isendrecv_replace(None, MPI.PROC_NULL, 0, MPI.PROC_NULL, 0).Wait(st)
+    assert st.source == MPI.PROC_NULL
+    # A send alone: the status is PROC_NULL's receive's.
+    req = comm.Isendrecv(b"xy", right, 1, None, MPI.PROC_NULL)
+    got = bytearray(2)
+    comm.Recv(got, left, 1)
+    req.Wait(st)
+    assert got == b"xy" and st.source == MPI.PROC_NULL
+    buf = bytearray(b"zw")
+    req = comm.Isendrecv_replace(buf, right, 2, MPI.PROC_NULL)
+    comm.Recv(got, left, 2)
+    req.Wait(st)
+    assert got == b"zw" and buf == b"zw" and st.source == MPI.PROC_NULL
+    # A receive alone.
+    req = comm.Isendrecv(None, MPI.PROC_NULL, 0, got, left, 3)
+    comm.Send(b"uv", right, 3)
+    req.Wait(st)
+    assert got == b"uv" and (st.source, st.tag) == (left, 3)
+    buf = bytearray(2)
+    req = comm.Isendrecv_replace(buf, MPI.PROC_NULL, 0, left, 4)
+    comm.Send(b"rs", right, 4)
+    req.Wait()
+    assert buf == b"rs"
+
+
+def test_isendrecv_bad_dest_starts_nothing(comm):
+    right, left = ring(comm)
+    for call in (lambda: comm.Isendrecv(b"a", comm.size, 0, bytearray(1), left, 0),
+                 lambda: comm.Isendrecv(b"a", right, -5, bytearray(1), left, 0),
+                 lambda: comm.Isendrecv_replace(bytearray(1), -7, 0, left, 0)):
+        try:
+            call()
+        except MPI.Exception as e:
+            assert e.Get_error_class() in (MPI.ERR_RANK, MPI.ERR_TAG)
+        else:
+            raise AssertionError("a bad dest or tag did not raise")
+    # No receive was left posted: the next message from the left goes where it is meant.
+    got = bytearray(1)
+    req = comm.Irecv(got, left, 0)
+    comm.Send(b"b", right, 0)
+    req.Wait()
+    assert got == b"b"
+
+
+def test_isendrecv_moves_while_its_rank_blocks_elsewhere(comm):
+    # Rank 0 blocks in a barrier of one communicator while the others wait on Isendrecvs of
+    # another, which need rank 0's part: the barrier's wait moves it (the progress rule).
+    import numpy as np
+
+    a, b = comm.Dup(), comm.Dup()
+    try:
+        right, left = ring(b)
+        n = 1 << 17  # 1 MiB of float64: far beyond the eager size
+        sbuf = np.full(n, float(b.rank))
+        rbuf = np.zeros(n)
+        req = b.Isendrecv(sbuf, right, 1, rbuf, left, 1)
+        other = b.Isendrecv_replace(np.full(n, float(b.rank)), right, 2, left, 2)
+        if b.rank == 0:
+            a.Barrier()
+            assert MPI.Request.Waitany([req, other]) in (0, 1)
+            MPI.Request.Waitall([req, other])
+        else:
+            MPI.Request.Waitall([req, other])
+            a.Barrier()
+        assert (rbuf == left).all() and not req and not other
+    finally:
+        a.Free()
+        b.Free()
