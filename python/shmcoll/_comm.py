@@ -18,7 +18,7 @@ import time as _time
 import weakref
 
 from . import _errors, _shmcoll
-from ._group import Group
+from ._group import ClassOrInstance, Group, _one_of
 from ._info import ERRORS_ARE_FATAL, ERRORS_RETURN, INFO_NULL, Errhandler, Info
 from ._message import Message
 from ._request import Prequest
@@ -173,10 +173,11 @@ class BaseComm(_shmcoll._Comm):
     def group(self):
         return self.Get_group()
 
-    @classmethod
-    def Compare(cls, comm1, comm2):
+    def Compare(comm1, comm2=None, *, comm=None):
         """IDENT: the same communicator; CONGRUENT: the same ranks in the same order; SIMILAR:
-        the same ranks; UNEQUAL."""
+        the same ranks; UNEQUAL. mpi4py 3's Comm.Compare(comm1, comm2) and 4's
+        comm.Compare(comm)."""
+        comm2 = _one_of(comm2, comm, "comm2", "comm")
         for c in (comm1, comm2):
             if not isinstance(c, _shmcoll._Comm):
                 raise TypeError("Comm.Compare: expecting communicators")
@@ -190,6 +191,8 @@ class BaseComm(_shmcoll._Comm):
         if len(a) == len(b) and set(a) == set(b):
             return _SIMILAR
         return _UNEQUAL
+
+    Compare = ClassOrInstance(Compare, lambda args, kw: len(args) > 1 or "comm1" in kw)
 
     # ---- making communicators (collective over self but Create_group) ----
 

@@ -18,6 +18,40 @@ def _err_rank(what, why):
     _errors.raise_mpi(_errors.CODES["ERR_RANK"], "%s: %s" % (what, why))
 
 
+class ClassOrInstance:
+    """A call that mpi4py 3 has as a classmethod of its operands (Group.Compare(group1,
+    group2)) and mpi4py 4 as a method of the first (group.Compare(group)), answering both
+    whatever the version, as 4's is an addition: through the class, fn(*args, **kw);
+    through an instance, the instance is the first operand, unless the call gives that
+    operand itself (3's classmethod called through an instance), which full(args, kw)
+    tells."""
+
+    def __init__(self, fn, full):
+        self._fn, self._full = fn, full
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self._fn
+        fn, full = self._fn, self._full
+
+        def method(*args, **kw):
+            if full(args, kw):
+                return fn(*args, **kw)
+            return fn(obj, *args, **kw)
+
+        method.__name__, method.__doc__ = fn.__name__, fn.__doc__
+        return method
+
+
+def _one_of(old, new, old_name, new_name):
+    """An argument mpi4py 3 and 4 name differently, given by either name (not both)."""
+    if old is not None and new is not None:
+        raise TypeError("%s and %s are the same argument (mpi4py 3's and 4's names)"
+                        % (old_name, new_name))
+    return new if old is None else old
+
+
 class _Handle:
     """What a group is: the world ranks of its members in order, and this process's world
     rank (to say its rank in the group). Copies of one Group share it."""
@@ -87,15 +121,20 @@ class Group:
     size = property(Get_size, doc="number of processes in the group")
     rank = property(Get_rank, doc="this process's rank in the group, UNDEFINED if not in it")
 
-    @classmethod
-    def Translate_ranks(cls, group1, ranks1, group2=None):
-        """The ranks in group2 (default: COMM_WORLD's group) of ranks ranks1 of group1;
-        UNDEFINED for those not in group2, PROC_NULL for PROC_NULL."""
+    def Translate_ranks(group1, ranks1=None, group2=None, *, ranks=None, group=None):
+        """The ranks in group2 (default: COMM_WORLD's group) of ranks ranks1 (default: all) of
+        group1; UNDEFINED for those not in group2, PROC_NULL for PROC_NULL. mpi4py 3's
+        classmethod Group.Translate_ranks(group1, ranks1, group2=None) and mpi4py 4's method
+        group.Translate_ranks(ranks=None, group=None)."""
+        ranks1 = _one_of(ranks1, ranks, "ranks1", "ranks")
+        group2 = _one_of(group2, group, "group2", "group")
         h1 = _check(group1, "Group.Translate_ranks")
         if group2 is None:
             h2 = None  # world ranks are ranks of the world group
         else:
             h2 = _check(group2, "Group.Translate_ranks")
+        if ranks1 is None:
+            ranks1 = range(len(h1.members))
         out = []
         for r in _ranks(ranks1, "Group.Translate_ranks"):
             if r == _shmcoll.PROC_NULL:
@@ -108,10 +147,15 @@ class Group:
             out.append(w if h2 is None else h2.index.get(w, _UNDEFINED))
         return out
 
-    @classmethod
-    def Compare(cls, group1, group2):
+    # Through an instance, 3's form is told by its first operand: a group, not ranks.
+    Translate_ranks = ClassOrInstance(
+        Translate_ranks, lambda args, kw: "group1" in kw or (
+            bool(args) and isinstance(args[0], Group)))
+
+    def Compare(group1, group2=None, *, group=None):
         """IDENT: the same members in the same order; SIMILAR: the same members; else
-        UNEQUAL."""
+        UNEQUAL. mpi4py 3's Group.Compare(group1, group2) and 4's group.Compare(group)."""
+        group2 = _one_of(group2, group, "group2", "group")
         a = _check(group1, "Group.Compare").members
         b = _check(group2, "Group.Compare").members
         if a == b:
@@ -119,6 +163,8 @@ class Group:
         if len(a) == len(b) and set(a) == set(b):
             return _SIMILAR
         return _UNEQUAL
+
+    Compare = ClassOrInstance(Compare, lambda args, kw: len(args) > 1 or "group1" in kw)
 
     # ---- constructors ----
 

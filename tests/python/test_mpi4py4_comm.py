@@ -321,3 +321,71 @@ def test_isendrecv_moves_while_its_rank_blocks_elsewhere(comm):
     finally:
         a.Free()
         b.Free()
+
+
+# ---- Compare and Translate_ranks: mpi4py 3's classmethods and 4's methods ----
+
+
+def test_compare_as_classmethod_and_as_method(comm):
+    world = MPI.COMM_WORLD
+    dup = comm.Dup()
+    try:
+        for c1, c2, want in ((comm, comm, MPI.IDENT), (comm, dup, MPI.CONGRUENT),
+                             (world, comm, MPI.CONGRUENT)):
+            assert c1.Compare(c2) == want  # mpi4py 4
+            assert c1.Compare(comm=c2) == want
+            assert MPI.Comm.Compare(c1, c2) == want  # mpi4py 3 (and 4 through the class)
+            assert MPI.Intracomm.Compare(comm1=c1, comm2=c2) == want
+            assert MPI.COMM_SELF.Compare(c1, c2) == want  # 3's classmethod via an instance
+        if comm.size > 1:
+            assert comm.Compare(MPI.COMM_SELF) == MPI.UNEQUAL
+            rev = comm.Split(0, -comm.rank)
+            assert comm.Compare(rev) == MPI.SIMILAR
+            rev.Free()
+        for bad in (lambda: MPI.COMM_NULL.Compare(comm), lambda: comm.Compare(MPI.COMM_NULL)):
+            try:
+                bad()
+            except MPI.Exception as e:
+                assert e.Get_error_class() == MPI.ERR_COMM
+            else:
+                raise AssertionError("COMM_NULL compared")
+    finally:
+        dup.Free()
+    g = comm.Get_group()
+    assert g.Compare(g) == MPI.IDENT == MPI.Group.Compare(g, g)
+    assert g.Compare(group=MPI.GROUP_EMPTY) == MPI.UNEQUAL
+    assert MPI.GROUP_EMPTY.Compare(MPI.GROUP_EMPTY) == MPI.IDENT
+    assert MPI.GROUP_EMPTY.Compare(g, g) == MPI.IDENT
+    assert MPI.Group.Compare(group1=g, group2=MPI.GROUP_EMPTY) == MPI.UNEQUAL
+    if comm.size > 1:
+        assert g.Compare(g.Incl(list(range(comm.size))[::-1])) == MPI.SIMILAR
+
+
+def test_translate_ranks_both_forms(comm):
+    g = comm.Get_group()
+    w = MPI.COMM_WORLD.Get_group()
+    mine = list(range(comm.size))
+    world = MPI.Group.Translate_ranks(g, mine, w)
+    assert world == list(range(comm.size))  # a Dup of the world
+    # mpi4py 4: a method, ranks=None (all of them), group=None (the world's group).
+    assert g.Translate_ranks() == world
+    assert g.Translate_ranks(group=g) == mine
+    assert g.Translate_ranks(ranks=[0], group=w) == world[:1]
+    assert g.Translate_ranks(mine[::-1], w) == world[::-1]
+    assert MPI.GROUP_EMPTY.Translate_ranks() == []
+    assert MPI.GROUP_EMPTY.Translate_ranks(group=g) == []
+    # mpi4py 3: a classmethod, also through an instance and by its keywords.
+    assert MPI.Group.Translate_ranks(g, [0], g) == [0]
+    assert w.Translate_ranks(g, mine) == world
+    assert MPI.Group.Translate_ranks(group1=g, ranks1=mine, group2=g) == mine
+    assert MPI.Group.Translate_ranks(g, [MPI.PROC_NULL]) == [MPI.PROC_NULL]
+    sub = g.Incl([comm.rank])
+    assert sub.Translate_ranks(group=g) == [comm.rank]
+    assert g.Translate_ranks(mine, sub) == [0 if r == comm.rank else MPI.UNDEFINED
+                                            for r in mine]
+    try:
+        g.Translate_ranks(mine, ranks=mine)
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("ranks given twice")
