@@ -31,9 +31,12 @@ from ._comm import (  # noqa: F401 (mpi4py's names)
     Intercomm,
     Pickle,
     Topocomm,
+    _comm_lock,
+    _comm_lock_table,
     pickle,
 )
 from ._comm import BaseComm as Comm
+from ._comm import _comm_lock_table as _lock_table  # mpi4py 3's name of it
 from ._comm import Comm as Intracomm
 from ._errors import CODES as _CODES
 from ._group import GROUP_EMPTY, GROUP_NULL, Group  # noqa: F401

@@ -9,12 +9,17 @@ group, and a name (_uid) that every rank of it gives alike, from which the commu
 made from it derive theirs (Create_group's arena among the group's members only)."""
 
 import array
+import errno
+import functools
 import hashlib
+import operator
 import os
 import pickle as _pickle_mod
 import socket
 import sys
+import threading
 import time as _time
+import warnings
 import weakref
 
 from . import _errors, _shmcoll
@@ -81,6 +86,49 @@ def _unsupported(feature):
     return NotImplementedError("shmcoll.MPI: %s is not supported" % feature)
 
 
+# mpi4py's per-communicator locks (MPI._comm_lock_table): each object collective, and recv,
+# holds the lock of its name while it runs, so two threads' calls of one kind on one
+# communicator take turns instead of mixing their messages. The table lives in the
+# communicator's __dict__, which its second handles share.
+_locks_lock = threading.Lock()
+
+
+def _comm_lock_table(comm):
+    """The communicator's locks by name (a dict of threading.Lock): mpi4py's private
+    MPI._comm_lock_table."""
+    if not isinstance(comm, _shmcoll._Comm):
+        raise TypeError("_comm_lock_table: expecting a communicator, not %s"
+                        % type(comm).__name__)
+    if comm.freed:
+        _err_comm("_comm_lock_table")
+    with _locks_lock:
+        return comm.__dict__.setdefault("_locks", {})
+
+
+def _comm_lock(comm, key=None):
+    """The communicator's lock of that name, made on first use: mpi4py's MPI._comm_lock."""
+    table = _comm_lock_table(comm)
+    with _locks_lock:
+        lock = table.get(key)
+        if lock is None:
+            lock = table[key] = threading.Lock()
+        return lock
+
+
+def _locked(name):
+    """An object collective that holds its communicator's lock of its name while it runs."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def call(self, *args, **kw):
+            with self._lock(name):
+                return fn(self, *args, **kw)
+
+        return call
+
+    return wrap
+
+
 # Communicators by their py2f handle (for f2py).
 _handles = weakref.WeakValueDictionary()
 
@@ -125,6 +173,12 @@ class BaseComm(_shmcoll._Comm):
     def _live(self, what):
         if self.freed:
             _err_comm(what)
+
+    def _lock(self, name):
+        """The lock of that name in the communicator's table (_comm_lock_table)."""
+        table = self.__dict__.get("_locks")
+        lock = table.get(name) if table is not None else None
+        return lock if lock is not None else _comm_lock(self, name)
 
     # ---- what every rank knows of the communicator ----
 
@@ -301,6 +355,7 @@ class BaseComm(_shmcoll._Comm):
             _errors.raise_mpi(_errors.CODES["ERR_COMM"], "Comm.Free: %s is not freed by a "
                               "program (it goes at exit)" % self.Get_name())
         self._delete_attrs()
+        self.__dict__.pop("_locks", None)
         _shmcoll._Comm.Free(self)
 
     def Disconnect(self):
@@ -343,6 +398,13 @@ class BaseComm(_shmcoll._Comm):
         raise _unsupported("dynamic processes (Comm.Join)")
 
     def Get_name(self):
+        """The name Set_name gave (MPI_COMM_WORLD, MPI_COMM_SELF, else empty). COMM_NULL's:
+        mpi4py 4 (over Open MPI 5) gives "MPI_COMM_NULL", mpi4py 3 raises ERR_COMM."""
+        if self.freed:
+            from . import _api
+
+            if _api.MAJOR >= 4:
+                return "MPI_COMM_NULL"
         self._live("Comm.Get_name")
         return self.__dict__.get("_name", "")
 
@@ -727,17 +789,60 @@ class BaseComm(_shmcoll._Comm):
         _ObjRequest._send(self, (self.Issend if sync else self.Isend)(data, dest, tag)).wait()
 
     def recv(self, buf=None, source=_shmcoll.ANY_SOURCE, tag=_shmcoll.ANY_TAG, status=None):
+        if buf is not None:
+            return self._recv_into(buf, source, tag, status)
         if source == _shmcoll.PROC_NULL:
             _null_status(status)
             return None
         if not self.__dict__.get("_objq"):
             st = Status()
-            self.Probe(source, tag, st)
-            data = bytearray(st.nbytes)
-            self.Recv(data, st.source, st.tag, status)
+            with self._lock("recv"):  # another thread's recv must not take the probed one
+                self.Probe(source, tag, st)
+                data = bytearray(st.nbytes)
+                self.Recv(data, st.source, st.tag, status)
             return pickle.loads(data)
         # Receives posted before this one take their messages first.
         return self.irecv(None, source, tag).wait(status)
+
+    def _recv_into(self, buf, source, tag, status):
+        """recv(buf) as mpi4py 3.1 and 4 do it: a UserWarning (buf is deprecated), then the
+        message received into buf (an int: that many bytes), one that does not fit cut with
+        ERR_TRUNCATE."""
+        warnings.warn("the 'buf' argument is deprecated", UserWarning, stacklevel=3)
+        if source == _shmcoll.PROC_NULL:
+            _null_status(status)
+            return None
+        try:
+            mem = bytearray(operator.index(buf))
+        except TypeError:
+            mem = memoryview(buf)
+            if mem.readonly:
+                raise BufferError("Object is not writable.") from None
+            if not mem.contiguous:
+                raise BufferError("recv: the buffer is not contiguous") from None
+            mem = mem.cast("B")
+        st = Status()
+        if not self.__dict__.get("_objq"):
+            try:
+                self.Recv(mem, source, tag, st)  # a longer message raises ERR_TRUNCATE
+            finally:
+                _copy_status(st, status)
+        else:
+            # Queued object receives take their messages first; this one's is whole.
+            r = _ObjRequest._recv(self, source, tag)
+            self._objrecvs().append(r)
+            r._finish()
+            data, r._data, r._taken = r._data, None, True
+            r._status_to(st)
+            if len(data) > len(mem):
+                st.nbytes = len(mem)
+                _copy_status(st, status)
+                _errors.raise_mpi(_errors.CODES["ERR_TRUNCATE"], "recv: a message of %d "
+                                  "bytes was cut to the buffer's %d" % (len(data), len(mem)),
+                                  errno.EMSGSIZE)
+            mem[: len(data)] = data
+        _copy_status(st, status)
+        return pickle.loads(mem[: st.nbytes]) if st.nbytes else None
 
     def sendrecv(
         self,
@@ -767,6 +872,7 @@ class BaseComm(_shmcoll._Comm):
     # Reduce on the arrays themselves; every rank sees every header, so all take one path.
     # Any other reduction folds the objects in rank order with op(a, b), as mpi4py's.
 
+    @_locked("bcast")
     def bcast(self, obj, root=0):
         hdr = _hdr_array()
         if self.rank == root:
@@ -800,6 +906,7 @@ class BaseComm(_shmcoll._Comm):
             return None
         return [every[i * _HDR : (i + 1) * _HDR] for i in range(self.size)]
 
+    @_locked("gather")
     def gather(self, sendobj, root=0):
         h, payload = _describe(sendobj)
         every = self._headers(h, root)
@@ -814,6 +921,7 @@ class BaseComm(_shmcoll._Comm):
         self.Gatherv(send, [out, (counts, displs), _shmcoll.BYTE], root)
         return [_decode(every[i], out, displs[i]) for i in range(self.size)]
 
+    @_locked("allgather")
     def allgather(self, sendobj):
         h, payload = _describe(sendobj)
         return self._allgather_blocks(payload, self._headers(h))
@@ -823,6 +931,7 @@ class BaseComm(_shmcoll._Comm):
         self.Allgatherv(_bytes_of(payload), [out, (counts, displs), _shmcoll.BYTE])
         return [_decode(every[i], out, displs[i]) for i in range(self.size)]
 
+    @_locked("scatter")
     def scatter(self, sendobj, root=0):
         if self.rank == root:
             if sendobj is None or len(sendobj) != self.size:
@@ -841,6 +950,7 @@ class BaseComm(_shmcoll._Comm):
         self.Scatter(send, out, root)
         return pickle.loads(out[: lens[self.rank]])
 
+    @_locked("alltoall")
     def alltoall(self, sendobj):
         if sendobj is None or len(sendobj) != self.size:
             raise ValueError("alltoall: needs a sequence of %d objects" % self.size)
@@ -859,6 +969,7 @@ class BaseComm(_shmcoll._Comm):
         self.Alltoall(b"".join(d + bytes(width - len(d)) for d in datas), out)
         return [pickle.loads(out[i * width : i * width + got[i]]) for i in range(self.size)]
 
+    @_locked("allreduce")
     def allreduce(self, sendobj, op=_shmcoll.SUM):
         h, payload = _describe(sendobj)
         every = self._headers(h)
@@ -869,6 +980,7 @@ class BaseComm(_shmcoll._Comm):
         # Every rank folds the same list in rank order: the same result everywhere.
         return _fold(self._allgather_blocks(payload, every), op)
 
+    @_locked("reduce")
     def reduce(self, sendobj, op=_shmcoll.SUM, root=0):
         h, payload = _describe(sendobj)
         every = self._headers(h)
@@ -892,6 +1004,7 @@ class Comm(BaseComm):
         """shmcoll.malloc(self, shape, dtype): a NumPy array over symmetric memory."""
         return malloc(self, shape, dtype)
 
+    @_locked("scan")
     def scan(self, sendobj, op=_shmcoll.SUM):
         """op over the objects of ranks 0 .. this one, folded in rank order."""
         h, payload = _describe(sendobj)
@@ -903,6 +1016,7 @@ class Comm(BaseComm):
         objs = self._allgather_blocks(payload, every)
         return _fold(objs[: self.rank + 1], op)
 
+    @_locked("exscan")
     def exscan(self, sendobj, op=_shmcoll.SUM):
         """op over the objects of ranks 0 .. this one - 1; None on rank 0."""
         h, payload = _describe(sendobj)

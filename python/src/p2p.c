@@ -88,10 +88,11 @@ static PyObject *recv_done(CommObject *self, struct call *k, int rc, PyObject *s
 	if (rc == 0 && k->finish && k->finish(k) < 0)
 		goto out;
 	if (rc) {
+		/* A cut message: the part that arrived is written, and the status says so (filled
+		 * before the error is raised: filling it runs Python code). */
+		if (rc == -EMSGSIZE && py__status_fill(status, &k->st) < 0)
+			goto out;
 		py__raise_rc(self->c, rc);
-		/* A cut message: the part that arrived is written, and the status says so. */
-		if (rc == -EMSGSIZE)
-			py__status_fill(status, &k->st);
 		goto out;
 	}
 	if (py__status_fill(status, &k->st) < 0)

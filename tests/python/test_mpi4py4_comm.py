@@ -164,6 +164,16 @@ def test_failed_request_fills_its_status_and_raises_its_error(comm):
         raise AssertionError("a cut message did not raise")
     assert (st.Get_source(), st.Get_tag(), st.Get_error()) == (left, 13, MPI.ERR_TRUNCATE)
     assert not r
+    # The blocking receive likewise.
+    comm.Send(b"efgh", right, 14)
+    st = MPI.Status()
+    try:
+        comm.Recv(bytearray(3), left, 14, st)
+    except MPI.Exception as e:
+        assert e.Get_error_class() == MPI.ERR_TRUNCATE
+    else:
+        raise AssertionError("a cut message did not raise")
+    assert (st.Get_source(), st.Get_tag(), st.Get_count()) == (left, 14, 3)
 
 
 # ---- Isendrecv, Isendrecv_replace ----
@@ -389,3 +399,143 @@ def test_translate_ranks_both_forms(comm):
         pass
     else:
         raise AssertionError("ranks given twice")
+
+
+# ---- names, recv(buf), the communicator locks ----
+
+
+def test_null_communicator_name(comm):
+    dup = comm.Dup()
+    dup.Free()
+    for null in (MPI.COMM_NULL, MPI.Comm(), MPI.Intracomm(), MPI.Intercomm(), dup):
+        if _api.MAJOR >= 4:  # mpi4py 4 over Open MPI 5
+            assert null.Get_name() == "MPI_COMM_NULL" and null.name == "MPI_COMM_NULL"
+        else:  # mpi4py 3.1.4 over Open MPI 4.1
+            try:
+                null.Get_name()
+            except MPI.Exception as e:
+                assert e.Get_error_class() == MPI.ERR_COMM
+            else:
+                raise AssertionError("COMM_NULL has a name as mpi4py 3")
+        try:
+            null.Set_name("x")  # both: a null communicator takes no name
+        except MPI.Exception as e:
+            assert e.Get_error_class() == MPI.ERR_COMM
+        else:
+            raise AssertionError("COMM_NULL took a name")
+    assert MPI.COMM_WORLD.Get_name() == "MPI_COMM_WORLD" and comm.Get_name() == ""
+
+
+def _warns_buf(fn):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        res = fn()
+    assert [(w.category, str(w.message)) for w in got] == [
+        (UserWarning, "the 'buf' argument is deprecated")]
+    return res
+
+
+def test_recv_with_a_buffer_warns_and_receives_into_it(comm):
+    # mpi4py 3.1.4 and 4 alike: a UserWarning, then the message received into buf (an int:
+    # that many bytes); one that does not fit raises ERR_TRUNCATE.
+    import warnings
+
+    right, left = ring(comm)
+    assert _warns_buf(lambda: comm.recv(bytearray(0), MPI.PROC_NULL)) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            comm.recv(bytearray(8), MPI.PROC_NULL)
+        except UserWarning:
+            pass
+        else:
+            raise AssertionError("no warning")
+        assert comm.recv(None, MPI.PROC_NULL) is None  # no buf: no warning
+    comm.send(("a", comm.rank), right, 1)
+    assert _warns_buf(lambda: comm.recv(128, left, 1)) == ("a", left)
+    buf = bytearray(128)
+    st = MPI.Status()
+    comm.send([comm.rank], right, 2)
+    assert _warns_buf(lambda: comm.recv(buf, left, 2, st)) == [left]
+    import pickle
+
+    assert bytes(buf[: st.Get_count()]) == pickle.dumps([left], pickle.HIGHEST_PROTOCOL)
+    assert (st.Get_source(), st.Get_tag()) == (left, 2)
+    # sendrecv's recvbuf is recv's buf.
+    assert _warns_buf(lambda: comm.sendrecv("s", right, 3, bytearray(64), left, 3)) == "s"
+    # Too small: the message is cut, and taken.
+    comm.send("x" * 100, right, 4)
+    try:
+        _warns_buf(lambda: comm.recv(8, left, 4))
+    except MPI.Exception as e:
+        assert e.Get_error_class() == MPI.ERR_TRUNCATE
+    else:
+        raise AssertionError("a cut message did not raise")
+    comm.Barrier()
+    assert not comm.iprobe(left, 4)
+    # Not a writable buffer.
+    for bad, exc in ((b"x" * 64, BufferError), ("x", TypeError)):
+        try:
+            _warns_buf(lambda: comm.recv(bad, left, 5))
+        except exc:
+            pass
+        else:
+            raise AssertionError("%r taken as a receive buffer" % (bad,))
+    # With object receives queued, they take their messages first.
+    early = comm.irecv(source=left, tag=6)
+    comm.send("first", right, 6)
+    comm.send("second", right, 6)
+    assert _warns_buf(lambda: comm.recv(bytearray(64), left, 6)) == "second"
+    assert early.wait() == "first"
+    early = comm.irecv(source=left, tag=7)
+    comm.send("y", right, 7)
+    comm.send("z" * 100, right, 7)
+    try:
+        _warns_buf(lambda: comm.recv(16, left, 7))
+    except MPI.Exception as e:
+        assert e.Get_error_class() == MPI.ERR_TRUNCATE
+    else:
+        raise AssertionError("a cut message did not raise")
+    assert early.wait() == "y"
+    comm.Barrier()
+
+
+def test_comm_lock_table(comm):
+    import threading
+
+    dup = comm.Dup()
+    try:
+        table = MPI._comm_lock_table(dup)
+        assert isinstance(table, dict) and "bcast" not in table
+        assert MPI._lock_table(dup) is table and MPI._comm_lock_table(MPI.Comm(dup)) is table
+        assert dup.bcast("b", root=0) == "b"
+        lock_type = type(threading.Lock())
+        assert isinstance(table["bcast"], lock_type) and not table["bcast"].locked()
+        for call in (lambda: dup.gather(1), lambda: dup.scatter(None if dup.rank else
+                                                                 list(range(dup.size))),
+                     lambda: dup.allgather(1), lambda: dup.alltoall(list(range(dup.size))),
+                     lambda: dup.allreduce(1), lambda: dup.reduce(1), lambda: dup.scan(1),
+                     lambda: dup.exscan(1)):
+            call()
+        assert {"gather", "scatter", "allgather", "alltoall", "allreduce", "reduce", "scan",
+                "exscan"} <= set(table)
+        assert MPI._comm_lock(dup, "bcast") is table["bcast"]
+        mine = MPI._comm_lock(dup)
+        assert table[None] is mine and isinstance(mine, lock_type)
+        # A bcast waits for another thread's turn with the lock.
+        with table["bcast"]:
+            t = threading.Thread(target=dup.bcast, args=(None,))
+            t.start()
+            t.join(0.05)
+            assert t.is_alive()
+        t.join()
+    finally:
+        dup.Free()
+    try:
+        MPI._comm_lock_table(dup)
+    except MPI.Exception as e:
+        assert e.Get_error_class() == MPI.ERR_COMM
+    else:
+        raise AssertionError("a freed communicator has locks")
