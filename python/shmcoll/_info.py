@@ -27,6 +27,15 @@ class Info:
         self._const = False
 
     @classmethod
+    def Create_env(cls, args=None):
+        """mpi4py 4's (MPI 4): a new info object of the environment, INFO_ENV's keys; args
+        (the program and its arguments, a str for the program alone) in place of this
+        process's command line."""
+        i = cls.Create()
+        i._d.update(_env(args))
+        return i
+
+    @classmethod
     def Create(cls, items=None):
         """A new, empty info object (mpi4py 4 takes its items too)."""
         i = cls.__new__(cls)
@@ -147,6 +156,8 @@ class Info:
         return list((self._d or {}).items())
 
     def update(self, other=(), **kw):
+        if self._d is None:
+            raise KeyError  # mpi4py's, for INFO_NULL
         if isinstance(other, Info):
             other = other.items()
         elif hasattr(other, "keys"):
@@ -173,7 +184,7 @@ class Info:
         return key, self.pop(key)
 
     def copy(self):
-        return self.Dup()
+        return self.Dup() if self._d is not None else type(self)()  # INFO_NULL's: null
 
     def clear(self):
         for k in self.keys():
@@ -197,18 +208,30 @@ INFO_NULL = Info()
 INFO_NULL._const = True
 
 
-def _env_info():
-    i = Info.Create()
-    i._d.update({
-        "command": os.path.basename(sys.executable),
-        "argv": " ".join(sys.argv[1:]),
+def _env(args=None):
+    """INFO_ENV's keys: of this process, or of the command line args (Info.Create_env)."""
+    if args is None:
+        command, argv = os.path.basename(sys.executable), sys.argv[1:]
+    else:
+        args = [args] if isinstance(args, str) else list(args)
+        if not all(isinstance(a, str) for a in args):
+            raise TypeError("Info.Create_env: args are str (the program and its arguments)")
+        command, argv = (args[0] if args else ""), args[1:]
+    return {
+        "command": command,
+        "argv": " ".join(argv),
         "maxprocs": os.environ.get("SHMCOLL_SIZE", "1"),
         "soft": os.environ.get("SHMCOLL_SIZE", "1"),
         "host": os.uname().nodename,
         "arch": os.uname().machine,
         "wdir": os.getcwd(),
         "thread_level": "MPI_THREAD_MULTIPLE",
-    })
+    }
+
+
+def _env_info():
+    i = Info.Create()
+    i._d.update(_env())
     i._const = True
     return i
 

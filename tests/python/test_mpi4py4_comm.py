@@ -539,3 +539,53 @@ def test_comm_lock_table(comm):
         assert e.Get_error_class() == MPI.ERR_COMM
     else:
         raise AssertionError("a freed communicator has locks")
+
+
+# ---- Info ----
+
+
+def test_info_null_mapping_methods(comm):
+    null = MPI.INFO_NULL
+    for fn in (lambda: null.update([]), lambda: null.update({}), lambda: null.update(a="1"),
+               lambda: null.popitem(), lambda: null.pop("k"), lambda: null["k"],
+               lambda: null.__setitem__("k", "v"), lambda: null.__delitem__("k")):
+        try:
+            fn()
+        except KeyError:
+            pass
+        else:
+            raise AssertionError("INFO_NULL took it")
+    copy = null.copy()
+    assert copy == null and copy is not null and not copy
+    assert null.pop("k", 5) == 5 and null.get("k", 3) == 3 and null.clear() is None
+    assert (null.keys(), null.values(), null.items(), len(null)) == ([], [], [], 0)
+
+
+def test_info_create_env(comm):
+    import sys
+
+    keys = ("command", "argv", "maxprocs", "soft", "host", "arch", "wdir", "thread_level")
+    env = MPI.Info.Create_env()
+    try:
+        assert env and env != MPI.INFO_ENV
+        for k in keys:
+            assert env.Get(k) == MPI.INFO_ENV.Get(k)
+        env.Set("mine", "1")  # a new info object of the program's, unlike INFO_ENV
+        dup = env.Dup()
+        assert dup.items() == env.items()
+        dup.Free()
+    finally:
+        env.Free()
+    for args, command, argv in ((None, MPI.INFO_ENV.Get("command"), MPI.INFO_ENV.Get("argv")),
+                                ([], "", ""), ((), "", ""), (sys.executable, sys.executable, ""),
+                                ([sys.executable, "-c", "pass"], sys.executable, "-c pass")):
+        for env in (MPI.Info.Create_env(args), MPI.Info.Create_env(args=args)):
+            assert (env.Get("command"), env.Get("argv")) == (command, argv)
+            assert env.Get("maxprocs") == MPI.INFO_ENV.Get("maxprocs")
+            env.Free()
+    try:
+        MPI.Info.Create_env([1, 2])
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("args of ints")
