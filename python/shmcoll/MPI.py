@@ -200,6 +200,68 @@ def __getattr__(name):
     raise AttributeError("module 'shmcoll.MPI' has no attribute %r" % name)
 
 
+# ---- pickling of handles, as mpi4py 4 ----
+
+
+def _predefined(name):
+    """The predefined handle of that name, which a pickled one unpickles to (the same
+    object, as in mpi4py 4)."""
+    if name == "COMM_WORLD":
+        return _world_comm()
+    if name == "COMM_SELF":
+        return _self_comm()
+    return globals()[name]
+
+
+def _predefined_like(obj):
+    """The names of the predefined handles of obj's kind, the null one first."""
+    if isinstance(obj, _shmcoll._Comm):
+        return ("COMM_NULL", "COMM_WORLD", "COMM_SELF")
+    if isinstance(obj, Group):
+        return ("GROUP_NULL", "GROUP_EMPTY")
+    if isinstance(obj, Info):
+        return ("INFO_NULL", "INFO_ENV")
+    if isinstance(obj, Errhandler):
+        return ("ERRHANDLER_NULL", "ERRORS_RETURN", "ERRORS_ABORT", "ERRORS_ARE_FATAL")
+    if isinstance(obj, Message):
+        return ("MESSAGE_NULL", "MESSAGE_NO_PROC")
+    if isinstance(obj, Request):
+        return ("REQUEST_NULL",)
+    return ("%s_NULL" % type(obj).__name__.upper(),)  # Win, File, Session: null only
+
+
+def _mpi_class(obj):
+    """obj's class as mpi4py names it (shmcoll.Comm is MPI.Intracomm, an object request an
+    MPI.Request ...)."""
+    cls = type(obj)
+    if isinstance(obj, Request) and not isinstance(obj, (Prequest, Grequest)):
+        return Request
+    return cls
+
+
+def _reduce(obj):
+    """obj.__reduce__ of the handles (communicators, groups, infos, error handlers, messages,
+    requests), as mpi4py 4's: a predefined handle unpickles to itself; one equal to a
+    predefined handle (Comm() or a freed communicator, MPI.Intracomm(COMM_WORLD),
+    Group(GROUP_EMPTY), a completed request ...) to a new handle of its class equal to it;
+    any other cannot be pickled: ValueError as mpi4py 4, TypeError as mpi4py 3 (whose
+    handles do not pickle at all)."""
+    names = _predefined_like(obj)
+    handles = [(n, globals().get(n) if n not in ("COMM_WORLD", "COMM_SELF") else
+                (_world if n == "COMM_WORLD" else _self)) for n in names]
+    for name, h in handles:
+        if obj is h:
+            return (_predefined, (name,))
+    cls = _mpi_class(obj)
+    for i, (name, h) in enumerate(handles):
+        if h is not None and obj == h:
+            return (cls, ()) if i == 0 else (cls, (h,))  # a new null handle is Cls()
+    name = {Comm: "Comm", Intracomm: "Intracomm"}.get(cls, cls.__name__)
+    if _api.MAJOR >= 4:
+        raise ValueError("cannot serialize 'shmcoll.MPI.%s' instance" % name)
+    raise TypeError("cannot pickle 'shmcoll.MPI.%s' object" % name)
+
+
 # ---- the environment ----
 
 
@@ -462,6 +524,9 @@ class _Unsupported:
     def __hash__(self):
         return 0
 
+    def __reduce__(self):
+        return _reduce(self)
+
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
@@ -497,3 +562,4 @@ class Session(_Unsupported):
 
 WIN_NULL = Win()
 FILE_NULL = File()
+SESSION_NULL = Session()

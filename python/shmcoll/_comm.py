@@ -170,6 +170,13 @@ class BaseComm(_shmcoll._Comm):
     def __hash__(self):
         return 0 if self.freed else id(self._handle)
 
+    def __reduce__(self):
+        # Pickled as mpi4py 4 pickles handles (MPI._reduce): the predefined ones
+        # and those equal to them.
+        from . import MPI
+
+        return MPI._reduce(self)
+
     def _live(self, what):
         if self.freed:
             _err_comm(what)

@@ -104,6 +104,13 @@ class Group:
     def __hash__(self):
         return hash(id(self._h)) if self._h is not None and self._h.members else 0
 
+    def __reduce__(self):
+        # Pickled as mpi4py 4 pickles handles (MPI._reduce): the predefined ones
+        # and those equal to them.
+        from . import MPI
+
+        return MPI._reduce(self)
+
     def __repr__(self):
         if self._h is None:
             return "<shmcoll.MPI.Group GROUP_NULL>"

@@ -115,6 +115,15 @@ class Info:
     def __hash__(self):
         return id(self._d)
 
+    def __reduce__(self):
+        # As mpi4py 4: INFO_NULL and INFO_ENV unpickle to themselves, another info to a new
+        # one of its items.
+        if self._d is not None and not self._const and self != INFO_ENV:
+            return (type(self).Create, (self.items(),))
+        from . import MPI
+
+        return MPI._reduce(self)
+
     def __len__(self):
         return 0 if self._d is None else len(self._d)
 
@@ -281,6 +290,13 @@ class Errhandler:
 
     def __hash__(self):
         return hash(self._kind)
+
+    def __reduce__(self):
+        # Pickled as mpi4py 4 pickles handles (MPI._reduce): the predefined ones
+        # and those equal to them.
+        from . import MPI
+
+        return MPI._reduce(self)
 
     def py2f(self):
         return {None: 0, "return": 1, "fatal": 2, "abort": 3}[self._kind]

@@ -57,6 +57,13 @@ class Message:
     def __hash__(self):
         return hash((self._kind, id(self._comm), self._source, self._tag))
 
+    def __reduce__(self):
+        # Pickled as mpi4py 4 pickles handles (MPI._reduce): the predefined ones
+        # and those equal to them.
+        from . import MPI
+
+        return MPI._reduce(self)
+
     def __repr__(self):
         if self._kind == _MSG:
             return "<shmcoll.MPI.Message from %d, tag %d, %d bytes>" % (

@@ -206,5 +206,13 @@ class Status:
 
     __hash__ = None  # mutable, as mpi4py's
 
+    def __reduce__(self):
+        # Pickles (as mpi4py 4's) at every protocol: the slots' values as its state.
+        return (type(self), (), {f: getattr(self, f) for f in Status.__slots__})
+
+    def __setstate__(self, state):
+        for f, v in state.items():
+            setattr(self, f, v)
+
     def __repr__(self):
         return "Status(source=%d, tag=%d, nbytes=%d)" % (self.source, self.tag, self.nbytes)

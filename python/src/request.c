@@ -1266,6 +1266,19 @@ static PyObject *request_ready(RequestObject *r, PyObject *unused)
 	return PyBool_FromLong(!r->active || lib_poll(r, 0));
 }
 
+/* __reduce__: pickled as mpi4py 4 pickles requests (shmcoll.MPI._reduce): REQUEST_NULL, and
+ * the inactive requests, which are equal to it. */
+static PyObject *request_reduce(PyObject *self, PyObject *unused)
+{
+	PyObject *mod = PyImport_ImportModule("shmcoll.MPI"), *res;
+
+	if (!mod)
+		return NULL;
+	res = PyObject_CallMethod(mod, "_reduce", "(O)", self);
+	Py_DECREF(mod);
+	return res;
+}
+
 static PyObject *request_get_done(RequestObject *r, void *unused)
 {
 	return PyBool_FromLong(!r->active);
@@ -1331,6 +1344,7 @@ static PyMethodDef request_methods[] = {
      "waitany(requests, status=None) -> (index, object)."},
     {"testany", KW(request_testany_obj), STATIC,
      "testany(requests, status=None) -> (index, flag, object)."},
+    {"__reduce__", request_reduce, METH_NOARGS, NULL},
     {"_ready", (PyCFunction)request_ready, METH_NOARGS,
      "Whether it completed, without completing it for Wait (the lower-case forms' test)."},
     {NULL, NULL, 0, NULL},

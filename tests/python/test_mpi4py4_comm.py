@@ -589,3 +589,88 @@ def test_info_create_env(comm):
         pass
     else:
         raise AssertionError("args of ints")
+
+
+# ---- pickling of handles ----
+
+
+def _roundtrip(obj):
+    import pickle
+
+    outs = [pickle.loads(pickle.dumps(obj, p)) for p in range(pickle.HIGHEST_PROTOCOL + 1)]
+    assert all(type(o) is type(outs[0]) for o in outs)
+    return outs
+
+
+def _cannot_pickle(obj):
+    import pickle
+
+    exc = ValueError if _api.MAJOR >= 4 else TypeError  # mpi4py 3's handles never pickle
+    for p in range(pickle.HIGHEST_PROTOCOL + 1):
+        try:
+            pickle.dumps(obj, p)
+        except exc:
+            pass
+        else:
+            raise AssertionError("%r pickled" % (obj,))
+
+
+def test_predefined_handles_unpickle_to_themselves(comm):
+    for name in ("COMM_NULL", "COMM_WORLD", "COMM_SELF", "GROUP_NULL", "GROUP_EMPTY",
+                 "INFO_NULL", "INFO_ENV", "ERRHANDLER_NULL", "ERRORS_RETURN", "ERRORS_ABORT",
+                 "ERRORS_ARE_FATAL", "MESSAGE_NULL", "MESSAGE_NO_PROC", "REQUEST_NULL",
+                 "WIN_NULL", "FILE_NULL", "SESSION_NULL"):
+        h = getattr(MPI, name)
+        assert all(o is h for o in _roundtrip(h)), name
+
+
+def test_handles_equal_to_predefined_ones_unpickle_to_equal_handles(comm):
+    dup = comm.Dup()
+    dup.Free()
+    done = comm.Isend(b"", MPI.PROC_NULL)
+    done.Wait()
+    pre = comm.Send_init(b"", MPI.PROC_NULL)
+    pre.Free()
+    obj = comm.isend(None, MPI.PROC_NULL)
+    obj.wait()
+    for h, cls in ((MPI.Comm(MPI.COMM_NULL), MPI.Comm), (MPI.Intracomm(MPI.COMM_WORLD),
+                   MPI.Intracomm), (MPI.Comm(MPI.COMM_SELF), MPI.Comm), (dup, MPI.Intracomm),
+                   (MPI.Intercomm(), MPI.Intercomm), (MPI.Group(MPI.GROUP_NULL), MPI.Group),
+                   (MPI.Group(MPI.GROUP_EMPTY), MPI.Group), (comm.group.Incl([]), MPI.Group),
+                   (MPI.Info(), MPI.Info), (MPI.Info(MPI.INFO_ENV), MPI.Info),
+                   (MPI.Errhandler(MPI.ERRORS_RETURN), MPI.Errhandler),
+                   (MPI.Message(MPI.MESSAGE_NO_PROC), MPI.Message), (MPI.Message(), MPI.Message),
+                   (MPI.Request(), MPI.Request), (done, MPI.Request), (pre, MPI.Prequest),
+                   (obj, MPI.Request), (MPI.Win(), MPI.Win)):
+        for o in _roundtrip(h):
+            assert type(o) is cls and o == h and o is not h, (h, o)
+    assert _roundtrip(MPI.Intracomm(MPI.COMM_WORLD))[0].Get_size() == MPI.COMM_WORLD.size
+
+
+def test_other_handles_do_not_pickle(comm):
+    right, left = ring(comm)
+    _cannot_pickle(comm)
+    _cannot_pickle(MPI.Intracomm(comm))
+    _cannot_pickle(comm.Get_group())
+    _cannot_pickle(MPI.COMM_WORLD.Get_group())
+    req = comm.Irecv(bytearray(1), left, 3)
+    _cannot_pickle(req)
+    pre = comm.Recv_init(bytearray(1), MPI.PROC_NULL)  # not null, though inactive
+    _cannot_pickle(pre)
+    pre.Free()
+    comm.Send(b"x", right, 4)
+    msg = comm.Mprobe(left, 4)
+    _cannot_pickle(msg)
+    msg.Recv(bytearray(1))
+    comm.Send(b"y", right, 3)
+    req.Wait()
+    # A status, and an info of the program's (as a new info of its items), pickle.
+    info = MPI.Info.Create({"a": "1", "b": "2"})
+    for o in _roundtrip(info):
+        assert o.items() == [("a", "1"), ("b", "2")] and o != info
+        o.Free()
+    info.Free()
+    st = MPI.Status()
+    st.Set_source(1)
+    st.Set_tag(2)
+    assert [(o.source, o.tag) for o in _roundtrip(st)][0] == (1, 2)
