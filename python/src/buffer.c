@@ -2,7 +2,10 @@
  *   - an object with the buffer protocol, C- or Fortran-contiguous (NumPy arrays,
  *     memoryview, bytearray, bytes for a send, array.array): its format names the datatype;
  *   - a CPU torch.Tensor, contiguous (its data_ptr, numel and dtype; bfloat16 too);
- *   - an object with __array_interface__ (NumPy's protocol) or a CPU __dlpack__.
+ *   - an object with __array_interface__ (NumPy's protocol), a CPU __dlpack__, or
+ *     __cuda_array_interface__ over memory this process can read.
+ * Each kind says what one element is (its format or dtype, and its size): message.c takes
+ * the datatype from that, so a count counts the buffer's own elements whatever the kind.
  * Only the memory is resolved here; message.c reads mpi4py's message specifications around
  * it (counts, displacements, datatypes). */
 #include "shmcoll_py.h"
@@ -60,13 +63,13 @@ static int torch_dtype(PyObject *obj, PyObject *dtype, DatatypeObject **dt, Py_s
 		Py_DECREF(name);
 		return -1;
 	}
-	*dt = py__dt_byte; /* a dtype with no datatype moves as bytes */
+	*dt = NULL; /* a dtype with no datatype: message.c moves its elements as bytes */
 	for (size_t k = 0; k < sizeof(tt) / sizeof(tt[0]); k++)
 		if (!strcmp(dname, tt[k].name))
 			*dt =
 			    tt[k].type ? py__dt_of_format(tt[k].type) : py__dt_c[SHMCOLL_BFLOAT16];
 	Py_DECREF(name);
-	if (!*dt)
+	if (!*dt && PyErr_Occurred())
 		return -1;
 	if (!(r = PyObject_CallMethod(obj, "element_size", NULL)))
 		return -1;
@@ -77,8 +80,8 @@ static int torch_dtype(PyObject *obj, PyObject *dtype, DatatypeObject **dt, Py_s
 		           ? -1
 		           : (PyErr_SetString(PyExc_TypeError, "a tensor dtype without a size"),
 		              -1);
-	if ((*dt)->size != *es)
-		*dt = py__dt_byte;
+	if (*dt && (*dt)->size != *es)
+		*dt = NULL;
 	if (torch_ndtypes < (int)(sizeof(torch_dtypes) / sizeof(torch_dtypes[0]))) {
 		Py_INCREF(dtype);
 		torch_dtypes[torch_ndtypes].dtype = dtype;
@@ -167,21 +170,27 @@ static int torch_mem(PyObject *obj, struct mem *m)
 	m->ptr = (char *)(uintptr_t)ptr;
 	m->len = (Py_ssize_t)n * es;
 	m->dtype = dt;
+	m->itemsize = es;
 	return 0;
 }
 
 /* ---- NumPy's array interface ---- */
 
-/* The datatype of a typestr ("<f8", "|u1", ">i4" ...): native or no byte order only. */
-static DatatypeObject *typestr_dt(const char *ts)
+/* A typestr ("<f8", "|u1", ">i4", "|V12" ...) as a format for message.c, and its item
+ * size: 0, or -1 with ValueError. The format is the typestr itself (py__dt_of_format reads
+ * its byte order, and refuses a non-native one) but for '|', no byte order. */
+static int typestr_format(const char *ts, const char **format, Py_ssize_t *itemsize)
 {
-	if (!ts[0] || !ts[1])
-		return py__dt_of_format(ts);
-	if (ts[0] == '>' && !(ts[1] && strchr("biu", ts[1]) && !strcmp(ts + 2, "1"))) {
-		PyErr_Format(PyExc_ValueError, "typestr '%s' with non-native byte order", ts);
-		return NULL;
+	char *end;
+	long n = ts[0] && ts[1] && ts[2] ? strtol(ts + 2, &end, 10) : 0;
+
+	if (!ts[0] || !ts[1] || !ts[2] || *end || n <= 0 || !strchr("<>|=", ts[0])) {
+		PyErr_Format(PyExc_ValueError, "__array_interface__: typestr '%s' malformed", ts);
+		return -1;
 	}
-	return py__dt_of_format(ts + 1);
+	*format = ts[0] == '|' ? ts + 1 : ts;
+	*itemsize = n;
+	return 0;
 }
 
 static int array_interface_mem(PyObject *obj, int writable, struct mem *m)
@@ -189,6 +198,7 @@ static int array_interface_mem(PyObject *obj, int writable, struct mem *m)
 	PyObject *ai = PyObject_GetAttrString(obj, "__array_interface__"), *data, *shape, *ts,
 	         *strides;
 	Py_ssize_t n = 1, i, es;
+	const char *tstr;
 	int ro;
 
 	if (!ai)
@@ -221,10 +231,9 @@ static int array_interface_mem(PyObject *obj, int writable, struct mem *m)
 		n *= PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
 	if (PyErr_Occurred())
 		goto fail;
-	m->dtype = typestr_dt(PyUnicode_AsUTF8(ts));
-	if (!m->dtype)
+	/* The typestr's text lives as long as the dict, which m->keep holds. */
+	if (!(tstr = PyUnicode_AsUTF8(ts)) || typestr_format(tstr, &m->format, &es) < 0)
 		goto fail;
-	es = m->dtype->size;
 	if (strides && strides != Py_None) {
 		/* Contiguous in C order (C or F is fine, mpi4py's any-contiguous). */
 		Py_ssize_t want = es, nd = PyTuple_GET_SIZE(shape), ok = 1;
@@ -242,6 +251,8 @@ static int array_interface_mem(PyObject *obj, int writable, struct mem *m)
 		}
 	}
 	m->len = n * es;
+	m->itemsize = es;
+	m->readonly = ro;
 	m->keep = ai; /* holds the object's description; the object is held by the message */
 	return 0;
 fail:
@@ -272,7 +283,6 @@ typedef struct DLManagedTensor {
 	void *manager_ctx;
 	void (*deleter)(struct DLManagedTensor *self);
 } DLManagedTensor;
-
 enum {
 	kDLCPU = 1,
 	kDLCUDAHost = 3,
@@ -284,34 +294,60 @@ enum {
 	kDLBool = 6
 };
 
-/* The format of a DLPack dtype, as mpi4py names it (NULL: bytes). */
-static const char *dl_format(const DLDataType *d, Py_ssize_t *itemsize)
+/* The format of a DLPack dtype, mpi4py 4's table (the C types' sizes, so long double's
+ * 80-bit extended in 16 bytes is 'g', two lanes of it 'Zg'); NULL for a dtype no datatype
+ * has (opaque handles, other lane counts, float8 ...). Whatever the format, an element is
+ * (bits * lanes + 7) / 8 bytes (dl_itemsize): message.c moves a dtype without a format
+ * as elements of that many bytes, so that a count counts elements. */
+static const char *dl_format(const DLDataType *d)
 {
-	static const char *const ints[] = {NULL, "b", "h", NULL, "i", NULL, NULL, NULL, "l"};
-	static const char *const uints[] = {NULL, "B", "H", NULL, "I", NULL, NULL, NULL, "L"};
 	unsigned bits = d->bits;
 
-	*itemsize = (bits * (d->lanes ? d->lanes : 1) + 7) / 8;
 	if (d->lanes != 1) {
-		if (d->code == kDLFloat && d->lanes == 2 && (bits == 32 || bits == 64))
-			return bits == 32 ? "Zf" : "Zd";
-		*itemsize = 1;
-		return NULL;
+		if (d->code != kDLFloat || d->lanes != 2)
+			return NULL;
+		return bits == 8 * sizeof(float)         ? "Zf"
+		       : bits == 8 * sizeof(double)      ? "Zd"
+		       : bits == 8 * sizeof(long double) ? "Zg"
+		                                         : NULL;
 	}
 	switch (d->code) {
-	case kDLInt:
-		return bits % 8 == 0 && bits <= 64 ? ints[bits / 8] : NULL;
-	case kDLUInt:
-		return bits % 8 == 0 && bits <= 64 ? uints[bits / 8] : NULL;
-	case kDLFloat:
-		return bits == 16 ? "e" : bits == 32 ? "f" : bits == 64 ? "d" : NULL;
-	case kDLComplex:
-		return bits == 64 ? "Zf" : bits == 128 ? "Zd" : NULL;
 	case kDLBool:
 		return bits == 8 ? "?" : NULL;
+	case kDLInt:
+		return bits == 8 * sizeof(char)        ? "b"
+		       : bits == 8 * sizeof(short)     ? "h"
+		       : bits == 8 * sizeof(int)       ? "i"
+		       : bits == 8 * sizeof(long)      ? "l"
+		       : bits == 8 * sizeof(long long) ? "q"
+		                                       : NULL;
+	case kDLUInt:
+		return bits == 8 * sizeof(char)        ? "B"
+		       : bits == 8 * sizeof(short)     ? "H"
+		       : bits == 8 * sizeof(int)       ? "I"
+		       : bits == 8 * sizeof(long)      ? "L"
+		       : bits == 8 * sizeof(long long) ? "Q"
+		                                       : NULL;
+	case kDLFloat:
+		return bits == 16                        ? "e"
+		       : bits == 8 * sizeof(float)       ? "f"
+		       : bits == 8 * sizeof(double)      ? "d"
+		       : bits == 8 * sizeof(long double) ? "g"
+		                                         : NULL;
+	case kDLComplex:
+		/* A complex long double (2 * 128 bits) does not fit the 8 bits of bits:
+		 * producers give it as two lanes of kDLFloat (above). */
+		return bits == 16 * sizeof(float)    ? "Zf"
+		       : bits == 16 * sizeof(double) ? "Zd"
+		                                     : NULL;
 	default:
 		return NULL;
 	}
+}
+
+static Py_ssize_t dl_itemsize(const DLDataType *d)
+{
+	return ((Py_ssize_t)d->bits * (d->lanes ? d->lanes : 1) + 7) / 8;
 }
 
 static int dl_contig(const DLTensor *t, int fortran)
@@ -331,6 +367,33 @@ static int dl_contig(const DLTensor *t, int fortran)
 	return 1;
 }
 
+/* The tensor's shape and strides as mpi4py checks them: 0, or -1 with BufferError. */
+static int dl_check(const DLTensor *t)
+{
+	int i;
+
+	if (t->ndim < 0) {
+		PyErr_SetString(PyExc_BufferError, "dlpack: number of dimensions is negative");
+		return -1;
+	}
+	if (t->ndim > 0 && !t->shape) {
+		PyErr_SetString(PyExc_BufferError, "dlpack: shape is NULL");
+		return -1;
+	}
+	for (i = 0; i < t->ndim; i++)
+		if (t->shape[i] < 0 || (t->strides && t->strides[i] < 0)) {
+			PyErr_SetString(PyExc_BufferError,
+			                t->shape[i] < 0 ? "dlpack: shape item is negative"
+			                                : "dlpack: strides item is negative");
+			return -1;
+		}
+	if (!dl_contig(t, 0) && !dl_contig(t, 1)) {
+		PyErr_SetString(PyExc_BufferError, "dlpack: buffer is not contiguous");
+		return -1;
+	}
+	return 0;
+}
+
 /* mpi4py's Py_GetDLPackBuffer: the device from __dlpack_device__ (a pair of ints), the
  * tensor from __dlpack__'s capsule (checked: shape, strides, contiguity), whose deleter
  * runs at once; the object it came from (held by the message) keeps the memory. 1 when obj
@@ -338,11 +401,10 @@ static int dl_contig(const DLTensor *t, int fortran)
 static int dlpack_mem(PyObject *obj, struct mem *m)
 {
 	PyObject *dev_fn, *dev = NULL, *seq = NULL, *cap = NULL;
-	unsigned long dev_type;
 	DLManagedTensor *mt;
+	unsigned long dev_type;
 	DLTensor *t;
-	Py_ssize_t itemsize, n = 1;
-	const char *fmt;
+	Py_ssize_t n = 1;
 	int i, rc = -1;
 
 	if (!PyObject_HasAttrString(obj, "__dlpack__") ||
@@ -382,33 +444,17 @@ static int dlpack_mem(PyObject *obj, struct mem *m)
 	}
 	mt = PyCapsule_GetPointer(cap, "dltensor");
 	t = &mt->dl_tensor;
-	if (t->ndim < 0) {
-		PyErr_SetString(PyExc_BufferError, "dlpack: number of dimensions is negative");
-	} else if (t->ndim > 0 && !t->shape) {
-		PyErr_SetString(PyExc_BufferError, "dlpack: shape is NULL");
-	} else {
-		for (i = 0; i < t->ndim; i++)
-			if (t->shape[i] < 0 || (t->strides && t->strides[i] < 0))
-				break;
-		if (i < t->ndim)
-			PyErr_SetString(PyExc_BufferError,
-			                t->shape[i] < 0 ? "dlpack: shape item is negative"
-			                                : "dlpack: strides item is negative");
-		else if (!dl_contig(t, 0) && !dl_contig(t, 1))
-			PyErr_SetString(PyExc_BufferError, "dlpack: buffer is not contiguous");
-	}
-	if (!PyErr_Occurred()) {
+	if (dl_check(t) == 0) {
 		for (i = 0; i < t->ndim; i++)
 			n *= (Py_ssize_t)t->shape[i];
-		fmt = t->dtype.code == kDLBfloat && t->dtype.bits == 16
-		          ? NULL
-		          : dl_format(&t->dtype, &itemsize);
 		m->ptr = (char *)t->data + t->byte_offset;
-		m->len = n * ((t->dtype.bits * (t->dtype.lanes ? t->dtype.lanes : 1) + 7) / 8);
+		m->itemsize = dl_itemsize(&t->dtype);
+		m->len = n * m->itemsize;
+		/* bfloat16 has a datatype here (beyond mpi4py, which moves bytes). */
 		if (t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1)
 			m->dtype = py__dt_c[SHMCOLL_BFLOAT16];
 		else
-			m->format = fmt;
+			m->format = dl_format(&t->dtype);
 		rc = 0;
 	}
 	/* As mpi4py: the producer's deleter runs now, the capsule is spent (with the error, if
@@ -653,6 +699,8 @@ static int cai_mem(PyObject *obj, int writable, struct mem *m)
 		goto out;
 	}
 	m->format = cai_format(kind, itemsize);
+	m->itemsize = itemsize;
+	m->readonly = ro;
 	rc = 0;
 out:
 	Py_XDECREF(seq);
@@ -700,6 +748,8 @@ int py__mem_get(PyObject *obj, int writable, struct mem *m)
 		m->ptr = m->view.buf;
 		m->len = m->view.len;
 		m->format = m->view.format;
+		m->itemsize = m->view.itemsize;
+		m->readonly = m->view.readonly;
 		return 0;
 	}
 	if (is_tensor(obj))
@@ -730,7 +780,7 @@ PyObject *py__mem_info(PyObject *mod, PyObject *args)
 	if (py__mem_get(obj, writable, &m) < 0)
 		return NULL;
 	res = Py_BuildValue("(nnO)", (Py_ssize_t)(uintptr_t)m.ptr, m.len,
-	                    m.held && m.view.readonly ? Py_True : Py_False);
+	                    m.readonly ? Py_True : Py_False);
 	py__mem_release(&m);
 	return res;
 }

@@ -213,6 +213,11 @@ struct mem {
 	const char *format;    /* PEP 3118's, or NULL (bytes) */
 	DatatypeObject *dtype; /* the datatype a tensor or DLPack array names, else NULL */
 	PyObject *keep;        /* an object kept alive with the memory (a tensor), or NULL */
+	/* Bytes of one element as the buffer declares it (its itemsize, a DLPack or torch
+	 * dtype's size, a typestr's): the datatype message.c takes from the buffer has this
+	 * size, so a count always counts the buffer's own elements. */
+	Py_ssize_t itemsize;
+	int readonly; /* the exporter's read-only flag (a send may still take it) */
 };
 
 /* The memory of obj: the buffer protocol (any contiguous layout), a CPU torch.Tensor, an
