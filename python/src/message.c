@@ -223,18 +223,44 @@ static DatatypeObject *bytes_type(Py_ssize_t n)
 	return (DatatypeObject *)t;
 }
 
+/* A buffer's format of non-native byte order, as the mpi4py chosen answers it: mpi4py 4
+ * raises BufferError (shmcoll's, also a ValueError), mpi4py 3 KeyError with the format
+ * (no datatype is named so). Either way nothing moves that a datatype would misread.
+ * Returns NULL. */
+static DatatypeObject *non_native(const char *format)
+{
+	PyObject *key;
+
+	if (py__mpi4py_api >= 4) {
+		PyErr_Format(py__BufferError,
+		             "message: format '%s' with non-native byte order: pass a datatype "
+		             "([buf, MPI.INT] ...) or a native array",
+		             format);
+		return NULL;
+	}
+	if ((key = PyUnicode_FromString(format))) {
+		PyErr_SetObject(PyExc_KeyError, key);
+		Py_DECREF(key);
+	}
+	return NULL;
+}
+
 /* The datatype a buffer names itself (no datatype given): a tensor's or DLPack array's
- * dtype, else its format's; one whose size is not the buffer's item size (a format no
- * datatype has, a non-native byte order) gives way to bytes_type, so that the element is
- * always the buffer's own. A borrowed reference, or NULL. */
+ * dtype, else its format's (py__dt_of_format: ValueError for a non-native byte order,
+ * KeyError for a format no datatype has); one whose size is not the buffer's item size
+ * gives way to bytes_type, so that the element is always the buffer's own. A borrowed
+ * reference, or NULL. */
 static DatatypeObject *own_type(const struct mem *mem)
 {
 	DatatypeObject *t = mem->dtype;
 	Py_ssize_t n = mem->itemsize > 0 ? mem->itemsize : 1;
 
 	if (!t && !(t = py__dt_of_format(mem->format))) {
-		if (!PyErr_ExceptionMatches(PyExc_KeyError) &&
-		    !PyErr_ExceptionMatches(PyExc_ValueError))
+		if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+			PyErr_Clear();
+			return non_native(mem->format ? mem->format : "B");
+		}
+		if (!PyErr_ExceptionMatches(PyExc_KeyError))
 			return NULL;
 		PyErr_Clear();
 	}
