@@ -2,8 +2,9 @@
  *   - an object with the buffer protocol, C- or Fortran-contiguous (NumPy arrays,
  *     memoryview, bytearray, bytes for a send, array.array): its format names the datatype;
  *   - a CPU torch.Tensor, contiguous (its data_ptr, numel and dtype; bfloat16 too);
- *   - an object with __array_interface__ (NumPy's protocol), a CPU __dlpack__, or
- *     __cuda_array_interface__ over memory this process can read.
+ *   - an object with __array_interface__ (NumPy's protocol), a CPU __dlpack__ (DLPack 0.x's
+ *     "dltensor" capsules and 1.0's "dltensor_versioned"), or __cuda_array_interface__ over
+ *     memory this process can read.
  * Each kind says what one element is (its format or dtype, and its size): message.c takes
  * the datatype from that, so a count counts the buffer's own elements whatever the kind.
  * Only the memory is resolved here; message.c reads mpi4py's message specifications around
@@ -23,6 +24,25 @@ static void not_contiguous(const char *how, PyObject *detail)
 	             "the buffer is not %s (%S): pass a contiguous array, e.g. "
 	             "numpy.ascontiguousarray(...)",
 	             how, detail ? detail : Py_None);
+}
+
+/* Whether the bytes [p, p + n) can be read here: a process_vm_readv of this process's own
+ * memory, which fails with EFAULT instead of faulting (a GPU's device pointer behind the
+ * interface would otherwise crash the process). The first and last byte are tried. */
+static int readable(const char *p, Py_ssize_t n)
+{
+	char c;
+	struct iovec local = {&c, 1}, remote;
+
+	if (n <= 0)
+		return 1;
+	remote.iov_base = (void *)p;
+	remote.iov_len = 1;
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != 1)
+		return errno == ENOSYS || errno == EPERM; /* no way to tell: trust it */
+	remote.iov_base = (void *)(p + n - 1);
+	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 1 || errno == ENOSYS ||
+	       errno == EPERM;
 }
 
 /* ---- torch tensors ---- */
@@ -262,7 +282,10 @@ fail:
 
 /* ---- DLPack ---- */
 
-/* DLPack's ABI (dlpack.h, version 0.x), the part read here. */
+/* DLPack's ABI (dlpack.h 1.0), the part read here: the tensor, and the two capsules that
+ * carry it, 0.x's "dltensor" (DLManagedTensor) and 1.0's "dltensor_versioned"
+ * (DLManagedTensorVersioned: a version and flags first, so that any consumer can read them
+ * and call the deleter). */
 typedef struct {
 	int32_t device_type, device_id;
 } DLDevice;
@@ -283,8 +306,24 @@ typedef struct DLManagedTensor {
 	void *manager_ctx;
 	void (*deleter)(struct DLManagedTensor *self);
 } DLManagedTensor;
+typedef struct {
+	uint32_t major, minor;
+} DLPackVersion;
+typedef struct DLManagedTensorVersioned {
+	DLPackVersion version;
+	void *manager_ctx;
+	void (*deleter)(struct DLManagedTensorVersioned *self);
+	uint64_t flags;
+	DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+
+#define DLPACK_MAJOR          1 /* the version read here */
+#define DLPACK_MINOR          0
+#define DLPACK_FLAG_READ_ONLY ((uint64_t)1 << 0) /* the consumer must not write */
+
 enum {
 	kDLCPU = 1,
+	kDLCUDA = 2,
 	kDLCUDAHost = 3,
 	kDLInt = 0,
 	kDLUInt = 1,
@@ -394,18 +433,46 @@ static int dl_check(const DLTensor *t)
 	return 0;
 }
 
-/* mpi4py's Py_GetDLPackBuffer: the device from __dlpack_device__ (a pair of ints), the
- * tensor from __dlpack__'s capsule (checked: shape, strides, contiguity), whose deleter
- * runs at once; the object it came from (held by the message) keeps the memory. 1 when obj
- * is no DLPack object, 0 done, -1 with mpi4py's error. */
-static int dlpack_mem(PyObject *obj, struct mem *m)
+/* obj.__dlpack__(...): the 1.0 form first (max_version, so that a 1.0 producer may hand a
+ * versioned capsule), then, on the TypeError of a producer that knows no max_version, the
+ * 0.x form. Off the CPU, stream=-1: the data is ready, no synchronization is asked. */
+static PyObject *dl_capsule(PyObject *obj, int on_cpu)
+{
+	PyObject *fn = PyObject_GetAttrString(obj, "__dlpack__"), *args, *kw, *cap;
+
+	if (!fn)
+		return NULL;
+	args = PyTuple_New(0);
+	kw = on_cpu ? Py_BuildValue("{s(ii)}", "max_version", DLPACK_MAJOR, DLPACK_MINOR)
+	            : Py_BuildValue("{s(ii)si}", "max_version", DLPACK_MAJOR, DLPACK_MINOR,
+	                            "stream", -1);
+	cap = args && kw ? PyObject_Call(fn, args, kw) : NULL;
+	if (!cap && PyErr_ExceptionMatches(PyExc_TypeError)) {
+		PyErr_Clear();
+		if (PyDict_DelItemString(kw, "max_version") == 0)
+			cap = PyObject_Call(fn, args, kw);
+	}
+	Py_XDECREF(kw);
+	Py_XDECREF(args);
+	Py_DECREF(fn);
+	return cap;
+}
+
+/* mpi4py 4's Py_GetDLPackBuffer: the device from __dlpack_device__ (a pair of ints), the
+ * tensor from __dlpack__'s capsule, versioned or not (checked: version, read-only flag,
+ * shape, strides, contiguity), whose deleter runs at once; the object it came from (held by
+ * the message) keeps the memory. A device's memory is refused: shmcoll moves host memory
+ * (CUDA's pinned host memory, kDLCUDAHost, is host memory). 1 when obj is no DLPack
+ * object, 0 done, -1 with mpi4py's error. */
+static int dlpack_mem(PyObject *obj, int writable, struct mem *m)
 {
 	PyObject *dev_fn, *dev = NULL, *seq = NULL, *cap = NULL;
-	DLManagedTensor *mt;
+	DLManagedTensorVersioned *mv = NULL;
+	DLManagedTensor *mt = NULL;
 	unsigned long dev_type;
 	DLTensor *t;
 	Py_ssize_t n = 1;
-	int i, rc = -1;
+	int i, rc = -1, readonly = 0;
 
 	if (!PyObject_HasAttrString(obj, "__dlpack__") ||
 	    !PyObject_HasAttrString(obj, "__dlpack_device__"))
@@ -433,29 +500,53 @@ static int dlpack_mem(PyObject *obj, struct mem *m)
 	if (PyErr_Occurred())
 		goto out;
 	if (dev_type != kDLCPU && dev_type != kDLCUDAHost) {
-		PyErr_SetString(py__BufferError, "dlpack: the array is not in CPU memory");
+		PyErr_Format(
+		    py__BufferError,
+		    "dlpack: the array is in a device's memory (DLPack device type %lu%s), "
+		    "which shmcoll does not move: it moves host memory only (copy it to "
+		    "the CPU first)",
+		    dev_type, dev_type == kDLCUDA ? ", CUDA" : "");
 		goto out;
 	}
-	if (!(cap = PyObject_CallMethod(obj, "__dlpack__", NULL)))
+	if (!(cap = dl_capsule(obj, dev_type == kDLCPU)))
 		goto out;
-	if (!PyCapsule_IsValid(cap, "dltensor")) {
+	if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+		mv = PyCapsule_GetPointer(cap, "dltensor_versioned");
+		t = &mv->dl_tensor;
+	} else if (PyCapsule_IsValid(cap, "dltensor")) {
+		mt = PyCapsule_GetPointer(cap, "dltensor");
+		t = &mt->dl_tensor;
+	} else {
 		PyErr_SetString(PyExc_BufferError, "dlpack: invalid capsule object");
 		goto out;
 	}
-	mt = PyCapsule_GetPointer(cap, "dltensor");
-	t = &mt->dl_tensor;
-	if (dl_check(t) == 0) {
+	if (mv && mv->version.major != DLPACK_MAJOR) {
+		/* Only the version and the deleter are read of another major version. */
+		PyErr_Format(PyExc_BufferError,
+		             "dlpack: unsupported DLPack version %u.%u (shmcoll reads %d.x)",
+		             (unsigned)mv->version.major, (unsigned)mv->version.minor,
+		             DLPACK_MAJOR);
+	} else if (dl_check(t) == 0) {
+		readonly = mv && (mv->flags & DLPACK_FLAG_READ_ONLY);
 		for (i = 0; i < t->ndim; i++)
 			n *= (Py_ssize_t)t->shape[i];
 		m->ptr = (char *)t->data + t->byte_offset;
 		m->itemsize = dl_itemsize(&t->dtype);
 		m->len = n * m->itemsize;
+		m->readonly = readonly;
+		m->device = dev_type != kDLCPU;
 		/* bfloat16 has a datatype here (beyond mpi4py, which moves bytes). */
 		if (t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1)
 			m->dtype = py__dt_c[SHMCOLL_BFLOAT16];
 		else
 			m->format = dl_format(&t->dtype);
-		rc = 0;
+		if (writable && readonly)
+			PyErr_SetString(PyExc_BufferError, "dlpack: buffer is readonly");
+		else if (m->device && m->len && !readable(m->ptr, m->len))
+			PyErr_SetString(py__BufferError,
+			                "dlpack: the memory is not this process's");
+		else
+			rc = 0;
 	}
 	/* As mpi4py: the producer's deleter runs now, the capsule is spent (with the error, if
 	 * any, set aside: the deleter may be Python code). */
@@ -463,9 +554,11 @@ static int dlpack_mem(PyObject *obj, struct mem *m)
 		PyObject *et, *ev, *etb;
 
 		PyErr_Fetch(&et, &ev, &etb);
-		if (mt->deleter)
+		if (mv && mv->deleter)
+			mv->deleter(mv);
+		else if (mt && mt->deleter)
 			mt->deleter(mt);
-		PyCapsule_SetName(cap, "used_dltensor");
+		PyCapsule_SetName(cap, mv ? "used_dltensor_versioned" : "used_dltensor");
 		PyErr_Restore(et, ev, etb);
 	}
 out:
@@ -483,25 +576,6 @@ out:
 }
 
 /* ---- the CUDA array interface ---- */
-
-/* Whether the bytes [p, p + n) can be read here: a process_vm_readv of this process's own
- * memory, which fails with EFAULT instead of faulting (a GPU's device pointer behind the
- * interface would otherwise crash the process). The first and last byte are tried. */
-static int readable(const char *p, Py_ssize_t n)
-{
-	char c;
-	struct iovec local = {&c, 1}, remote;
-
-	if (n <= 0)
-		return 1;
-	remote.iov_base = (void *)p;
-	remote.iov_len = 1;
-	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != 1)
-		return errno == ENOSYS || errno == EPERM; /* no way to tell: trust it */
-	remote.iov_base = (void *)(p + n - 1);
-	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 1 || errno == ENOSYS ||
-	       errno == EPERM;
-}
 
 /* The item of a dict that must be there (KeyError), of type check (TypeError; NULL
  * check: any), or an optional one (NULL when absent or None). */
@@ -754,7 +828,7 @@ int py__mem_get(PyObject *obj, int writable, struct mem *m)
 	}
 	if (is_tensor(obj))
 		return torch_mem(obj, m);
-	if ((rc = dlpack_mem(obj, m)) <= 0)
+	if ((rc = dlpack_mem(obj, writable, m)) <= 0)
 		return rc;
 	if ((rc = cai_mem(obj, writable, m)) <= 0)
 		return rc;

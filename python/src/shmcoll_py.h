@@ -218,11 +218,13 @@ struct mem {
 	 * size, so a count always counts the buffer's own elements. */
 	Py_ssize_t itemsize;
 	int readonly; /* the exporter's read-only flag (a send may still take it) */
+	int device;   /* reached through a device protocol (DLPack off the CPU) */
 };
 
 /* The memory of obj: the buffer protocol (any contiguous layout), a CPU torch.Tensor, an
- * object with __array_interface__ or a CPU __dlpack__. 0, or -1 with an exception set
- * (TypeError: no buffer; BufferError: not contiguous, not writable, not on the CPU). */
+ * object with __array_interface__ or a CPU __dlpack__ (DLPack 0.x or 1.0 capsules). 0, or
+ * -1 with an exception set (TypeError: no buffer; BufferError: not contiguous, not
+ * writable, not on the CPU). */
 int py__mem_get(PyObject *obj, int writable, struct mem *m);
 void py__mem_release(struct mem *m);
 /* _mem(obj, writable=False) -> (address, nbytes, readonly): the module function. */
