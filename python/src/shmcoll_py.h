@@ -264,10 +264,12 @@ int py__msg_vector(PyObject *obj, int readonly, int blocks, struct msg *m);
 int py__msg_init(PyObject *m);
 /* An ignored message (not parsed, not looked at). */
 void py__msg_ignore(struct msg *m);
-/* IN_PLACE: obj is MPI.IN_PLACE, in a place where MPI allows it. */
+/* IN_PLACE: obj is MPI.IN_PLACE, in a place where MPI allows it (the callers ask only
+ * there). As mpi4py 4 (its is_IN_PLACE), None is IN_PLACE there too; as mpi4py 3, None is
+ * no message (TypeError). */
 static inline int py__is_in_place(PyObject *obj)
 {
-	return obj == py__in_place;
+	return obj == py__in_place || (obj == Py_None && py__mpi4py_api >= 4);
 }
 /* m (a call's, zeroed) is IN_PLACE. */
 void py__msg_in_place(struct msg *m);
