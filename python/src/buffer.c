@@ -8,7 +8,12 @@
  * Each kind says what one element is (its format or dtype, and its size): message.c takes
  * the datatype from that, so a count counts the buffer's own elements whatever the kind.
  * Only the memory is resolved here; message.c reads mpi4py's message specifications around
- * it (counts, displacements, datatypes). */
+ * it (counts, displacements, datatypes).
+ *
+ * Also here: MPI.buffer (mpi4py 4's class, memory in 3.x), bytes of memory over any of
+ * these, an address or an allocation, exporting the buffer protocol. It is C because a
+ * Python class cannot export the buffer protocol before Python 3.12 (PEP 688), and a
+ * memoryview cannot carry mpi4py's attributes. */
 #include "shmcoll_py.h"
 
 #include <errno.h>
@@ -775,6 +780,7 @@ static int cai_mem(PyObject *obj, int writable, struct mem *m)
 	m->format = cai_format(kind, itemsize);
 	m->itemsize = itemsize;
 	m->readonly = ro;
+	m->device = 1; /* device memory to mpi4py, whatever is behind it */
 	rc = 0;
 out:
 	Py_XDECREF(seq);
@@ -783,6 +789,47 @@ out:
 }
 
 /* ---- any buffer ---- */
+
+/* MPI.buffer: its memory, as mem (what it holds of the object it is over), and what a
+ * memoryview or slice of it relies on. */
+typedef struct BufferObject {
+	PyObject_HEAD struct mem mem; /* the memory (ptr, len, readonly, device) and its hold */
+	PyObject *obj;                /* what it is over: mpi4py's .obj (NULL: None) */
+	struct BufferObject *base;    /* a slice's or toreadonly()'s: the buffer whose export
+	                                 it holds (NULL: none) */
+	Py_ssize_t itemsize;          /* mpi4py's .itemsize: the exporter's, else 1 */
+	/* Exports: memoryviews (the buffer protocol), slices, toreadonly()s and calls over it.
+	 * release() with exports outstanding empties the buffer at once, as mpi4py's, but
+	 * keeps the memory's hold (retired) until the last export goes, so that no memoryview
+	 * is left over freed memory. */
+	Py_ssize_t exports;
+	struct mem retired;
+	PyObject *retired_obj;
+	struct BufferObject *retired_base;
+} BufferObject;
+
+static int buffer_export(BufferObject *b, Py_buffer *view, int flags);
+
+/* An MPI.buffer as a message's memory: an export of it, held as a view (py__mem_release
+ * releases it), with its memory's flags. The device check of its buffer protocol does not
+ * apply: the calls take memory that came through __cuda_array_interface__, which was
+ * checked readable when the buffer was made. */
+static int buffer_mem(BufferObject *b, int writable, struct mem *m)
+{
+	if (writable && b->mem.readonly) {
+		PyErr_SetString(py__BufferError, "the buffer (MPI.buffer) is read-only");
+		return -1;
+	}
+	if (buffer_export(b, &m->view, PyBUF_SIMPLE) < 0)
+		return -1;
+	m->held = 1;
+	m->ptr = b->mem.ptr;
+	m->len = b->mem.len;
+	m->itemsize = 1;
+	m->readonly = b->mem.readonly;
+	m->device = b->mem.device;
+	return 0;
+}
 
 int py__is_buffer(PyObject *obj)
 {
@@ -800,6 +847,8 @@ int py__mem_get(PyObject *obj, int writable, struct mem *m)
 	int rc;
 
 	memset(m, 0, sizeof(*m));
+	if (Py_IS_TYPE(obj, &py__BufferType))
+		return buffer_mem((BufferObject *)obj, writable, m);
 	if (PyObject_CheckBuffer(obj)) {
 		int flags = PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
 
@@ -865,4 +914,517 @@ void py__mem_release(struct mem *m)
 		PyBuffer_Release(&m->view);
 	m->held = 0;
 	Py_CLEAR(m->keep);
+}
+
+/* ---- MPI.buffer ---- */
+
+static char empty[1]; /* what an empty buffer exports: memoryview wants an address */
+
+/* An export of b (its buffer protocol, without the device check): 0, or -1 with
+ * BufferError (writable asked of a read-only buffer). */
+static int buffer_export(BufferObject *b, Py_buffer *view, int flags)
+{
+	if (PyBuffer_FillInfo(view, (PyObject *)b, b->mem.ptr ? b->mem.ptr : empty, b->mem.len,
+	                      b->mem.readonly, flags) < 0)
+		return -1;
+	b->exports++;
+	return 0;
+}
+
+/* Lets go of what holds b's memory: the exporter's view or kept object, its object, the
+ * base buffer's export. */
+static void buffer_drop(struct mem *mem, PyObject **obj, BufferObject **base);
+
+static void buffer_unexport(BufferObject *b)
+{
+	if (--b->exports == 0)
+		buffer_drop(&b->retired, &b->retired_obj, &b->retired_base);
+}
+
+static void buffer_drop(struct mem *mem, PyObject **obj, BufferObject **base)
+{
+	BufferObject *bb = *base;
+
+	py__mem_release(mem);
+	memset(mem, 0, sizeof(*mem));
+	Py_CLEAR(*obj);
+	*base = NULL;
+	if (bb) {
+		buffer_unexport(bb);
+		Py_DECREF(bb);
+	}
+}
+
+/* b empty, as after release(): its hold goes now, or with the last export (a buffer once
+ * empty gets no memory again, so there is one hold at most to keep). */
+static void buffer_empty(BufferObject *b)
+{
+	if (b->exports > 0 && !b->retired_obj && !b->retired_base && !b->retired.held &&
+	    !b->retired.keep) {
+		b->retired = b->mem;
+		b->retired_obj = b->obj;
+		b->retired_base = b->base;
+		memset(&b->mem, 0, sizeof(b->mem));
+		b->obj = NULL;
+		b->base = NULL;
+	} else {
+		buffer_drop(&b->mem, &b->obj, &b->base);
+	}
+	b->itemsize = 1;
+}
+
+static BufferObject *buffer_alloc(void)
+{
+	BufferObject *b = PyObject_New(BufferObject, &py__BufferType);
+
+	if (!b)
+		return NULL;
+	memset(&b->mem, 0, sizeof(b->mem));
+	memset(&b->retired, 0, sizeof(b->retired));
+	b->obj = b->retired_obj = NULL;
+	b->base = b->retired_base = NULL;
+	b->itemsize = 1;
+	b->exports = 0;
+	return b;
+}
+
+/* A buffer over obj's memory as the calls take it (py__mem_get): obj is its .obj. */
+static PyObject *buffer_over(PyObject *obj, int writable)
+{
+	BufferObject *b = buffer_alloc();
+
+	if (!b)
+		return NULL;
+	if (py__mem_get(obj, writable, &b->mem) < 0) {
+		memset(&b->mem, 0, sizeof(b->mem));
+		Py_DECREF(b);
+		return NULL;
+	}
+	Py_INCREF(obj);
+	b->obj = obj;
+	b->itemsize = b->mem.held && b->mem.view.itemsize > 0 ? b->mem.view.itemsize : 1;
+	return (PyObject *)b;
+}
+
+/* A buffer over bytes [off, off + n) of b, holding an export of b: a slice (obj b) or
+ * toreadonly()'s (obj b's). */
+static PyObject *buffer_view(BufferObject *b, Py_ssize_t off, Py_ssize_t n, int readonly,
+                             PyObject *obj)
+{
+	BufferObject *v = buffer_alloc();
+
+	if (!v)
+		return NULL;
+	v->mem.ptr = b->mem.ptr ? b->mem.ptr + off : NULL;
+	v->mem.len = n;
+	v->mem.itemsize = 1;
+	v->mem.readonly = readonly;
+	v->mem.device = b->mem.device;
+	v->itemsize = b->itemsize;
+	Py_INCREF(b);
+	v->base = b;
+	b->exports++;
+	Py_INCREF(obj);
+	v->obj = obj;
+	return (PyObject *)v;
+}
+
+static PyObject *buffer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	PyObject *obj = NULL;
+
+	if ((kw && PyDict_GET_SIZE(kw)) || !PyArg_ParseTuple(args, "|O:buffer", &obj)) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_TypeError, "buffer() takes no keyword arguments");
+		return NULL;
+	}
+	return obj ? buffer_over(obj, 0) : (PyObject *)buffer_alloc();
+}
+
+static void buffer_dealloc(BufferObject *b)
+{
+	/* Every export holds b: none is left. */
+	buffer_drop(&b->mem, &b->obj, &b->base);
+	buffer_drop(&b->retired, &b->retired_obj, &b->retired_base);
+	PyObject_Free(b);
+}
+
+/* mpi4py's device memory: a buffer over __cuda_array_interface__ (or DLPack off the CPU)
+ * is not read or written here, nor exported to the CPU. */
+static int buffer_host(const BufferObject *b, const char *what)
+{
+	if (!b->mem.device)
+		return 0;
+	PyErr_Format(PyExc_BufferError,
+	             "buffer.%s: the memory came through a device array protocol "
+	             "(__cuda_array_interface__ or DLPack off the CPU), not for the CPU",
+	             what);
+	return -1;
+}
+
+static int buffer_getbuffer(BufferObject *b, Py_buffer *view, int flags)
+{
+	if (buffer_host(b, "__buffer__") < 0)
+		return -1;
+	return buffer_export(b, view, flags);
+}
+
+static void buffer_releasebuffer(BufferObject *b, Py_buffer *view)
+{
+	(void)view;
+	buffer_unexport(b);
+}
+
+static PyBufferProcs buffer_as_buffer = {
+    .bf_getbuffer = (getbufferproc)buffer_getbuffer,
+    .bf_releasebuffer = (releasebufferproc)buffer_releasebuffer,
+};
+
+/* ---- its methods ---- */
+
+static PyObject *buffer_allocate(PyObject *unused, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"nbytes", "clear", NULL};
+	PyObject *on, *ba, *b;
+	Py_ssize_t n;
+	int clear = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:allocate", kwlist, &on, &clear))
+		return NULL;
+	if ((n = PyNumber_AsSsize_t(on, PyExc_OverflowError)) == -1 && PyErr_Occurred())
+		return NULL;
+	if (n < 0) {
+		PyErr_Format(PyExc_ValueError,
+		             "buffer.allocate: expecting non-negative size, got %zd", n);
+		return NULL;
+	}
+	/* A bytearray: its memory lives while the buffer's export holds it (it cannot be
+	 * resized meanwhile), and .obj is a buffer of its own, as mpi4py's. */
+	if (!(ba = PyByteArray_FromStringAndSize(NULL, n)))
+		return NULL;
+	if (clear)
+		memset(PyByteArray_AS_STRING(ba), 0, (size_t)n);
+	b = buffer_over(ba, 1);
+	Py_DECREF(ba);
+	return b;
+}
+
+static PyObject *buffer_frombuffer(PyObject *unused, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"obj", "readonly", NULL};
+	PyObject *obj;
+	BufferObject *b;
+	int readonly = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:frombuffer", kwlist, &obj, &readonly))
+		return NULL;
+	if (!(b = (BufferObject *)buffer_over(obj, !readonly)))
+		return NULL;
+	b->mem.readonly = readonly; /* as asked, as mpi4py's */
+	return (PyObject *)b;
+}
+
+static PyObject *buffer_fromaddress(PyObject *unused, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"address", "nbytes", "readonly", NULL};
+	PyObject *oa, *on;
+	BufferObject *b;
+	Py_ssize_t n;
+	void *p;
+	int readonly = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|p:fromaddress", kwlist, &oa, &on, &readonly))
+		return NULL;
+	if (!(p = PyLong_AsVoidPtr(oa)) && PyErr_Occurred())
+		return NULL;
+	if ((n = PyNumber_AsSsize_t(on, PyExc_OverflowError)) == -1 && PyErr_Occurred())
+		return NULL;
+	if (n < 0) {
+		PyErr_SetString(PyExc_ValueError, "buffer.fromaddress: expecting non-negative "
+		                                  "buffer length");
+		return NULL;
+	}
+	if (n > 0 && !p) {
+		PyErr_SetString(PyExc_ValueError, "buffer.fromaddress: expecting non-NULL address");
+		return NULL;
+	}
+	if (!(b = buffer_alloc()))
+		return NULL;
+	b->mem.ptr = p;
+	b->mem.len = n;
+	b->mem.itemsize = 1;
+	b->mem.readonly = readonly;
+	return (PyObject *)b;
+}
+
+static PyObject *buffer_cast(BufferObject *b, PyObject *args, PyObject *kw)
+{
+	PyObject *mv, *fn, *r = NULL;
+
+	if (buffer_host(b, "cast") < 0 || !(mv = PyMemoryView_FromObject((PyObject *)b)))
+		return NULL;
+	if ((fn = PyObject_GetAttrString(mv, "cast"))) {
+		r = PyObject_Call(fn, args, kw);
+		Py_DECREF(fn);
+	}
+	Py_DECREF(mv);
+	return r;
+}
+
+static PyObject *buffer_tobytes(BufferObject *b, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"order", NULL};
+	PyObject *order = Py_None;
+
+	/* order is taken and not used: the bytes are contiguous (mpi4py's). */
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:tobytes", kwlist, &order) ||
+	    buffer_host(b, "tobytes") < 0)
+		return NULL;
+	return PyBytes_FromStringAndSize(b->mem.ptr, b->mem.len);
+}
+
+static PyObject *buffer_toreadonly(BufferObject *b, PyObject *unused)
+{
+	return buffer_view(b, 0, b->mem.len, 1, b->obj ? b->obj : (PyObject *)b);
+}
+
+static PyObject *buffer_release(BufferObject *b, PyObject *unused)
+{
+	buffer_empty(b);
+	Py_RETURN_NONE;
+}
+
+static PyMethodDef buffer_methods[] = {
+    {"allocate", KW(buffer_allocate), METH_VARARGS | METH_KEYWORDS | METH_STATIC,
+     "allocate(nbytes, clear=False) -> buffer: new memory of nbytes (zeroed if clear)"},
+    {"frombuffer", KW(buffer_frombuffer), METH_VARARGS | METH_KEYWORDS | METH_STATIC,
+     "frombuffer(obj, readonly=False) -> buffer: over obj's memory (any buffer the calls "
+     "take)"},
+    {"fromaddress", KW(buffer_fromaddress), METH_VARARGS | METH_KEYWORDS | METH_STATIC,
+     "fromaddress(address, nbytes, readonly=False) -> buffer: over the memory at address"},
+    {"cast", KW(buffer_cast), METH_VARARGS | METH_KEYWORDS,
+     "cast(format, shape=...) -> memoryview: memoryview(self).cast(format, shape)"},
+    {"tobytes", KW(buffer_tobytes), METH_VARARGS | METH_KEYWORDS,
+     "tobytes(order=None) -> bytes: a copy of the memory"},
+    {"toreadonly", (PyCFunction)buffer_toreadonly, METH_NOARGS,
+     "toreadonly() -> buffer: a read-only buffer over the same memory"},
+    {"release", (PyCFunction)buffer_release, METH_NOARGS,
+     "release(): lets go of the memory; the buffer is then empty"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *get_address(BufferObject *b, void *u)
+{
+	return PyLong_FromVoidPtr(b->mem.ptr);
+}
+
+static PyObject *get_obj(BufferObject *b, void *u)
+{
+	PyObject *o = b->obj ? b->obj : Py_None;
+
+	Py_INCREF(o);
+	return o;
+}
+
+static PyObject *get_nbytes(BufferObject *b, void *u)
+{
+	return PyLong_FromSsize_t(b->mem.len);
+}
+
+static PyObject *get_readonly(BufferObject *b, void *u)
+{
+	return PyBool_FromLong(b->mem.readonly);
+}
+
+static PyObject *get_format(BufferObject *b, void *u)
+{
+	return PyUnicode_FromString("B"); /* bytes: mpi4py's (it asks no format) */
+}
+
+static PyObject *get_itemsize(BufferObject *b, void *u)
+{
+	return PyLong_FromSsize_t(b->itemsize);
+}
+
+static PyGetSetDef buffer_getset[] = {
+    {"address", (getter)get_address, NULL, "the memory's address (0: none)", NULL},
+    {"obj", (getter)get_obj, NULL, "the object the memory is of, or None", NULL},
+    {"nbytes", (getter)get_nbytes, NULL, "bytes of memory", NULL},
+    {"readonly", (getter)get_readonly, NULL, "whether it is read-only", NULL},
+    {"format", (getter)get_format, NULL, "'B': bytes", NULL},
+    {"itemsize", (getter)get_itemsize, NULL, "the exporter's item size, else 1", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* ---- as a sequence of bytes ---- */
+
+static Py_ssize_t buffer_length(BufferObject *b)
+{
+	return b->mem.len;
+}
+
+/* The byte at index item (negative: from the end): its offset, or -1 with IndexError. */
+static Py_ssize_t buffer_index(BufferObject *b, PyObject *item)
+{
+	Py_ssize_t i = PyNumber_AsSsize_t(item, PyExc_IndexError);
+
+	if (i == -1 && PyErr_Occurred())
+		return -1;
+	if (i < 0)
+		i += b->mem.len;
+	if (i < 0 || i >= b->mem.len) {
+		PyErr_SetString(PyExc_IndexError, "buffer index out of range");
+		return -1;
+	}
+	return i;
+}
+
+/* A slice of step 1 (another step: IndexError, as mpi4py's): 0 with start and length, or
+ * -1. */
+static int buffer_slice(BufferObject *b, PyObject *item, Py_ssize_t *start, Py_ssize_t *n)
+{
+	Py_ssize_t stop, step;
+
+	if (PySlice_Unpack(item, start, &stop, &step) < 0)
+		return -1;
+	*n = PySlice_AdjustIndices(b->mem.len, start, &stop, step);
+	if (step != 1) {
+		PyErr_SetString(PyExc_IndexError, "buffer: slice with step not supported");
+		return -1;
+	}
+	return 0;
+}
+
+static PyObject *buffer_subscript(BufferObject *b, PyObject *item)
+{
+	Py_ssize_t i, n;
+
+	if (PyIndex_Check(item)) {
+		if ((i = buffer_index(b, item)) < 0 || buffer_host(b, "__getitem__") < 0)
+			return NULL;
+		return PyLong_FromLong(((unsigned char *)b->mem.ptr)[i]);
+	}
+	if (PySlice_Check(item)) {
+		if (buffer_slice(b, item, &i, &n) < 0)
+			return NULL;
+		return buffer_view(b, i, n, b->mem.readonly, (PyObject *)b);
+	}
+	PyErr_Format(PyExc_TypeError, "buffer indices must be integers or slices, not %.100s",
+	             Py_TYPE(item)->tp_name);
+	return NULL;
+}
+
+static PyObject *buffer_item(BufferObject *b, Py_ssize_t i)
+{
+	if (i < 0 || i >= b->mem.len) {
+		PyErr_SetString(PyExc_IndexError, "buffer index out of range");
+		return NULL;
+	}
+	if (buffer_host(b, "__getitem__") < 0)
+		return NULL;
+	return PyLong_FromLong(((unsigned char *)b->mem.ptr)[i]);
+}
+
+/* A value stored as a byte: an integer of 0 to 255 (OverflowError beyond, as Cython's
+ * conversion in mpi4py's). */
+static int as_byte(PyObject *value, unsigned char *c)
+{
+	long v = PyLong_AsLong(value);
+
+	if (v == -1 && PyErr_Occurred())
+		return -1;
+	if (v < 0 || v > 255) {
+		PyErr_Format(PyExc_OverflowError, "buffer: %ld does not fit a byte", v);
+		return -1;
+	}
+	*c = (unsigned char)v;
+	return 0;
+}
+
+static int buffer_ass_subscript(BufferObject *b, PyObject *item, PyObject *value)
+{
+	Py_ssize_t i, n;
+	unsigned char c;
+
+	if (!value) {
+		PyErr_SetString(PyExc_TypeError, "buffer: items cannot be deleted");
+		return -1;
+	}
+	if (b->mem.readonly) {
+		PyErr_SetString(PyExc_TypeError, "buffer is read-only");
+		return -1;
+	}
+	if (PyIndex_Check(item)) {
+		if ((i = buffer_index(b, item)) < 0 || buffer_host(b, "__setitem__") < 0 ||
+		    as_byte(value, &c) < 0)
+			return -1;
+		((unsigned char *)b->mem.ptr)[i] = c;
+		return 0;
+	}
+	if (!PySlice_Check(item)) {
+		PyErr_Format(PyExc_TypeError,
+		             "buffer indices must be integers or slices, not %.100s",
+		             Py_TYPE(item)->tp_name);
+		return -1;
+	}
+	if (buffer_slice(b, item, &i, &n) < 0 || buffer_host(b, "__setitem__") < 0)
+		return -1;
+	if (PyIndex_Check(value)) {
+		if (as_byte(value, &c) < 0)
+			return -1;
+		if (n)
+			memset(b->mem.ptr + i, c, (size_t)n);
+	} else {
+		struct mem vm;
+
+		if (py__mem_get(value, 0, &vm) < 0)
+			return -1;
+		if (vm.len != n) {
+			PyErr_Format(PyExc_ValueError,
+			             "buffer: slice of %zd bytes, value of %zd: lengths differ", n,
+			             vm.len);
+			py__mem_release(&vm);
+			return -1;
+		}
+		if (n)
+			memmove(b->mem.ptr + i, vm.ptr, (size_t)n);
+		py__mem_release(&vm);
+	}
+	return 0;
+}
+
+static PySequenceMethods buffer_as_sequence = {
+    .sq_length = (lenfunc)buffer_length,
+    .sq_item = (ssizeargfunc)buffer_item,
+};
+
+static PyMappingMethods buffer_as_mapping = {
+    .mp_length = (lenfunc)buffer_length,
+    .mp_subscript = (binaryfunc)buffer_subscript,
+    .mp_ass_subscript = (objobjargproc)buffer_ass_subscript,
+};
+
+PyTypeObject py__BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "shmcoll.MPI.buffer",
+    .tp_basicsize = sizeof(BufferObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "buffer() / buffer(obj): bytes of memory, mpi4py 4's MPI.buffer (memory in "
+              "mpi4py 3): over any buffer the calls take (buffer protocol, DLPack, "
+              "__cuda_array_interface__, __array_interface__, torch tensors), an address "
+              "(fromaddress) or new memory (allocate); with the buffer protocol, len(), "
+              "indexing and slicing by bytes.",
+    .tp_new = buffer_new,
+    .tp_dealloc = (destructor)buffer_dealloc,
+    .tp_methods = buffer_methods,
+    .tp_getset = buffer_getset,
+    .tp_as_buffer = &buffer_as_buffer,
+    .tp_as_sequence = &buffer_as_sequence,
+    .tp_as_mapping = &buffer_as_mapping,
+};
+
+int py__buffer_init(PyObject *m)
+{
+	if (PyType_Ready(&py__BufferType) < 0)
+		return -1;
+	return py__add(m, "buffer", (PyObject *)&py__BufferType);
 }

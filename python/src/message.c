@@ -53,8 +53,10 @@ int py__msg_init(PyObject *m)
 		return -1;
 	py__bottom = PyObject_CallFunction((PyObject *)&BottomType, "i", 0);
 	py__in_place = PyObject_CallFunction((PyObject *)&InPlaceType, "i", 1);
-	return py__add(m, "BOTTOM", py__bottom) < 0 || py__add(m, "IN_PLACE", py__in_place) < 0 ? -1
-	                                                                                        : 0;
+	return py__add(m, "BOTTOM", py__bottom) < 0 || py__add(m, "IN_PLACE", py__in_place) < 0 ||
+	               py__buffer_init(m) < 0
+	           ? -1
+	           : 0;
 }
 
 /* mpi4py's is_integral: an index that is not a sequence. */
