@@ -201,15 +201,17 @@ static int torch_mem(PyObject *obj, struct mem *m)
 
 /* ---- NumPy's array interface ---- */
 
-/* A typestr ("<f8", "|u1", ">i4", "|V12" ...) as a format for message.c, and its item
- * size: 0, or -1 with ValueError. The format is the typestr itself (py__dt_of_format reads
- * its byte order, and refuses a non-native one) but for '|', no byte order. */
+/* A typestr ("<f8", "|u1", ">i4", "|V12", "<M8[s]" ...) as a format for message.c, and its
+ * item size: 0, or -1 with ValueError. The format is the typestr itself (py__dt_of_format
+ * reads its byte order, and refuses a non-native one) but for '|', no byte order; a
+ * datetime's unit ("[s]") leaves it to no datatype, so it moves as its bytes. */
 static int typestr_format(const char *ts, const char **format, Py_ssize_t *itemsize)
 {
-	char *end;
+	char *end = NULL;
 	long n = ts[0] && ts[1] && ts[2] ? strtol(ts + 2, &end, 10) : 0;
 
-	if (!ts[0] || !ts[1] || !ts[2] || *end || n <= 0 || !strchr("<>|=", ts[0])) {
+	if (!ts[0] || !ts[1] || !ts[2] || (*end && *end != '[') || n <= 0 ||
+	    !strchr("<>|=", ts[0])) {
 		PyErr_Format(PyExc_ValueError, "__array_interface__: typestr '%s' malformed", ts);
 		return -1;
 	}
