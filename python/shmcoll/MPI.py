@@ -338,78 +338,30 @@ def Wtick():
 
 def _buffer_info(obj, writable=False):
     """(address, bytes, readonly) of a buffer argument, resolved as the calls resolve it
-    (the buffer protocol, __array_interface__, DLPack, torch tensors) where the C module
-    offers it (_shmcoll._mem), else through the buffer protocol."""
-    info = getattr(_shmcoll, "_mem", None)
-    if info is not None:
-        return info(obj, writable)
-    import ctypes
-
-    m = memoryview(obj)
-    if writable and m.readonly:
-        raise BufferError("Object is not writable.")
-    if not m.contiguous:
-        raise BufferError("a non-contiguous buffer")
-    if m.nbytes == 0:
-        return 0, 0, m.readonly
-    if not m.readonly:
-        return ctypes.addressof(ctypes.c_char.from_buffer(m.cast("B"))), m.nbytes, False
-    ai = getattr(obj, "__array_interface__", None)
-    if ai is not None:
-        return ai["data"][0], m.nbytes, True
-    if isinstance(obj, bytes):
-        return ctypes.cast(ctypes.c_char_p(obj), ctypes.c_void_p).value, m.nbytes, True
-    raise TypeError("cannot take the address of a read-only %s" % type(obj).__name__)
+    (the buffer protocol, DLPack, __cuda_array_interface__, __array_interface__, torch
+    tensors, MPI.buffer)."""
+    return _shmcoll._mem(obj, writable)
 
 
-class memory:
-    """mpi4py's MPI.memory (MPI.buffer in mpi4py 4): memory(buf) is a memoryview of bytes
-    over buf's memory; memory.allocate(n) new memory of n bytes."""
-
-    def __new__(cls, buf=None):
-        if buf is None:
-            return memoryview(b"")
-        if isinstance(buf, memoryview):
-            return buf.cast("B") if buf.contiguous else buf
-        try:
-            return memoryview(buf).cast("B")
-        except TypeError:
-            pass
-        import ctypes
-
-        addr, n, readonly = _buffer_info(buf)
-        view = memoryview((ctypes.c_char * n).from_address(addr)).cast("B")
-        return view.toreadonly() if readonly else view
-
-    @staticmethod
-    def allocate(nbytes, clear=False):
-        return memoryview(bytearray(int(nbytes)))
-
-    @staticmethod
-    def frombuffer(obj, readonly=False):
-        m = memory(obj)
-        return m.toreadonly() if readonly else m
-
-    @staticmethod
-    def fromaddress(address, nbytes, readonly=False):
-        import ctypes
-
-        if nbytes and not address:
-            raise ValueError("fromaddress: a NULL address with %d bytes" % nbytes)
-        m = memoryview((ctypes.c_char * nbytes).from_address(address)).cast("B")
-        return m.toreadonly() if readonly else m
-
-
-buffer = memory
+# mpi4py 4's MPI.buffer, a class of the C module (buffer.c): bytes of memory over any buffer
+# the calls take, an address (fromaddress) or new memory (allocate), with .address, .obj,
+# .nbytes, .readonly, .format, .itemsize, cast(), tobytes(), toreadonly(), release(), the
+# buffer protocol, len(), indexing and slicing. memory is its name in mpi4py 3.
+buffer = _shmcoll.buffer
+memory = buffer
 
 
 def Alloc_mem(size, info=INFO_NULL):
-    """size bytes of memory, a memoryview (for Attach_buffer, or anything)."""
-    return memoryview(bytearray(int(size)))
+    """size bytes of new memory, an MPI.buffer (for Attach_buffer, or anything)."""
+    return buffer.allocate(size)
 
 
 def Free_mem(mem):
-    pass
+    """Lets go of Alloc_mem's memory: mem is empty after it (as mpi4py's)."""
+    if not isinstance(mem, buffer):
+        raise TypeError("Free_mem: expected an MPI.buffer (of Alloc_mem), got %s"
+                        % type(mem).__name__)
+    mem.release()
 
 
 def Get_address(location):
@@ -432,7 +384,11 @@ _attached = [None]
 
 
 def Attach_buffer(buf):
-    """Bsend's buffer: kept and given back by Detach_buffer; shmcoll's sends need none."""
+    """Bsend's buffer: kept and given back by Detach_buffer; shmcoll's sends need none. It
+    must be writable memory (BufferError otherwise), as mpi4py's; None and BUFFER_AUTOMATIC
+    are taken as they are."""
+    if buf is not None and buf is not BUFFER_AUTOMATIC:
+        _buffer_info(buf, True)
     _attached[0] = buf
 
 

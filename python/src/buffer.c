@@ -2,9 +2,18 @@
  *   - an object with the buffer protocol, C- or Fortran-contiguous (NumPy arrays,
  *     memoryview, bytearray, bytes for a send, array.array): its format names the datatype;
  *   - a CPU torch.Tensor, contiguous (its data_ptr, numel and dtype; bfloat16 too);
- *   - an object with __array_interface__ (NumPy's protocol) or a CPU __dlpack__.
+ *   - an object with __array_interface__ (NumPy's protocol), a CPU __dlpack__ (DLPack 0.x's
+ *     "dltensor" capsules and 1.0's "dltensor_versioned"), or __cuda_array_interface__ over
+ *     memory this process can read.
+ * Each kind says what one element is (its format or dtype, and its size): message.c takes
+ * the datatype from that, so a count counts the buffer's own elements whatever the kind.
  * Only the memory is resolved here; message.c reads mpi4py's message specifications around
- * it (counts, displacements, datatypes). */
+ * it (counts, displacements, datatypes).
+ *
+ * Also here: MPI.buffer (mpi4py 4's class, memory in 3.x), bytes of memory over any of
+ * these, an address or an allocation, exporting the buffer protocol. It is C because a
+ * Python class cannot export the buffer protocol before Python 3.12 (PEP 688), and a
+ * memoryview cannot carry mpi4py's attributes. */
 #include "shmcoll_py.h"
 
 #include <errno.h>
@@ -20,6 +29,25 @@ static void not_contiguous(const char *how, PyObject *detail)
 	             "the buffer is not %s (%S): pass a contiguous array, e.g. "
 	             "numpy.ascontiguousarray(...)",
 	             how, detail ? detail : Py_None);
+}
+
+/* Whether the bytes [p, p + n) can be read here: a process_vm_readv of this process's own
+ * memory, which fails with EFAULT instead of faulting (a GPU's device pointer behind the
+ * interface would otherwise crash the process). The first and last byte are tried. */
+static int readable(const char *p, Py_ssize_t n)
+{
+	char c;
+	struct iovec local = {&c, 1}, remote;
+
+	if (n <= 0)
+		return 1;
+	remote.iov_base = (void *)p;
+	remote.iov_len = 1;
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != 1)
+		return errno == ENOSYS || errno == EPERM; /* no way to tell: trust it */
+	remote.iov_base = (void *)(p + n - 1);
+	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 1 || errno == ENOSYS ||
+	       errno == EPERM;
 }
 
 /* ---- torch tensors ---- */
@@ -60,13 +88,13 @@ static int torch_dtype(PyObject *obj, PyObject *dtype, DatatypeObject **dt, Py_s
 		Py_DECREF(name);
 		return -1;
 	}
-	*dt = py__dt_byte; /* a dtype with no datatype moves as bytes */
+	*dt = NULL; /* a dtype with no datatype: message.c moves its elements as bytes */
 	for (size_t k = 0; k < sizeof(tt) / sizeof(tt[0]); k++)
 		if (!strcmp(dname, tt[k].name))
 			*dt =
 			    tt[k].type ? py__dt_of_format(tt[k].type) : py__dt_c[SHMCOLL_BFLOAT16];
 	Py_DECREF(name);
-	if (!*dt)
+	if (!*dt && PyErr_Occurred())
 		return -1;
 	if (!(r = PyObject_CallMethod(obj, "element_size", NULL)))
 		return -1;
@@ -77,8 +105,8 @@ static int torch_dtype(PyObject *obj, PyObject *dtype, DatatypeObject **dt, Py_s
 		           ? -1
 		           : (PyErr_SetString(PyExc_TypeError, "a tensor dtype without a size"),
 		              -1);
-	if ((*dt)->size != *es)
-		*dt = py__dt_byte;
+	if (*dt && (*dt)->size != *es)
+		*dt = NULL;
 	if (torch_ndtypes < (int)(sizeof(torch_dtypes) / sizeof(torch_dtypes[0]))) {
 		Py_INCREF(dtype);
 		torch_dtypes[torch_ndtypes].dtype = dtype;
@@ -167,21 +195,29 @@ static int torch_mem(PyObject *obj, struct mem *m)
 	m->ptr = (char *)(uintptr_t)ptr;
 	m->len = (Py_ssize_t)n * es;
 	m->dtype = dt;
+	m->itemsize = es;
 	return 0;
 }
 
 /* ---- NumPy's array interface ---- */
 
-/* The datatype of a typestr ("<f8", "|u1", ">i4" ...): native or no byte order only. */
-static DatatypeObject *typestr_dt(const char *ts)
+/* A typestr ("<f8", "|u1", ">i4", "|V12", "<M8[s]" ...) as a format for message.c, and its
+ * item size: 0, or -1 with ValueError. The format is the typestr itself (py__dt_of_format
+ * reads its byte order, and refuses a non-native one) but for '|', no byte order; a
+ * datetime's unit ("[s]") leaves it to no datatype, so it moves as its bytes. */
+static int typestr_format(const char *ts, const char **format, Py_ssize_t *itemsize)
 {
-	if (!ts[0] || !ts[1])
-		return py__dt_of_format(ts);
-	if (ts[0] == '>' && !(ts[1] && strchr("biu", ts[1]) && !strcmp(ts + 2, "1"))) {
-		PyErr_Format(PyExc_ValueError, "typestr '%s' with non-native byte order", ts);
-		return NULL;
+	char *end = NULL;
+	long n = ts[0] && ts[1] && ts[2] ? strtol(ts + 2, &end, 10) : 0;
+
+	if (!ts[0] || !ts[1] || !ts[2] || (*end && *end != '[') || n <= 0 ||
+	    !strchr("<>|=", ts[0])) {
+		PyErr_Format(PyExc_ValueError, "__array_interface__: typestr '%s' malformed", ts);
+		return -1;
 	}
-	return py__dt_of_format(ts + 1);
+	*format = ts[0] == '|' ? ts + 1 : ts;
+	*itemsize = n;
+	return 0;
 }
 
 static int array_interface_mem(PyObject *obj, int writable, struct mem *m)
@@ -189,6 +225,7 @@ static int array_interface_mem(PyObject *obj, int writable, struct mem *m)
 	PyObject *ai = PyObject_GetAttrString(obj, "__array_interface__"), *data, *shape, *ts,
 	         *strides;
 	Py_ssize_t n = 1, i, es;
+	const char *tstr;
 	int ro;
 
 	if (!ai)
@@ -221,10 +258,9 @@ static int array_interface_mem(PyObject *obj, int writable, struct mem *m)
 		n *= PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
 	if (PyErr_Occurred())
 		goto fail;
-	m->dtype = typestr_dt(PyUnicode_AsUTF8(ts));
-	if (!m->dtype)
+	/* The typestr's text lives as long as the dict, which m->keep holds. */
+	if (!(tstr = PyUnicode_AsUTF8(ts)) || typestr_format(tstr, &m->format, &es) < 0)
 		goto fail;
-	es = m->dtype->size;
 	if (strides && strides != Py_None) {
 		/* Contiguous in C order (C or F is fine, mpi4py's any-contiguous). */
 		Py_ssize_t want = es, nd = PyTuple_GET_SIZE(shape), ok = 1;
@@ -242,6 +278,8 @@ static int array_interface_mem(PyObject *obj, int writable, struct mem *m)
 		}
 	}
 	m->len = n * es;
+	m->itemsize = es;
+	m->readonly = ro;
 	m->keep = ai; /* holds the object's description; the object is held by the message */
 	return 0;
 fail:
@@ -251,7 +289,10 @@ fail:
 
 /* ---- DLPack ---- */
 
-/* DLPack's ABI (dlpack.h, version 0.x), the part read here. */
+/* DLPack's ABI (dlpack.h 1.0), the part read here: the tensor, and the two capsules that
+ * carry it, 0.x's "dltensor" (DLManagedTensor) and 1.0's "dltensor_versioned"
+ * (DLManagedTensorVersioned: a version and flags first, so that any consumer can read them
+ * and call the deleter). */
 typedef struct {
 	int32_t device_type, device_id;
 } DLDevice;
@@ -272,9 +313,24 @@ typedef struct DLManagedTensor {
 	void *manager_ctx;
 	void (*deleter)(struct DLManagedTensor *self);
 } DLManagedTensor;
+typedef struct {
+	uint32_t major, minor;
+} DLPackVersion;
+typedef struct DLManagedTensorVersioned {
+	DLPackVersion version;
+	void *manager_ctx;
+	void (*deleter)(struct DLManagedTensorVersioned *self);
+	uint64_t flags;
+	DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+
+#define DLPACK_MAJOR          1 /* the version read here */
+#define DLPACK_MINOR          0
+#define DLPACK_FLAG_READ_ONLY ((uint64_t)1 << 0) /* the consumer must not write */
 
 enum {
 	kDLCPU = 1,
+	kDLCUDA = 2,
 	kDLCUDAHost = 3,
 	kDLInt = 0,
 	kDLUInt = 1,
@@ -284,34 +340,60 @@ enum {
 	kDLBool = 6
 };
 
-/* The format of a DLPack dtype, as mpi4py names it (NULL: bytes). */
-static const char *dl_format(const DLDataType *d, Py_ssize_t *itemsize)
+/* The format of a DLPack dtype, mpi4py 4's table (the C types' sizes, so long double's
+ * 80-bit extended in 16 bytes is 'g', two lanes of it 'Zg'); NULL for a dtype no datatype
+ * has (opaque handles, other lane counts, float8 ...). Whatever the format, an element is
+ * (bits * lanes + 7) / 8 bytes (dl_itemsize): message.c moves a dtype without a format
+ * as elements of that many bytes, so that a count counts elements. */
+static const char *dl_format(const DLDataType *d)
 {
-	static const char *const ints[] = {NULL, "b", "h", NULL, "i", NULL, NULL, NULL, "l"};
-	static const char *const uints[] = {NULL, "B", "H", NULL, "I", NULL, NULL, NULL, "L"};
 	unsigned bits = d->bits;
 
-	*itemsize = (bits * (d->lanes ? d->lanes : 1) + 7) / 8;
 	if (d->lanes != 1) {
-		if (d->code == kDLFloat && d->lanes == 2 && (bits == 32 || bits == 64))
-			return bits == 32 ? "Zf" : "Zd";
-		*itemsize = 1;
-		return NULL;
+		if (d->code != kDLFloat || d->lanes != 2)
+			return NULL;
+		return bits == 8 * sizeof(float)         ? "Zf"
+		       : bits == 8 * sizeof(double)      ? "Zd"
+		       : bits == 8 * sizeof(long double) ? "Zg"
+		                                         : NULL;
 	}
 	switch (d->code) {
-	case kDLInt:
-		return bits % 8 == 0 && bits <= 64 ? ints[bits / 8] : NULL;
-	case kDLUInt:
-		return bits % 8 == 0 && bits <= 64 ? uints[bits / 8] : NULL;
-	case kDLFloat:
-		return bits == 16 ? "e" : bits == 32 ? "f" : bits == 64 ? "d" : NULL;
-	case kDLComplex:
-		return bits == 64 ? "Zf" : bits == 128 ? "Zd" : NULL;
 	case kDLBool:
 		return bits == 8 ? "?" : NULL;
+	case kDLInt:
+		return bits == 8 * sizeof(char)        ? "b"
+		       : bits == 8 * sizeof(short)     ? "h"
+		       : bits == 8 * sizeof(int)       ? "i"
+		       : bits == 8 * sizeof(long)      ? "l"
+		       : bits == 8 * sizeof(long long) ? "q"
+		                                       : NULL;
+	case kDLUInt:
+		return bits == 8 * sizeof(char)        ? "B"
+		       : bits == 8 * sizeof(short)     ? "H"
+		       : bits == 8 * sizeof(int)       ? "I"
+		       : bits == 8 * sizeof(long)      ? "L"
+		       : bits == 8 * sizeof(long long) ? "Q"
+		                                       : NULL;
+	case kDLFloat:
+		return bits == 16                        ? "e"
+		       : bits == 8 * sizeof(float)       ? "f"
+		       : bits == 8 * sizeof(double)      ? "d"
+		       : bits == 8 * sizeof(long double) ? "g"
+		                                         : NULL;
+	case kDLComplex:
+		/* A complex long double (2 * 128 bits) does not fit the 8 bits of bits:
+		 * producers give it as two lanes of kDLFloat (above). */
+		return bits == 16 * sizeof(float)    ? "Zf"
+		       : bits == 16 * sizeof(double) ? "Zd"
+		                                     : NULL;
 	default:
 		return NULL;
 	}
+}
+
+static Py_ssize_t dl_itemsize(const DLDataType *d)
+{
+	return ((Py_ssize_t)d->bits * (d->lanes ? d->lanes : 1) + 7) / 8;
 }
 
 static int dl_contig(const DLTensor *t, int fortran)
@@ -331,19 +413,73 @@ static int dl_contig(const DLTensor *t, int fortran)
 	return 1;
 }
 
-/* mpi4py's Py_GetDLPackBuffer: the device from __dlpack_device__ (a pair of ints), the
- * tensor from __dlpack__'s capsule (checked: shape, strides, contiguity), whose deleter
- * runs at once; the object it came from (held by the message) keeps the memory. 1 when obj
- * is no DLPack object, 0 done, -1 with mpi4py's error. */
-static int dlpack_mem(PyObject *obj, struct mem *m)
+/* The tensor's shape and strides as mpi4py checks them: 0, or -1 with BufferError. */
+static int dl_check(const DLTensor *t)
+{
+	int i;
+
+	if (t->ndim < 0) {
+		PyErr_SetString(PyExc_BufferError, "dlpack: number of dimensions is negative");
+		return -1;
+	}
+	if (t->ndim > 0 && !t->shape) {
+		PyErr_SetString(PyExc_BufferError, "dlpack: shape is NULL");
+		return -1;
+	}
+	for (i = 0; i < t->ndim; i++)
+		if (t->shape[i] < 0 || (t->strides && t->strides[i] < 0)) {
+			PyErr_SetString(PyExc_BufferError,
+			                t->shape[i] < 0 ? "dlpack: shape item is negative"
+			                                : "dlpack: strides item is negative");
+			return -1;
+		}
+	if (!dl_contig(t, 0) && !dl_contig(t, 1)) {
+		PyErr_SetString(PyExc_BufferError, "dlpack: buffer is not contiguous");
+		return -1;
+	}
+	return 0;
+}
+
+/* obj.__dlpack__(...): the 1.0 form first (max_version, so that a 1.0 producer may hand a
+ * versioned capsule), then, on the TypeError of a producer that knows no max_version, the
+ * 0.x form. Off the CPU, stream=-1: the data is ready, no synchronization is asked. */
+static PyObject *dl_capsule(PyObject *obj, int on_cpu)
+{
+	PyObject *fn = PyObject_GetAttrString(obj, "__dlpack__"), *args, *kw, *cap;
+
+	if (!fn)
+		return NULL;
+	args = PyTuple_New(0);
+	kw = on_cpu ? Py_BuildValue("{s(ii)}", "max_version", DLPACK_MAJOR, DLPACK_MINOR)
+	            : Py_BuildValue("{s(ii)si}", "max_version", DLPACK_MAJOR, DLPACK_MINOR,
+	                            "stream", -1);
+	cap = args && kw ? PyObject_Call(fn, args, kw) : NULL;
+	if (!cap && PyErr_ExceptionMatches(PyExc_TypeError)) {
+		PyErr_Clear();
+		if (PyDict_DelItemString(kw, "max_version") == 0)
+			cap = PyObject_Call(fn, args, kw);
+	}
+	Py_XDECREF(kw);
+	Py_XDECREF(args);
+	Py_DECREF(fn);
+	return cap;
+}
+
+/* mpi4py 4's Py_GetDLPackBuffer: the device from __dlpack_device__ (a pair of ints), the
+ * tensor from __dlpack__'s capsule, versioned or not (checked: version, read-only flag,
+ * shape, strides, contiguity), whose deleter runs at once; the object it came from (held by
+ * the message) keeps the memory. A device's memory is refused: shmcoll moves host memory
+ * (CUDA's pinned host memory, kDLCUDAHost, is host memory). 1 when obj is no DLPack
+ * object, 0 done, -1 with mpi4py's error. */
+static int dlpack_mem(PyObject *obj, int writable, struct mem *m)
 {
 	PyObject *dev_fn, *dev = NULL, *seq = NULL, *cap = NULL;
+	DLManagedTensorVersioned *mv = NULL;
+	DLManagedTensor *mt = NULL;
 	unsigned long dev_type;
-	DLManagedTensor *mt;
 	DLTensor *t;
-	Py_ssize_t itemsize, n = 1;
-	const char *fmt;
-	int i, rc = -1;
+	Py_ssize_t n = 1;
+	int i, rc = -1, readonly = 0;
 
 	if (!PyObject_HasAttrString(obj, "__dlpack__") ||
 	    !PyObject_HasAttrString(obj, "__dlpack_device__"))
@@ -371,45 +507,53 @@ static int dlpack_mem(PyObject *obj, struct mem *m)
 	if (PyErr_Occurred())
 		goto out;
 	if (dev_type != kDLCPU && dev_type != kDLCUDAHost) {
-		PyErr_SetString(py__BufferError, "dlpack: the array is not in CPU memory");
+		PyErr_Format(
+		    py__BufferError,
+		    "dlpack: the array is in a device's memory (DLPack device type %lu%s), "
+		    "which shmcoll does not move: it moves host memory only (copy it to "
+		    "the CPU first)",
+		    dev_type, dev_type == kDLCUDA ? ", CUDA" : "");
 		goto out;
 	}
-	if (!(cap = PyObject_CallMethod(obj, "__dlpack__", NULL)))
+	if (!(cap = dl_capsule(obj, dev_type == kDLCPU)))
 		goto out;
-	if (!PyCapsule_IsValid(cap, "dltensor")) {
+	if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+		mv = PyCapsule_GetPointer(cap, "dltensor_versioned");
+		t = &mv->dl_tensor;
+	} else if (PyCapsule_IsValid(cap, "dltensor")) {
+		mt = PyCapsule_GetPointer(cap, "dltensor");
+		t = &mt->dl_tensor;
+	} else {
 		PyErr_SetString(PyExc_BufferError, "dlpack: invalid capsule object");
 		goto out;
 	}
-	mt = PyCapsule_GetPointer(cap, "dltensor");
-	t = &mt->dl_tensor;
-	if (t->ndim < 0) {
-		PyErr_SetString(PyExc_BufferError, "dlpack: number of dimensions is negative");
-	} else if (t->ndim > 0 && !t->shape) {
-		PyErr_SetString(PyExc_BufferError, "dlpack: shape is NULL");
-	} else {
-		for (i = 0; i < t->ndim; i++)
-			if (t->shape[i] < 0 || (t->strides && t->strides[i] < 0))
-				break;
-		if (i < t->ndim)
-			PyErr_SetString(PyExc_BufferError,
-			                t->shape[i] < 0 ? "dlpack: shape item is negative"
-			                                : "dlpack: strides item is negative");
-		else if (!dl_contig(t, 0) && !dl_contig(t, 1))
-			PyErr_SetString(PyExc_BufferError, "dlpack: buffer is not contiguous");
-	}
-	if (!PyErr_Occurred()) {
+	if (mv && mv->version.major != DLPACK_MAJOR) {
+		/* Only the version and the deleter are read of another major version. */
+		PyErr_Format(PyExc_BufferError,
+		             "dlpack: unsupported DLPack version %u.%u (shmcoll reads %d.x)",
+		             (unsigned)mv->version.major, (unsigned)mv->version.minor,
+		             DLPACK_MAJOR);
+	} else if (dl_check(t) == 0) {
+		readonly = mv && (mv->flags & DLPACK_FLAG_READ_ONLY);
 		for (i = 0; i < t->ndim; i++)
 			n *= (Py_ssize_t)t->shape[i];
-		fmt = t->dtype.code == kDLBfloat && t->dtype.bits == 16
-		          ? NULL
-		          : dl_format(&t->dtype, &itemsize);
 		m->ptr = (char *)t->data + t->byte_offset;
-		m->len = n * ((t->dtype.bits * (t->dtype.lanes ? t->dtype.lanes : 1) + 7) / 8);
+		m->itemsize = dl_itemsize(&t->dtype);
+		m->len = n * m->itemsize;
+		m->readonly = readonly;
+		m->device = dev_type != kDLCPU;
+		/* bfloat16 has a datatype here (beyond mpi4py, which moves bytes). */
 		if (t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1)
 			m->dtype = py__dt_c[SHMCOLL_BFLOAT16];
 		else
-			m->format = fmt;
-		rc = 0;
+			m->format = dl_format(&t->dtype);
+		if (writable && readonly)
+			PyErr_SetString(PyExc_BufferError, "dlpack: buffer is readonly");
+		else if (m->device && m->len && !readable(m->ptr, m->len))
+			PyErr_SetString(py__BufferError,
+			                "dlpack: the memory is not this process's");
+		else
+			rc = 0;
 	}
 	/* As mpi4py: the producer's deleter runs now, the capsule is spent (with the error, if
 	 * any, set aside: the deleter may be Python code). */
@@ -417,9 +561,11 @@ static int dlpack_mem(PyObject *obj, struct mem *m)
 		PyObject *et, *ev, *etb;
 
 		PyErr_Fetch(&et, &ev, &etb);
-		if (mt->deleter)
+		if (mv && mv->deleter)
+			mv->deleter(mv);
+		else if (mt && mt->deleter)
 			mt->deleter(mt);
-		PyCapsule_SetName(cap, "used_dltensor");
+		PyCapsule_SetName(cap, mv ? "used_dltensor_versioned" : "used_dltensor");
 		PyErr_Restore(et, ev, etb);
 	}
 out:
@@ -437,25 +583,6 @@ out:
 }
 
 /* ---- the CUDA array interface ---- */
-
-/* Whether the bytes [p, p + n) can be read here: a process_vm_readv of this process's own
- * memory, which fails with EFAULT instead of faulting (a GPU's device pointer behind the
- * interface would otherwise crash the process). The first and last byte are tried. */
-static int readable(const char *p, Py_ssize_t n)
-{
-	char c;
-	struct iovec local = {&c, 1}, remote;
-
-	if (n <= 0)
-		return 1;
-	remote.iov_base = (void *)p;
-	remote.iov_len = 1;
-	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != 1)
-		return errno == ENOSYS || errno == EPERM; /* no way to tell: trust it */
-	remote.iov_base = (void *)(p + n - 1);
-	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 1 || errno == ENOSYS ||
-	       errno == EPERM;
-}
 
 /* The item of a dict that must be there (KeyError), of type check (TypeError; NULL
  * check: any), or an optional one (NULL when absent or None). */
@@ -653,6 +780,9 @@ static int cai_mem(PyObject *obj, int writable, struct mem *m)
 		goto out;
 	}
 	m->format = cai_format(kind, itemsize);
+	m->itemsize = itemsize;
+	m->readonly = ro;
+	m->device = 1; /* device memory to mpi4py, whatever is behind it */
 	rc = 0;
 out:
 	Py_XDECREF(seq);
@@ -661,6 +791,47 @@ out:
 }
 
 /* ---- any buffer ---- */
+
+/* MPI.buffer: its memory, as mem (what it holds of the object it is over), and what a
+ * memoryview or slice of it relies on. */
+typedef struct BufferObject {
+	PyObject_HEAD struct mem mem; /* the memory (ptr, len, readonly, device) and its hold */
+	PyObject *obj;                /* what it is over: mpi4py's .obj (NULL: None) */
+	struct BufferObject *base;    /* a slice's or toreadonly()'s: the buffer whose export
+	                                 it holds (NULL: none) */
+	Py_ssize_t itemsize;          /* mpi4py's .itemsize: the exporter's, else 1 */
+	/* Exports: memoryviews (the buffer protocol), slices, toreadonly()s and calls over it.
+	 * release() with exports outstanding empties the buffer at once, as mpi4py's, but
+	 * keeps the memory's hold (retired) until the last export goes, so that no memoryview
+	 * is left over freed memory. */
+	Py_ssize_t exports;
+	struct mem retired;
+	PyObject *retired_obj;
+	struct BufferObject *retired_base;
+} BufferObject;
+
+static int buffer_export(BufferObject *b, Py_buffer *view, int flags);
+
+/* An MPI.buffer as a message's memory: an export of it, held as a view (py__mem_release
+ * releases it), with its memory's flags. The device check of its buffer protocol does not
+ * apply: the calls take memory that came through __cuda_array_interface__, which was
+ * checked readable when the buffer was made. */
+static int buffer_mem(BufferObject *b, int writable, struct mem *m)
+{
+	if (writable && b->mem.readonly) {
+		PyErr_SetString(py__BufferError, "the buffer (MPI.buffer) is read-only");
+		return -1;
+	}
+	if (buffer_export(b, &m->view, PyBUF_SIMPLE) < 0)
+		return -1;
+	m->held = 1;
+	m->ptr = b->mem.ptr;
+	m->len = b->mem.len;
+	m->itemsize = 1;
+	m->readonly = b->mem.readonly;
+	m->device = b->mem.device;
+	return 0;
+}
 
 int py__is_buffer(PyObject *obj)
 {
@@ -678,6 +849,8 @@ int py__mem_get(PyObject *obj, int writable, struct mem *m)
 	int rc;
 
 	memset(m, 0, sizeof(*m));
+	if (Py_IS_TYPE(obj, &py__BufferType))
+		return buffer_mem((BufferObject *)obj, writable, m);
 	if (PyObject_CheckBuffer(obj)) {
 		int flags = PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
 
@@ -700,11 +873,13 @@ int py__mem_get(PyObject *obj, int writable, struct mem *m)
 		m->ptr = m->view.buf;
 		m->len = m->view.len;
 		m->format = m->view.format;
+		m->itemsize = m->view.itemsize;
+		m->readonly = m->view.readonly;
 		return 0;
 	}
 	if (is_tensor(obj))
 		return torch_mem(obj, m);
-	if ((rc = dlpack_mem(obj, m)) <= 0)
+	if ((rc = dlpack_mem(obj, writable, m)) <= 0)
 		return rc;
 	if ((rc = cai_mem(obj, writable, m)) <= 0)
 		return rc;
@@ -730,7 +905,7 @@ PyObject *py__mem_info(PyObject *mod, PyObject *args)
 	if (py__mem_get(obj, writable, &m) < 0)
 		return NULL;
 	res = Py_BuildValue("(nnO)", (Py_ssize_t)(uintptr_t)m.ptr, m.len,
-	                    m.held && m.view.readonly ? Py_True : Py_False);
+	                    m.readonly ? Py_True : Py_False);
 	py__mem_release(&m);
 	return res;
 }
@@ -741,4 +916,517 @@ void py__mem_release(struct mem *m)
 		PyBuffer_Release(&m->view);
 	m->held = 0;
 	Py_CLEAR(m->keep);
+}
+
+/* ---- MPI.buffer ---- */
+
+static char empty[1]; /* what an empty buffer exports: memoryview wants an address */
+
+/* An export of b (its buffer protocol, without the device check): 0, or -1 with
+ * BufferError (writable asked of a read-only buffer). */
+static int buffer_export(BufferObject *b, Py_buffer *view, int flags)
+{
+	if (PyBuffer_FillInfo(view, (PyObject *)b, b->mem.ptr ? b->mem.ptr : empty, b->mem.len,
+	                      b->mem.readonly, flags) < 0)
+		return -1;
+	b->exports++;
+	return 0;
+}
+
+/* Lets go of what holds b's memory: the exporter's view or kept object, its object, the
+ * base buffer's export. */
+static void buffer_drop(struct mem *mem, PyObject **obj, BufferObject **base);
+
+static void buffer_unexport(BufferObject *b)
+{
+	if (--b->exports == 0)
+		buffer_drop(&b->retired, &b->retired_obj, &b->retired_base);
+}
+
+static void buffer_drop(struct mem *mem, PyObject **obj, BufferObject **base)
+{
+	BufferObject *bb = *base;
+
+	py__mem_release(mem);
+	memset(mem, 0, sizeof(*mem));
+	Py_CLEAR(*obj);
+	*base = NULL;
+	if (bb) {
+		buffer_unexport(bb);
+		Py_DECREF(bb);
+	}
+}
+
+/* b empty, as after release(): its hold goes now, or with the last export (a buffer once
+ * empty gets no memory again, so there is one hold at most to keep). */
+static void buffer_empty(BufferObject *b)
+{
+	if (b->exports > 0 && !b->retired_obj && !b->retired_base && !b->retired.held &&
+	    !b->retired.keep) {
+		b->retired = b->mem;
+		b->retired_obj = b->obj;
+		b->retired_base = b->base;
+		memset(&b->mem, 0, sizeof(b->mem));
+		b->obj = NULL;
+		b->base = NULL;
+	} else {
+		buffer_drop(&b->mem, &b->obj, &b->base);
+	}
+	b->itemsize = 1;
+}
+
+static BufferObject *buffer_alloc(void)
+{
+	BufferObject *b = PyObject_New(BufferObject, &py__BufferType);
+
+	if (!b)
+		return NULL;
+	memset(&b->mem, 0, sizeof(b->mem));
+	memset(&b->retired, 0, sizeof(b->retired));
+	b->obj = b->retired_obj = NULL;
+	b->base = b->retired_base = NULL;
+	b->itemsize = 1;
+	b->exports = 0;
+	return b;
+}
+
+/* A buffer over obj's memory as the calls take it (py__mem_get): obj is its .obj. */
+static PyObject *buffer_over(PyObject *obj, int writable)
+{
+	BufferObject *b = buffer_alloc();
+
+	if (!b)
+		return NULL;
+	if (py__mem_get(obj, writable, &b->mem) < 0) {
+		memset(&b->mem, 0, sizeof(b->mem));
+		Py_DECREF(b);
+		return NULL;
+	}
+	Py_INCREF(obj);
+	b->obj = obj;
+	b->itemsize = b->mem.held && b->mem.view.itemsize > 0 ? b->mem.view.itemsize : 1;
+	return (PyObject *)b;
+}
+
+/* A buffer over bytes [off, off + n) of b, holding an export of b: a slice (obj b) or
+ * toreadonly()'s (obj b's). */
+static PyObject *buffer_view(BufferObject *b, Py_ssize_t off, Py_ssize_t n, int readonly,
+                             PyObject *obj)
+{
+	BufferObject *v = buffer_alloc();
+
+	if (!v)
+		return NULL;
+	v->mem.ptr = b->mem.ptr ? b->mem.ptr + off : NULL;
+	v->mem.len = n;
+	v->mem.itemsize = 1;
+	v->mem.readonly = readonly;
+	v->mem.device = b->mem.device;
+	v->itemsize = b->itemsize;
+	Py_INCREF(b);
+	v->base = b;
+	b->exports++;
+	Py_INCREF(obj);
+	v->obj = obj;
+	return (PyObject *)v;
+}
+
+static PyObject *buffer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	PyObject *obj = NULL;
+
+	if ((kw && PyDict_GET_SIZE(kw)) || !PyArg_ParseTuple(args, "|O:buffer", &obj)) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_TypeError, "buffer() takes no keyword arguments");
+		return NULL;
+	}
+	return obj ? buffer_over(obj, 0) : (PyObject *)buffer_alloc();
+}
+
+static void buffer_dealloc(BufferObject *b)
+{
+	/* Every export holds b: none is left. */
+	buffer_drop(&b->mem, &b->obj, &b->base);
+	buffer_drop(&b->retired, &b->retired_obj, &b->retired_base);
+	PyObject_Free(b);
+}
+
+/* mpi4py's device memory: a buffer over __cuda_array_interface__ (or DLPack off the CPU)
+ * is not read or written here, nor exported to the CPU. */
+static int buffer_host(const BufferObject *b, const char *what)
+{
+	if (!b->mem.device)
+		return 0;
+	PyErr_Format(PyExc_BufferError,
+	             "buffer.%s: the memory came through a device array protocol "
+	             "(__cuda_array_interface__ or DLPack off the CPU), not for the CPU",
+	             what);
+	return -1;
+}
+
+static int buffer_getbuffer(BufferObject *b, Py_buffer *view, int flags)
+{
+	if (buffer_host(b, "__buffer__") < 0)
+		return -1;
+	return buffer_export(b, view, flags);
+}
+
+static void buffer_releasebuffer(BufferObject *b, Py_buffer *view)
+{
+	(void)view;
+	buffer_unexport(b);
+}
+
+static PyBufferProcs buffer_as_buffer = {
+    .bf_getbuffer = (getbufferproc)buffer_getbuffer,
+    .bf_releasebuffer = (releasebufferproc)buffer_releasebuffer,
+};
+
+/* ---- its methods ---- */
+
+static PyObject *buffer_allocate(PyObject *unused, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"nbytes", "clear", NULL};
+	PyObject *on, *ba, *b;
+	Py_ssize_t n;
+	int clear = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:allocate", kwlist, &on, &clear))
+		return NULL;
+	if ((n = PyNumber_AsSsize_t(on, PyExc_OverflowError)) == -1 && PyErr_Occurred())
+		return NULL;
+	if (n < 0) {
+		PyErr_Format(PyExc_ValueError,
+		             "buffer.allocate: expecting non-negative size, got %zd", n);
+		return NULL;
+	}
+	/* A bytearray: its memory lives while the buffer's export holds it (it cannot be
+	 * resized meanwhile), and .obj is a buffer of its own, as mpi4py's. */
+	if (!(ba = PyByteArray_FromStringAndSize(NULL, n)))
+		return NULL;
+	if (clear)
+		memset(PyByteArray_AS_STRING(ba), 0, (size_t)n);
+	b = buffer_over(ba, 1);
+	Py_DECREF(ba);
+	return b;
+}
+
+static PyObject *buffer_frombuffer(PyObject *unused, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"obj", "readonly", NULL};
+	PyObject *obj;
+	BufferObject *b;
+	int readonly = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:frombuffer", kwlist, &obj, &readonly))
+		return NULL;
+	if (!(b = (BufferObject *)buffer_over(obj, !readonly)))
+		return NULL;
+	b->mem.readonly = readonly; /* as asked, as mpi4py's */
+	return (PyObject *)b;
+}
+
+static PyObject *buffer_fromaddress(PyObject *unused, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"address", "nbytes", "readonly", NULL};
+	PyObject *oa, *on;
+	BufferObject *b;
+	Py_ssize_t n;
+	void *p;
+	int readonly = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|p:fromaddress", kwlist, &oa, &on, &readonly))
+		return NULL;
+	if (!(p = PyLong_AsVoidPtr(oa)) && PyErr_Occurred())
+		return NULL;
+	if ((n = PyNumber_AsSsize_t(on, PyExc_OverflowError)) == -1 && PyErr_Occurred())
+		return NULL;
+	if (n < 0) {
+		PyErr_SetString(PyExc_ValueError, "buffer.fromaddress: expecting non-negative "
+		                                  "buffer length");
+		return NULL;
+	}
+	if (n > 0 && !p) {
+		PyErr_SetString(PyExc_ValueError, "buffer.fromaddress: expecting non-NULL address");
+		return NULL;
+	}
+	if (!(b = buffer_alloc()))
+		return NULL;
+	b->mem.ptr = p;
+	b->mem.len = n;
+	b->mem.itemsize = 1;
+	b->mem.readonly = readonly;
+	return (PyObject *)b;
+}
+
+static PyObject *buffer_cast(BufferObject *b, PyObject *args, PyObject *kw)
+{
+	PyObject *mv, *fn, *r = NULL;
+
+	if (buffer_host(b, "cast") < 0 || !(mv = PyMemoryView_FromObject((PyObject *)b)))
+		return NULL;
+	if ((fn = PyObject_GetAttrString(mv, "cast"))) {
+		r = PyObject_Call(fn, args, kw);
+		Py_DECREF(fn);
+	}
+	Py_DECREF(mv);
+	return r;
+}
+
+static PyObject *buffer_tobytes(BufferObject *b, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"order", NULL};
+	PyObject *order = Py_None;
+
+	/* order is taken and not used: the bytes are contiguous (mpi4py's). */
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:tobytes", kwlist, &order) ||
+	    buffer_host(b, "tobytes") < 0)
+		return NULL;
+	return PyBytes_FromStringAndSize(b->mem.ptr, b->mem.len);
+}
+
+static PyObject *buffer_toreadonly(BufferObject *b, PyObject *unused)
+{
+	return buffer_view(b, 0, b->mem.len, 1, b->obj ? b->obj : (PyObject *)b);
+}
+
+static PyObject *buffer_release(BufferObject *b, PyObject *unused)
+{
+	buffer_empty(b);
+	Py_RETURN_NONE;
+}
+
+static PyMethodDef buffer_methods[] = {
+    {"allocate", KW(buffer_allocate), METH_VARARGS | METH_KEYWORDS | METH_STATIC,
+     "allocate(nbytes, clear=False) -> buffer: new memory of nbytes (zeroed if clear)"},
+    {"frombuffer", KW(buffer_frombuffer), METH_VARARGS | METH_KEYWORDS | METH_STATIC,
+     "frombuffer(obj, readonly=False) -> buffer: over obj's memory (any buffer the calls "
+     "take)"},
+    {"fromaddress", KW(buffer_fromaddress), METH_VARARGS | METH_KEYWORDS | METH_STATIC,
+     "fromaddress(address, nbytes, readonly=False) -> buffer: over the memory at address"},
+    {"cast", KW(buffer_cast), METH_VARARGS | METH_KEYWORDS,
+     "cast(format, shape=...) -> memoryview: memoryview(self).cast(format, shape)"},
+    {"tobytes", KW(buffer_tobytes), METH_VARARGS | METH_KEYWORDS,
+     "tobytes(order=None) -> bytes: a copy of the memory"},
+    {"toreadonly", (PyCFunction)buffer_toreadonly, METH_NOARGS,
+     "toreadonly() -> buffer: a read-only buffer over the same memory"},
+    {"release", (PyCFunction)buffer_release, METH_NOARGS,
+     "release(): lets go of the memory; the buffer is then empty"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *get_address(BufferObject *b, void *u)
+{
+	return PyLong_FromVoidPtr(b->mem.ptr);
+}
+
+static PyObject *get_obj(BufferObject *b, void *u)
+{
+	PyObject *o = b->obj ? b->obj : Py_None;
+
+	Py_INCREF(o);
+	return o;
+}
+
+static PyObject *get_nbytes(BufferObject *b, void *u)
+{
+	return PyLong_FromSsize_t(b->mem.len);
+}
+
+static PyObject *get_readonly(BufferObject *b, void *u)
+{
+	return PyBool_FromLong(b->mem.readonly);
+}
+
+static PyObject *get_format(BufferObject *b, void *u)
+{
+	return PyUnicode_FromString("B"); /* bytes: mpi4py's (it asks no format) */
+}
+
+static PyObject *get_itemsize(BufferObject *b, void *u)
+{
+	return PyLong_FromSsize_t(b->itemsize);
+}
+
+static PyGetSetDef buffer_getset[] = {
+    {"address", (getter)get_address, NULL, "the memory's address (0: none)", NULL},
+    {"obj", (getter)get_obj, NULL, "the object the memory is of, or None", NULL},
+    {"nbytes", (getter)get_nbytes, NULL, "bytes of memory", NULL},
+    {"readonly", (getter)get_readonly, NULL, "whether it is read-only", NULL},
+    {"format", (getter)get_format, NULL, "'B': bytes", NULL},
+    {"itemsize", (getter)get_itemsize, NULL, "the exporter's item size, else 1", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* ---- as a sequence of bytes ---- */
+
+static Py_ssize_t buffer_length(BufferObject *b)
+{
+	return b->mem.len;
+}
+
+/* The byte at index item (negative: from the end): its offset, or -1 with IndexError. */
+static Py_ssize_t buffer_index(BufferObject *b, PyObject *item)
+{
+	Py_ssize_t i = PyNumber_AsSsize_t(item, PyExc_IndexError);
+
+	if (i == -1 && PyErr_Occurred())
+		return -1;
+	if (i < 0)
+		i += b->mem.len;
+	if (i < 0 || i >= b->mem.len) {
+		PyErr_SetString(PyExc_IndexError, "buffer index out of range");
+		return -1;
+	}
+	return i;
+}
+
+/* A slice of step 1 (another step: IndexError, as mpi4py's): 0 with start and length, or
+ * -1. */
+static int buffer_slice(BufferObject *b, PyObject *item, Py_ssize_t *start, Py_ssize_t *n)
+{
+	Py_ssize_t stop, step;
+
+	if (PySlice_Unpack(item, start, &stop, &step) < 0)
+		return -1;
+	*n = PySlice_AdjustIndices(b->mem.len, start, &stop, step);
+	if (step != 1) {
+		PyErr_SetString(PyExc_IndexError, "buffer: slice with step not supported");
+		return -1;
+	}
+	return 0;
+}
+
+static PyObject *buffer_subscript(BufferObject *b, PyObject *item)
+{
+	Py_ssize_t i, n;
+
+	if (PyIndex_Check(item)) {
+		if ((i = buffer_index(b, item)) < 0 || buffer_host(b, "__getitem__") < 0)
+			return NULL;
+		return PyLong_FromLong(((unsigned char *)b->mem.ptr)[i]);
+	}
+	if (PySlice_Check(item)) {
+		if (buffer_slice(b, item, &i, &n) < 0)
+			return NULL;
+		return buffer_view(b, i, n, b->mem.readonly, (PyObject *)b);
+	}
+	PyErr_Format(PyExc_TypeError, "buffer indices must be integers or slices, not %.100s",
+	             Py_TYPE(item)->tp_name);
+	return NULL;
+}
+
+static PyObject *buffer_item(BufferObject *b, Py_ssize_t i)
+{
+	if (i < 0 || i >= b->mem.len) {
+		PyErr_SetString(PyExc_IndexError, "buffer index out of range");
+		return NULL;
+	}
+	if (buffer_host(b, "__getitem__") < 0)
+		return NULL;
+	return PyLong_FromLong(((unsigned char *)b->mem.ptr)[i]);
+}
+
+/* A value stored as a byte: an integer of 0 to 255 (OverflowError beyond, as Cython's
+ * conversion in mpi4py's). */
+static int as_byte(PyObject *value, unsigned char *c)
+{
+	long v = PyLong_AsLong(value);
+
+	if (v == -1 && PyErr_Occurred())
+		return -1;
+	if (v < 0 || v > 255) {
+		PyErr_Format(PyExc_OverflowError, "buffer: %ld does not fit a byte", v);
+		return -1;
+	}
+	*c = (unsigned char)v;
+	return 0;
+}
+
+static int buffer_ass_subscript(BufferObject *b, PyObject *item, PyObject *value)
+{
+	Py_ssize_t i, n;
+	unsigned char c;
+
+	if (!value) {
+		PyErr_SetString(PyExc_TypeError, "buffer: items cannot be deleted");
+		return -1;
+	}
+	if (b->mem.readonly) {
+		PyErr_SetString(PyExc_TypeError, "buffer is read-only");
+		return -1;
+	}
+	if (PyIndex_Check(item)) {
+		if ((i = buffer_index(b, item)) < 0 || buffer_host(b, "__setitem__") < 0 ||
+		    as_byte(value, &c) < 0)
+			return -1;
+		((unsigned char *)b->mem.ptr)[i] = c;
+		return 0;
+	}
+	if (!PySlice_Check(item)) {
+		PyErr_Format(PyExc_TypeError,
+		             "buffer indices must be integers or slices, not %.100s",
+		             Py_TYPE(item)->tp_name);
+		return -1;
+	}
+	if (buffer_slice(b, item, &i, &n) < 0 || buffer_host(b, "__setitem__") < 0)
+		return -1;
+	if (PyIndex_Check(value)) {
+		if (as_byte(value, &c) < 0)
+			return -1;
+		if (n)
+			memset(b->mem.ptr + i, c, (size_t)n);
+	} else {
+		struct mem vm;
+
+		if (py__mem_get(value, 0, &vm) < 0)
+			return -1;
+		if (vm.len != n) {
+			PyErr_Format(PyExc_ValueError,
+			             "buffer: slice of %zd bytes, value of %zd: lengths differ", n,
+			             vm.len);
+			py__mem_release(&vm);
+			return -1;
+		}
+		if (n)
+			memmove(b->mem.ptr + i, vm.ptr, (size_t)n);
+		py__mem_release(&vm);
+	}
+	return 0;
+}
+
+static PySequenceMethods buffer_as_sequence = {
+    .sq_length = (lenfunc)buffer_length,
+    .sq_item = (ssizeargfunc)buffer_item,
+};
+
+static PyMappingMethods buffer_as_mapping = {
+    .mp_length = (lenfunc)buffer_length,
+    .mp_subscript = (binaryfunc)buffer_subscript,
+    .mp_ass_subscript = (objobjargproc)buffer_ass_subscript,
+};
+
+PyTypeObject py__BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "shmcoll.MPI.buffer",
+    .tp_basicsize = sizeof(BufferObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "buffer() / buffer(obj): bytes of memory, mpi4py 4's MPI.buffer (memory in "
+              "mpi4py 3): over any buffer the calls take (buffer protocol, DLPack, "
+              "__cuda_array_interface__, __array_interface__, torch tensors), an address "
+              "(fromaddress) or new memory (allocate); with the buffer protocol, len(), "
+              "indexing and slicing by bytes.",
+    .tp_new = buffer_new,
+    .tp_dealloc = (destructor)buffer_dealloc,
+    .tp_methods = buffer_methods,
+    .tp_getset = buffer_getset,
+    .tp_as_buffer = &buffer_as_buffer,
+    .tp_as_sequence = &buffer_as_sequence,
+    .tp_as_mapping = &buffer_as_mapping,
+};
+
+int py__buffer_init(PyObject *m)
+{
+	if (PyType_Ready(&py__BufferType) < 0)
+		return -1;
+	return py__add(m, "buffer", (PyObject *)&py__BufferType);
 }

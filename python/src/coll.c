@@ -772,9 +772,11 @@ static int msg_w(PyObject *obj, int readonly, int P, struct msg *m, DatatypeObje
 	if (oc == Py_None && od == Py_None)
 		oc = od = NULL; /* left out: one element at the start, per block */
 	if (ob == py__bottom || ob == Py_None) {
-		if (!oc || !od) {
+		/* Absolute addresses: both arrays are needed; None for either is left out
+		 * (ValueError, as mpi4py, rather than a TypeError from reading None). */
+		if (!oc || oc == Py_None || !od || od == Py_None) {
 			PyErr_Format(PyExc_ValueError, "message: BOTTOM requires %s",
-			             oc ? "displs" : "counts");
+			             oc && oc != Py_None ? "displs" : "counts");
 			return -1;
 		}
 		m->addr = NULL;
@@ -1165,7 +1167,9 @@ static int red_msgs(CommObject *self, enum red_kind kind, PyObject *so, PyObject
 		}
 		return fits(&k->r, total, what);
 	}
-	if (!k->s.inplace && kind != R_REDUCE && same(&k->s, &k->r) < 0)
+	/* Reduce's root: mpi4py 4 checks its two messages as Allreduce's; mpi4py 3 does not
+	 * (MPI calls a mismatch erroneous; the send's count and datatype are used). */
+	if (!k->s.inplace && (kind != R_REDUCE || py__mpi4py_api >= 4) && same(&k->s, &k->r) < 0)
 		return -1;
 	return fits(&k->r, k->r.count, what) < 0 ||
 	               (!k->s.inplace && fits(&k->s, k->s.count, what) < 0)

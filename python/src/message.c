@@ -53,8 +53,10 @@ int py__msg_init(PyObject *m)
 		return -1;
 	py__bottom = PyObject_CallFunction((PyObject *)&BottomType, "i", 0);
 	py__in_place = PyObject_CallFunction((PyObject *)&InPlaceType, "i", 1);
-	return py__add(m, "BOTTOM", py__bottom) < 0 || py__add(m, "IN_PLACE", py__in_place) < 0 ? -1
-	                                                                                        : 0;
+	return py__add(m, "BOTTOM", py__bottom) < 0 || py__add(m, "IN_PLACE", py__in_place) < 0 ||
+	               py__buffer_init(m) < 0
+	           ? -1
+	           : 0;
 }
 
 /* mpi4py's is_integral: an index that is not a sequence. */
@@ -194,6 +196,79 @@ static int unpack_list(PyObject *obj, int vector, PyObject **buf, PyObject **cou
 	return 0;
 }
 
+/* The datatype of elements of n bytes that no datatype names (a NumPy record, a DLPack or
+ * torch dtype without one, a typestr's void): n bytes, contiguous (BYTE for 1), made once
+ * per size. Such a buffer moves as its bytes, and takes the bitwise ops, as shmcoll's
+ * contract says (mpi4py raises KeyError for a format it cannot map); and a count counts its
+ * elements, as for any buffer. A borrowed reference, or NULL with an exception set. */
+static DatatypeObject *bytes_type(Py_ssize_t n)
+{
+	static PyObject *made; /* {n: Datatype} */
+	PyObject *key, *t, *c;
+
+	if (n <= 1)
+		return py__dt_byte;
+	if (!made && !(made = PyDict_New()))
+		return NULL;
+	if (!(key = PyLong_FromSsize_t(n)))
+		return NULL;
+	t = PyDict_GetItemWithError(made, key);
+	if (!t && !PyErr_Occurred()) {
+		c = PyObject_CallMethod((PyObject *)py__dt_byte, "Create_contiguous", "n", n);
+		t = c ? PyObject_CallMethod(c, "Commit", NULL) : NULL;
+		Py_XDECREF(t); /* Commit returns the type itself, which c holds */
+		if (t && PyDict_SetItem(made, key, c) < 0)
+			t = NULL;
+		Py_XDECREF(c);
+	}
+	Py_DECREF(key);
+	return (DatatypeObject *)t;
+}
+
+/* A buffer's format of non-native byte order, as the mpi4py chosen answers it: mpi4py 4
+ * raises BufferError (shmcoll's, also a ValueError), mpi4py 3 KeyError with the format
+ * (no datatype is named so). Either way nothing moves that a datatype would misread.
+ * Returns NULL. */
+static DatatypeObject *non_native(const char *format)
+{
+	PyObject *key;
+
+	if (py__mpi4py_api >= 4) {
+		PyErr_Format(py__BufferError,
+		             "message: format '%s' with non-native byte order: pass a datatype "
+		             "([buf, MPI.INT] ...) or a native array",
+		             format);
+		return NULL;
+	}
+	if ((key = PyUnicode_FromString(format))) {
+		PyErr_SetObject(PyExc_KeyError, key);
+		Py_DECREF(key);
+	}
+	return NULL;
+}
+
+/* The datatype a buffer names itself (no datatype given): a tensor's or DLPack array's
+ * dtype, else its format's (py__dt_of_format: ValueError for a non-native byte order,
+ * KeyError for a format no datatype has); one whose size is not the buffer's item size
+ * gives way to bytes_type, so that the element is always the buffer's own. A borrowed
+ * reference, or NULL. */
+static DatatypeObject *own_type(const struct mem *mem)
+{
+	DatatypeObject *t = mem->dtype;
+	Py_ssize_t n = mem->itemsize > 0 ? mem->itemsize : 1;
+
+	if (!t && !(t = py__dt_of_format(mem->format))) {
+		if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+			PyErr_Clear();
+			return non_native(mem->format ? mem->format : "B");
+		}
+		if (!PyErr_ExceptionMatches(PyExc_KeyError))
+			return NULL;
+		PyErr_Clear();
+	}
+	return t && t->size == n ? t : bytes_type(n);
+}
+
 /* mpi4py's message_basic: the memory and the datatype. */
 static int basic(PyObject *buf, PyObject *type, int readonly, struct msg *m)
 {
@@ -214,20 +289,7 @@ static int basic(PyObject *buf, PyObject *type, int readonly, struct msg *m)
 	}
 	if (py__mem_get(buf, !readonly, &m->mem) < 0)
 		return -1;
-	if (type) {
-		t = py__dt_get(type);
-	} else if (m->mem.dtype) {
-		t = m->mem.dtype;
-	} else if (!(t = py__dt_of_format(m->mem.format))) {
-		/* A format no datatype has (a NumPy record, a non-native byte order): the
-		 * buffer's bytes, which move and take the bitwise ops, as shmcoll's contract
-		 * says (mpi4py raises KeyError here). */
-		if (!PyErr_ExceptionMatches(PyExc_KeyError) &&
-		    !PyErr_ExceptionMatches(PyExc_ValueError))
-			return -1;
-		PyErr_Clear();
-		t = py__dt_byte;
-	}
+	t = type ? py__dt_get(type) : own_type(&m->mem);
 	if (!t)
 		return -1;
 	Py_INCREF(t);

@@ -213,15 +213,28 @@ struct mem {
 	const char *format;    /* PEP 3118's, or NULL (bytes) */
 	DatatypeObject *dtype; /* the datatype a tensor or DLPack array names, else NULL */
 	PyObject *keep;        /* an object kept alive with the memory (a tensor), or NULL */
+	/* Bytes of one element as the buffer declares it (its itemsize, a DLPack or torch
+	 * dtype's size, a typestr's): the datatype message.c takes from the buffer has this
+	 * size, so a count always counts the buffer's own elements. */
+	Py_ssize_t itemsize;
+	int readonly; /* the exporter's read-only flag (a send may still take it) */
+	int device;   /* reached through a device protocol (__cuda_array_interface__, DLPack
+	                 off the CPU): MPI.buffer refuses CPU access to it, as mpi4py does */
 };
 
 /* The memory of obj: the buffer protocol (any contiguous layout), a CPU torch.Tensor, an
- * object with __array_interface__ or a CPU __dlpack__. 0, or -1 with an exception set
- * (TypeError: no buffer; BufferError: not contiguous, not writable, not on the CPU). */
+ * object with __array_interface__ or a CPU __dlpack__ (DLPack 0.x or 1.0 capsules), an
+ * MPI.buffer. 0, or -1 with an exception set (TypeError: no buffer; BufferError: not
+ * contiguous, not writable, not on the CPU). */
 int py__mem_get(PyObject *obj, int writable, struct mem *m);
 void py__mem_release(struct mem *m);
 /* _mem(obj, writable=False) -> (address, nbytes, readonly): the module function. */
 PyObject *py__mem_info(PyObject *mod, PyObject *args);
+/* MPI.buffer (mpi4py 4's, its 3.x name memory): bytes of memory over any buffer, an
+ * address or an allocation, with the buffer protocol. */
+extern PyTypeObject py__BufferType;
+/* Readies MPI.buffer's type and adds it to module m as "buffer": 0 or -1. */
+int py__buffer_init(PyObject *m);
 /* The mpi4py major version (3 or 4) shmcoll.MPI answers as where the two differ; module.c,
  * set by shmcoll/_api.py. */
 extern int py__mpi4py_api;
@@ -253,14 +266,17 @@ int py__msg_simple(PyObject *obj, int readonly, int blocks, struct msg *m);
 /* A vector message of blocks blocks (the v-calls): counts and displacements given or
  * inferred as mpi4py infers them. */
 int py__msg_vector(PyObject *obj, int readonly, int blocks, struct msg *m);
-/* Makes BOTTOM and IN_PLACE and adds them to module m: 0 or -1. */
+/* Makes BOTTOM, IN_PLACE and MPI.buffer's type (py__buffer_init) and adds them to module m:
+ * 0 or -1. */
 int py__msg_init(PyObject *m);
 /* An ignored message (not parsed, not looked at). */
 void py__msg_ignore(struct msg *m);
-/* IN_PLACE: obj is MPI.IN_PLACE, in a place where MPI allows it. */
+/* IN_PLACE: obj is MPI.IN_PLACE, in a place where MPI allows it (the callers ask only
+ * there). As mpi4py 4 (its is_IN_PLACE), None is IN_PLACE there too; as mpi4py 3, None is
+ * no message (TypeError). */
 static inline int py__is_in_place(PyObject *obj)
 {
-	return obj == py__in_place;
+	return obj == py__in_place || (obj == Py_None && py__mpi4py_api >= 4);
 }
 /* m (a call's, zeroed) is IN_PLACE. */
 void py__msg_in_place(struct msg *m);
