@@ -287,7 +287,7 @@ Test(bench, bad_option_is_reported_at_p3)
 Test(bench, cpu_that_does_not_exist)
 {
 	static const char *const modes[] = {"stream", "c2c", "copy"};
-	char cpu[16], want[96];
+	char cpu[24], want[96]; /* "0," and any long */
 	long ncpus = sysconf(_SC_NPROCESSORS_CONF);
 	size_t i;
 
