@@ -520,7 +520,7 @@ def mysum(a, b, datatype):
         b[i] = a[i] + b[i]
 
 
-def test_pickle_ops():
+def test_pickle_ops(api):
     for name in ("SUM", "MAX", "MINLOC", "REPLACE", "NO_OP", "OP_NULL"):
         op = getattr(MPI, name)
         assert pickle.loads(pickle.dumps(op)) is op
@@ -534,7 +534,7 @@ def test_pickle_ops():
         op2.Free()
     op = MPI.Op.Create(mysum)
     anon = MPI.Op.f2py(op.py2f())  # a handle whose function mpi4py does not know
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError if api >= 4 else TypeError):  # as the other handles
         pickle.dumps(anon)
     op.Free()
 
