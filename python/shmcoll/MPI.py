@@ -81,11 +81,22 @@ _typedict_f = {k: _shmcoll._datatypes[v] for k, v in (
 
 
 def _typecode(datatype):
-    """mpi4py's: the typecode of a predefined datatype, or None."""
+    """mpi4py's: the typecode of a predefined datatype, or None (mpi4py 4's: tocode()'s, a
+    Dup's its base's)."""
+    if _api.MAJOR >= 4:
+        try:
+            return datatype.tocode()
+        except ValueError:
+            return None
     for k, v in _typedict.items():
         if v is datatype:
             return k
     return None
+
+
+# mpi4py 4's: what pickling a derived datatype calls, and decode() as a function.
+_datatype_create = _shmcoll._datatype_create
+_datatype_decode = _shmcoll._datatype_decode
 
 
 # ---- constants ----

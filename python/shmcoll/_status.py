@@ -23,7 +23,8 @@ def dtype_of(obj):
 def _blocks(t):
     """One element of derived datatype t as its parts in type-map order: (n, oldtype), n
     copies of oldtype each."""
-    ints, _, types = t.Get_contents()
+    contents = t.Get_contents()  # as mpi4py 4, with large counts before the datatypes
+    ints, types = contents[0], contents[-1]
     comb = t.combiner
     if comb in (_shmcoll.COMBINER_DUP, _shmcoll.COMBINER_RESIZED):
         return [(1, types[0])]

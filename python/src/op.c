@@ -823,9 +823,10 @@ static PyObject *op_fromint(PyObject *cls, PyObject *arg)
 	return (PyObject *)o;
 }
 
-/* Pickling, as mpi4py's: a module's op is itself again, another object a new one with its
+/* Pickling, as mpi4py 4's: a module's op is itself again, another object a new one with its
  * handle; a user op is made again by Create with its function (that function must pickle),
- * but not one made from an int, whose function mpi4py does not know. */
+ * but not one made from an int, whose function mpi4py does not know: ValueError as mpi4py 4,
+ * TypeError as mpi4py 3 (whose handles do not pickle), as the other handles (MPI.py). */
 static PyObject *op_reduce(PyObject *self, PyObject *unused)
 {
 	struct op *o = (struct op *)self;
@@ -834,7 +835,7 @@ static PyObject *op_reduce(PyObject *self, PyObject *unused)
 
 	if (k == OP_USER) {
 		if (o->anon) {
-			PyErr_SetString(PyExc_ValueError,
+			PyErr_SetString(py__mpi4py_api >= 4 ? PyExc_ValueError : PyExc_TypeError,
 			                "cannot pickle user-defined reduction operation");
 			return NULL;
 		}

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from shmcoll import MPI
+from shmcoll import MPI, _api
 
 
 def test_predefined_sizes_and_identity():
@@ -33,8 +33,12 @@ def test_predefined_sizes_and_identity():
 def test_derived_bounds_and_envelopes():
     v = MPI.INT.Create_vector(3, 2, 4)  # blocks of 2 ints every 4
     assert (v.size, v.lb, v.extent, v.true_extent) == (24, 0, 40, 40)
-    assert v.Get_envelope() == (3, 0, 1, MPI.COMBINER_VECTOR)
-    assert v.Get_contents() == ([3, 2, 4], [], [MPI.INT])
+    if _api.MAJOR >= 4:  # mpi4py 4's have large counts (none here) before the datatypes
+        assert v.Get_envelope() == (3, 0, 0, 1, MPI.COMBINER_VECTOR)
+        assert v.Get_contents() == ([3, 2, 4], [], [], [MPI.INT])
+    else:
+        assert v.Get_envelope() == (3, 0, 1, MPI.COMBINER_VECTOR)
+        assert v.Get_contents() == ([3, 2, 4], [], [MPI.INT])
     s = MPI.Datatype.Create_struct([1, 1], [0, 8], [MPI.CHAR, MPI.DOUBLE])
     assert (s.size, s.extent) == (9, 16)  # padded to the double's alignment, as C
     r = MPI.INT.Create_resized(-4, 16)

@@ -45,6 +45,38 @@ if rank == 0:
     for name, t in made.items():
         describe(name, t)
         t.Free()
+    # Distributed arrays, Fortran's parametrized datatypes, Match_size: MPI's numbers, and
+    # the combiner numbers and contents mpi4py shows.
+    for args in ((4, 1, [4, 4], [0, 1], [-1, -1], [2, 2], 0),
+                 (6, 5, [7, 5], [1, 0], [2, -1], [3, 2], 1),
+                 (3, 1, [5, 4, 3], [0, 2, 1], [2, -1, 1], [3, 1, 1], 0),
+                 (2, 0, [9], [1], [4], [2], 1)):
+        for base in (MPI.INT, MPI.DOUBLE.Create_resized(-8, 24)):
+            t = base.Create_darray(*args)
+            old, comb, params = t.decode()
+            describe("darray%s" % (args,), t)
+            print("  combiner %d %s %s contents %s" % (t.combiner, comb, sorted(params.items()),
+                                                       t.Get_contents()[:2]))
+            t.Free()
+    for make, args in ((MPI.Datatype.Create_f90_integer, (3,)),
+                       (MPI.Datatype.Create_f90_integer, (10,)),
+                       (MPI.Datatype.Create_f90_real, (6, 30)),
+                       (MPI.Datatype.Create_f90_real, (16, 300)),
+                       (MPI.Datatype.Create_f90_complex, (15, 300))):
+        t = make(*args)
+        describe("%s%s" % (make.__name__, args), t)
+        print("  combiner %d %s contents %s predefined %s named %s" % (
+            t.combiner, t.decode()[1:], t.Get_contents()[:2], t.is_predefined, t.is_named))
+    for tc, nbytes in ((1, 1), (1, 2), (1, 4), (1, 8), (2, 4), (2, 8), (3, 8), (3, 16)):
+        t = MPI.Datatype.Match_size(tc, nbytes)
+        print("Match_size(%d, %d): %s" % (tc, nbytes, t.Get_name()))
+    for name in ("contiguous", "vector", "hvector", "indexed", "hindexed", "indexed_block",
+                 "hindexed_block", "struct", "subarray", "darray", "resized", "dup"):
+        print("COMBINER_%s %d" % (name.upper(), getattr(MPI, "COMBINER_" + name.upper())))
+    t = MPI.Datatype.Create_struct([1, 2], [0, 8], [MPI.CHAR, MPI.INT.Create_vector(2, 1, 3)])
+    print("struct decode %s %s" % (t.decode()[1], sorted(
+        (k, v) for k, v in t.decode()[2].items() if k != "datatypes")))
+    t.Free()
 
 # Data moved with derived datatypes: every rank's view of it.
 vec = MPI.DOUBLE.Create_vector(3, 1, 2).Commit()
@@ -70,7 +102,16 @@ show("Sendrecv subarray", dest)
 dense = np.zeros(4, "i4")
 comm.Sendrecv([m, 1, sub], (rank + 1) % size, 6, [dense, MPI.INT], (rank - 1) % size, 6)
 show("Sendrecv subarray into INTs", dense)
-for t in (vec, idx, st, sub):
+# Every rank's part of a distributed array, gathered on every rank.
+psizes = MPI.Compute_dims(size, [0, 0])
+da = MPI.INT.Create_darray(size, rank, [5, 6], [MPI.DISTRIBUTE_BLOCK, MPI.DISTRIBUTE_CYCLIC],
+                           [MPI.DISTRIBUTE_DFLT_DARG, 2], psizes).Commit()
+whole = np.arange(30, dtype="i4") + 1000 * rank
+mine = np.zeros(da.Get_size() // 4, "i4")
+# To itself (Open MPI 4.1's Allgatherv of a darray hangs at P >= 3), then gathered.
+comm.Sendrecv([whole, 1, da], rank, 7, [mine, MPI.INT], rank, 7)
+show("darray parts", sum(comm.allgather(mine.tolist()), []))
+for t in (vec, idx, st, sub, da):
     t.Free()
 
 # Reductions on every kind of datatype: the library's own and those folded in rank order.
