@@ -2291,54 +2291,43 @@ static const char *typestr(char kind, Py_ssize_t size)
 	}
 }
 
-/* The type string of a character code. */
+/* The type string of a character code: its kind and size, as typestr() spells them. */
 static const char *chr_to_str(const char *c)
 {
+	static const struct {
+		char chr, kind;
+		unsigned char size;
+	} codes[] = {
+	    {'?', 'b', 1},
+	    {'b', 'i', 1},
+	    {'h', 'i', sizeof(short)},
+	    {'i', 'i', sizeof(int)},
+	    {'l', 'i', sizeof(long)},
+	    {'q', 'i', sizeof(long long)},
+	    {'p', 'i', sizeof(void *)},
+	    {'B', 'u', 1},
+	    {'H', 'u', sizeof(short)},
+	    {'I', 'u', sizeof(int)},
+	    {'L', 'u', sizeof(long)},
+	    {'Q', 'u', sizeof(long long)},
+	    {'P', 'u', sizeof(void *)},
+	    {'e', 'f', 2},
+	    {'f', 'f', sizeof(float)},
+	    {'d', 'f', sizeof(double)},
+	    {'g', 'f', sizeof(long double)},
+	    {'E', 'c', 4},
+	    {'F', 'c', 2 * sizeof(float)},
+	    {'D', 'c', 2 * sizeof(double)},
+	    {'G', 'c', 2 * sizeof(long double)},
+	};
+	size_t i;
+
 	if (!c)
 		return NULL;
+	for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (codes[i].chr == c[0])
+			return typestr(codes[i].kind, codes[i].size);
 	switch (c[0]) {
-	case '?':
-		return typestr('b', 1);
-	case 'b':
-		return typestr('i', 1);
-	case 'h':
-		return typestr('i', sizeof(short));
-	case 'i':
-		return typestr('i', sizeof(int));
-	case 'l':
-		return typestr('i', sizeof(long));
-	case 'q':
-		return typestr('i', sizeof(long long));
-	case 'p':
-		return typestr('i', sizeof(void *));
-	case 'B':
-		return typestr('u', 1);
-	case 'H':
-		return typestr('u', sizeof(short));
-	case 'I':
-		return typestr('u', sizeof(int));
-	case 'L':
-		return typestr('u', sizeof(long));
-	case 'Q':
-		return typestr('u', sizeof(long long));
-	case 'P':
-		return typestr('u', sizeof(void *));
-	case 'e':
-		return typestr('f', 2);
-	case 'f':
-		return typestr('f', sizeof(float));
-	case 'd':
-		return typestr('f', sizeof(double));
-	case 'g':
-		return typestr('f', sizeof(long double));
-	case 'E':
-		return typestr('c', 4);
-	case 'F':
-		return typestr('c', 2 * sizeof(float));
-	case 'D':
-		return typestr('c', 2 * sizeof(double));
-	case 'G':
-		return typestr('c', 2 * sizeof(long double));
 	case 'S':
 	case 'c':
 		return "S1";
