@@ -8,7 +8,8 @@
 # installed package, each of their lines one line here. Last, `pip install .` of the source
 # tree into a second venv, and an example there. No index: --no-index, --no-build-isolation.
 # Output is TAP for meson; the plan comes last (the Python tests' count is known only then).
-# Takes about as long as the Python tests plus two builds of the library (some 25 s on 2 cores).
+# Takes about 2 minutes on 2 idle cores: the Python tests (1.5 of them) and two builds of the
+# library and extension (about 10 s each).
 #
 # usage: tests/wheel.sh SOURCEDIR PYTHON, or tests/wheel.sh --skip REASON
 #   PYTHON  the interpreter to build and install for (meson's python_exe)
