@@ -36,6 +36,11 @@ from ._comm import (  # noqa: F401 (mpi4py's names)
     pickle,
 )
 from ._comm import BaseComm as Comm
+
+if _api.MAJOR >= 4:
+    # mpi4py 4 has no MPI.HOST (MPI-4.1 deprecates the attribute; mpi4py 4.0.3 has no name
+    # for it), so a program written for it cannot use it; Get_attr(1) still answers.
+    del HOST
 from ._comm import _comm_lock_table as _lock_table  # mpi4py 3's name of it
 from ._comm import Comm as Intracomm
 from ._errors import CODES as _CODES

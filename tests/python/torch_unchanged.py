@@ -62,20 +62,29 @@ def tap_main(run, pkg):
     env["PYTHONPATH"] = pkg + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["SHMCOLL_TIMEOUT_MS"] = "60000"
-    probe = subprocess.run([sys.executable, "-c", "import torch.distributed, shmcoll.torch"],
+    probe = subprocess.run([sys.executable, "-c", "import os, torch.distributed, shmcoll.torch; "
+                            "print(os.environ.get('USE_LIBUV', ''))"],
                            env=env, capture_output=True, text=True)
     if probe.returncode != 0:
         why = (probe.stderr.strip().splitlines() or ["import failed"])[-1]
         print("1..0 # SKIP %s cannot import torch.distributed and shmcoll.torch: %s"
               % (sys.executable, why))
         return 0
+    # A torch >= 2.4 built without libuv (Debian 13's) fails env:// rendezvous unless told
+    # USE_LIBUV=0, under torchrun as under shmcoll-run; importing shmcoll.torch tells it
+    # (the probe shows it did). The gloo program does not import it, so it is told here,
+    # as its user would have to; the shmcoll program gets no help.
+    gloo_env = dict(env)
+    if probe.stdout.strip() == "0" and "USE_LIBUV" not in env:
+        gloo_env["USE_LIBUV"] = "0"
     cases = [(p, mode) for p in (1, 2, 3, 4) for mode in ("shmcoll", "gloo")]
     print("1..%d" % len(cases))
     failed = 0
     for n, (p, mode) in enumerate(cases, 1):
         argv = [run, "-n", str(p), sys.executable, os.path.abspath(__file__), mode]
         try:
-            r = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+            r = subprocess.run(argv, env=gloo_env if mode == "gloo" else env,
+                               stdin=subprocess.DEVNULL, capture_output=True,
                                text=True, timeout=300)
             rc, out, err = r.returncode, r.stdout, r.stderr
         except subprocess.TimeoutExpired as e:
