@@ -234,6 +234,52 @@ def test_async_works(world):
     assert [o.item() for o in outs] == list(range(size))
 
 
+def test_futures(world):
+    """A work's future (torch 1.8 on, the form torch 2.x's DDP hooks and user code chain on):
+    its value is the call's tensors, and then() runs after the call completed."""
+    rank, size, _ = world
+    t = torch.full((5,), float(rank))
+    fut = dist.all_reduce(t, async_op=True).get_future()
+    got = fut.wait()
+    want = [float(sum(range(size)))] * 5
+    assert isinstance(got, list) and got[0].tolist() == want and t.tolist() == want
+    t = torch.ones(3)
+    doubled = dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0] * 2)
+    assert doubled.wait().tolist() == [2.0 * size] * 3
+
+
+def test_batched_point_to_point(world):
+    """batch_isend_irecv (a ring shift), as torch 2.x's pipeline schedules use it."""
+    rank, size, _ = world
+    if size == 1:
+        pytest.skip("a ring shift needs two ranks")
+    got = torch.zeros(4, dtype=torch.int32)
+    ops = [
+        dist.P2POp(dist.isend, torch.full((4,), rank, dtype=torch.int32), (rank + 1) % size),
+        dist.P2POp(dist.irecv, got, (rank - 1) % size),
+    ]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    assert got.tolist() == [(rank - 1) % size] * 4
+
+
+def test_barrier_forms(world):
+    """barrier(device_ids=...) is torch's to accept: 2.x takes it for any backend (the ids
+    name GPUs, which a CPU backend does not use), 1.13 refuses it before any rank waits.
+    monitored_barrier is gloo's alone in every version (torch raises before any rank
+    waits); on the group's gloo subgroup it runs."""
+    rank, size, gloo = world
+    if int(torch.__version__.split(".")[0]) >= 2:
+        dist.barrier(device_ids=[0])
+    else:
+        with pytest.raises(RuntimeError, match="device_ids"):
+            dist.barrier(device_ids=[0])
+    with pytest.raises((RuntimeError, ValueError), match="GLOO"):
+        dist.monitored_barrier()
+    dist.monitored_barrier(group=gloo, timeout=datetime.timedelta(seconds=60))
+    dist.barrier()
+
+
 def test_send_recv(world):
     rank, size, _ = world
     if size == 1:
