@@ -2214,43 +2214,48 @@ static PyObject *dt_pack_external_size(DatatypeObject *t, PyObject *args)
 
 /* ---- typecodes: tocode, fromcode, typechar, typestr (mpi4py 4) ---- */
 
-/* The character code of a kind ('b' boolean, 'i' signed, 'u' unsigned, 'f' real, 'c'
- * complex) with elements of size bytes, as the C types' (struct module, NumPy): "i" for a
- * signed of sizeof(int) ... or NULL. */
+/* The C types' character codes (struct module, NumPy) with their kind ('b' boolean, 'i'
+ * signed, 'u' unsigned, 'f' real, 'c' complex) and size, in the order a kind and size picks
+ * its code ("l" before "q" where long is long long's size). */
+static const struct {
+	char chr[2], kind;
+	unsigned char size;
+} chr_codes[] = {
+    {"?", 'b', 1},
+    {"b", 'i', 1},
+    {"h", 'i', sizeof(short)},
+    {"i", 'i', sizeof(int)},
+    {"l", 'i', sizeof(long)},
+    {"q", 'i', sizeof(long long)},
+    {"p", 'i', sizeof(void *)},
+    {"B", 'u', 1},
+    {"H", 'u', sizeof(short)},
+    {"I", 'u', sizeof(int)},
+    {"L", 'u', sizeof(long)},
+    {"Q", 'u', sizeof(long long)},
+    {"P", 'u', sizeof(void *)},
+    {"e", 'f', 2},
+    {"f", 'f', sizeof(float)},
+    {"d", 'f', sizeof(double)},
+    {"g", 'f', sizeof(long double)},
+    {"E", 'c', 4},
+    {"F", 'c', 2 * sizeof(float)},
+    {"D", 'c', 2 * sizeof(double)},
+    {"G", 'c', 2 * sizeof(long double)},
+};
+
+/* The character code of a kind with elements of size bytes ("i" for a signed of
+ * sizeof(int) ...; a boolean wider than a byte is its signed integer's), or NULL. */
 static const char *typechr(char kind, Py_ssize_t size)
 {
-	switch (kind) {
-	case 'b':
-		return size == 1 ? "?" : typechr('i', size);
-	case 'i':
-		return size == 1                   ? "b"
-		       : size == sizeof(short)     ? "h"
-		       : size == sizeof(int)       ? "i"
-		       : size == sizeof(long)      ? "l"
-		       : size == sizeof(long long) ? "q"
-		                                   : NULL;
-	case 'u':
-		return size == 1                   ? "B"
-		       : size == sizeof(short)     ? "H"
-		       : size == sizeof(int)       ? "I"
-		       : size == sizeof(long)      ? "L"
-		       : size == sizeof(long long) ? "Q"
-		                                   : NULL;
-	case 'f':
-		return size == 2                     ? "e"
-		       : size == sizeof(float)       ? "f"
-		       : size == sizeof(double)      ? "d"
-		       : size == sizeof(long double) ? "g"
-		                                     : NULL;
-	case 'c':
-		return size == 4                         ? "E"
-		       : size == 2 * sizeof(float)       ? "F"
-		       : size == 2 * sizeof(double)      ? "D"
-		       : size == 2 * sizeof(long double) ? "G"
-		                                         : NULL;
-	default:
-		return NULL;
-	}
+	size_t i;
+
+	if (kind == 'b' && size != 1)
+		kind = 'i';
+	for (i = 0; i < sizeof(chr_codes) / sizeof(chr_codes[0]); i++)
+		if (chr_codes[i].kind == kind && chr_codes[i].size == size)
+			return chr_codes[i].chr;
+	return NULL;
 }
 
 /* The NumPy type string of the same ("i4", "f8", "c16" ...), or NULL. */
@@ -2294,39 +2299,13 @@ static const char *typestr(char kind, Py_ssize_t size)
 /* The type string of a character code: its kind and size, as typestr() spells them. */
 static const char *chr_to_str(const char *c)
 {
-	static const struct {
-		char chr, kind;
-		unsigned char size;
-	} codes[] = {
-	    {'?', 'b', 1},
-	    {'b', 'i', 1},
-	    {'h', 'i', sizeof(short)},
-	    {'i', 'i', sizeof(int)},
-	    {'l', 'i', sizeof(long)},
-	    {'q', 'i', sizeof(long long)},
-	    {'p', 'i', sizeof(void *)},
-	    {'B', 'u', 1},
-	    {'H', 'u', sizeof(short)},
-	    {'I', 'u', sizeof(int)},
-	    {'L', 'u', sizeof(long)},
-	    {'Q', 'u', sizeof(long long)},
-	    {'P', 'u', sizeof(void *)},
-	    {'e', 'f', 2},
-	    {'f', 'f', sizeof(float)},
-	    {'d', 'f', sizeof(double)},
-	    {'g', 'f', sizeof(long double)},
-	    {'E', 'c', 4},
-	    {'F', 'c', 2 * sizeof(float)},
-	    {'D', 'c', 2 * sizeof(double)},
-	    {'G', 'c', 2 * sizeof(long double)},
-	};
 	size_t i;
 
 	if (!c)
 		return NULL;
-	for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
-		if (codes[i].chr == c[0])
-			return typestr(codes[i].kind, codes[i].size);
+	for (i = 0; i < sizeof(chr_codes) / sizeof(chr_codes[0]); i++)
+		if (chr_codes[i].chr[0] == c[0])
+			return typestr(chr_codes[i].kind, chr_codes[i].size);
 	switch (c[0]) {
 	case 'S':
 	case 'c':
