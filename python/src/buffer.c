@@ -340,55 +340,25 @@ enum {
 	kDLBool = 6
 };
 
-/* The format of a DLPack dtype, mpi4py 4's table (the C types' sizes, so long double's
- * 80-bit extended in 16 bytes is 'g', two lanes of it 'Zg'); NULL for a dtype no datatype
+/* The format of a DLPack dtype, mpi4py 4's table (the C types' codes by size, so long
+ * double's 80-bit extended in 16 bytes is 'g', two lanes of it 'G'); NULL for a dtype no datatype
  * has (opaque handles, other lane counts, float8 ...). Whatever the format, an element is
  * (bits * lanes + 7) / 8 bytes (dl_itemsize): message.c moves a dtype without a format
  * as elements of that many bytes, so that a count counts elements. */
 static const char *dl_format(const DLDataType *d)
 {
-	unsigned bits = d->bits;
+	static const char kinds[] = {
+	    [kDLInt] = 'i', [kDLUInt] = 'u', [kDLFloat] = 'f', [kDLComplex] = 'c', [kDLBool] = 'b'};
+	unsigned bits = d->bits, lanes = d->lanes;
+	char kind = d->code < sizeof(kinds) ? kinds[d->code] : 0;
 
-	if (d->lanes != 1) {
-		if (d->code != kDLFloat || d->lanes != 2)
-			return NULL;
-		return bits == 8 * sizeof(float)         ? "Zf"
-		       : bits == 8 * sizeof(double)      ? "Zd"
-		       : bits == 8 * sizeof(long double) ? "Zg"
-		                                         : NULL;
-	}
-	switch (d->code) {
-	case kDLBool:
-		return bits == 8 ? "?" : NULL;
-	case kDLInt:
-		return bits == 8 * sizeof(char)        ? "b"
-		       : bits == 8 * sizeof(short)     ? "h"
-		       : bits == 8 * sizeof(int)       ? "i"
-		       : bits == 8 * sizeof(long)      ? "l"
-		       : bits == 8 * sizeof(long long) ? "q"
-		                                       : NULL;
-	case kDLUInt:
-		return bits == 8 * sizeof(char)        ? "B"
-		       : bits == 8 * sizeof(short)     ? "H"
-		       : bits == 8 * sizeof(int)       ? "I"
-		       : bits == 8 * sizeof(long)      ? "L"
-		       : bits == 8 * sizeof(long long) ? "Q"
-		                                       : NULL;
-	case kDLFloat:
-		return bits == 16                        ? "e"
-		       : bits == 8 * sizeof(float)       ? "f"
-		       : bits == 8 * sizeof(double)      ? "d"
-		       : bits == 8 * sizeof(long double) ? "g"
-		                                         : NULL;
-	case kDLComplex:
-		/* A complex long double (2 * 128 bits) does not fit the 8 bits of bits:
-		 * producers give it as two lanes of kDLFloat (above). */
-		return bits == 16 * sizeof(float)    ? "Zf"
-		       : bits == 16 * sizeof(double) ? "Zd"
-		                                     : NULL;
-	default:
+	/* A complex is kDLComplex or two lanes of kDLFloat; a complex long double only the
+	 * latter (2 * 128 bits do not fit the 8 bits of bits). */
+	if (kind == 'f' && lanes == 2)
+		kind = 'c', bits *= 2, lanes = 1;
+	if (!kind || lanes != 1 || bits % 8 || (kind == 'b' && bits != 8))
 		return NULL;
-	}
+	return py__typechr(kind, bits / 8);
 }
 
 static Py_ssize_t dl_itemsize(const DLDataType *d)

@@ -2244,9 +2244,7 @@ static const struct {
     {"G", 'c', 2 * sizeof(long double)},
 };
 
-/* The character code of a kind with elements of size bytes ("i" for a signed of
- * sizeof(int) ...; a boolean wider than a byte is its signed integer's), or NULL. */
-static const char *typechr(char kind, Py_ssize_t size)
+const char *py__typechr(char kind, Py_ssize_t size)
 {
 	size_t i;
 
@@ -2420,7 +2418,7 @@ static void type_codes(const DatatypeObject *t, const char **chr, const char **s
 		return;
 	}
 	if (kind) {
-		*chr = typechr(kind, py__extent(t));
+		*chr = py__typechr(kind, py__extent(t));
 		*str = sized ? typestr(kind, py__extent(t)) : NULL;
 	} else if (sized) {
 		*str = chr_to_str(*chr);

@@ -133,6 +133,10 @@ int py__basic_cdt(int basic);
 /* The datatype of a buffer format (PEP 3118: "i", "<f8", "Zd", ...; NULL: bytes): a
  * borrowed reference, or NULL with KeyError set (mpi4py's). */
 DatatypeObject *py__dt_of_format(const char *format);
+/* The character code (struct module, NumPy) of a kind ('b' boolean, 'i' signed, 'u'
+ * unsigned, 'f' real, 'c' complex) with elements of size bytes: "i" for a signed of
+ * sizeof(int) ..., a boolean wider than a byte its signed integer's; NULL for none. */
+const char *py__typechr(char kind, Py_ssize_t size);
 /* A datatype argument: a Datatype, or a typecode string mpi4py's TypeDict maps: a borrowed
  * reference, or NULL with KeyError (unknown) or TypeError set. */
 DatatypeObject *py__dt_get(PyObject *obj);
