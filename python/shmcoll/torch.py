@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 from torch._C import Future as _CFuture
 
-from . import _shmcoll
+from . import _shmcoll, _torchenv
 from ._comm import Comm, Status
 
 __all__ = ["ProcessGroupShmcoll", "BACKEND", "init_process_group"]
@@ -589,26 +589,6 @@ def _create(store, rank, size, timeout):
     return ProcessGroupShmcoll(store, rank, size, timeout)
 
 
-def _store_without_libuv():
-    """Torch 2.4 made libuv TCPStore's default backend, and env:// rendezvous asks for it
-    unless USE_LIBUV=0; a torch built without libuv (Debian 13's 2.6) then fails every env://
-    rendezvous, shmcoll-run's and torchrun's alike, before any backend is made. There, and
-    only where the user has not chosen, the store's other backend is asked for instead. The
-    probe is a store of one on a port the kernel picks, closed at once; a torch without the
-    argument (< 2.4) or with libuv needs nothing."""
-    if "USE_LIBUV" in os.environ:
-        return
-    try:
-        probe = dist.TCPStore("127.0.0.1", 0, 1, True, wait_for_workers=False, use_libuv=True)
-    except TypeError:  # torch < 2.4: no libuv backend to ask for
-        return
-    except RuntimeError as e:
-        if "libuv" in str(e):
-            os.environ["USE_LIBUV"] = "0"
-        return
-    del probe
-
-
 def _register():
     if getattr(dist.Backend, BACKEND.upper(), None) is None:
         try:
@@ -617,5 +597,7 @@ def _register():
             dist.Backend.register_backend(BACKEND, _create)
 
 
-_store_without_libuv()
+# A torch built without libuv (Debian 13's 2.6) fails every env:// rendezvous, shmcoll-run's
+# and torchrun's alike, before any backend is made, unless its stores are told not to ask.
+_torchenv.stores_without_libuv()
 _register()

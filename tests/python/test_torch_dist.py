@@ -263,6 +263,37 @@ def test_batched_point_to_point(world):
     assert got.tolist() == [(rank - 1) % size] * 4
 
 
+def test_backend_registration(world):
+    """What registering the backend gives a program, on each torch version. 2.x: the backend
+    is registered for the CPU alone (``devices``), so the group's configuration reads
+    "cpu:shmcoll", and a device-qualified name makes a group of it. 1.13 has neither
+    ``devices`` nor device-qualified names (torch refuses "cpu:shmcoll" before any rank waits).
+    On both a group takes ``pg_options=None`` and the name "shmcoll" in any case."""
+    rank, size, gloo = world
+    assert dist.Backend("SHMCOLL") == "shmcoll"
+    assert dist.Backend.SHMCOLL.lower() == "shmcoll"  # 1.13 keeps the name as registered upper
+    assert dist.get_backend() == "shmcoll"
+    assert isinstance(dist.group.WORLD, sct.ProcessGroupShmcoll)
+    assert dist.group.WORLD.name() == "shmcoll"
+    if int(torch.__version__.split(".")[0]) >= 2:
+        assert dist.Backend.backend_capability["shmcoll"] == ["cpu"]
+        assert dist.is_backend_available("shmcoll")
+        assert dist.get_backend_config() == "cpu:shmcoll"
+        g = dist.new_group(backend="cpu:shmcoll")
+        assert isinstance(g, sct.ProcessGroupShmcoll)
+        assert dist.get_backend_config(g) == "cpu:shmcoll"
+    else:
+        assert not hasattr(dist.Backend, "backend_capability")
+        with pytest.raises(ValueError, match="cpu:shmcoll"):
+            dist.new_group(backend="cpu:shmcoll")
+        g = dist.new_group(backend="shmcoll")
+    h = dist.new_group(ranks=list(range(size))[::-1], backend="SHMCOLL", pg_options=None)
+    for group in (g, h):
+        t = torch.full((5,), float(rank + 1))
+        dist.all_reduce(t, group=group)
+        assert torch.equal(t, torch.full((5,), size * (size + 1) / 2))
+
+
 def test_barrier_forms(world):
     """barrier(device_ids=...) is torch's to accept: 2.x takes it for any backend (the ids
     name GPUs, which a CPU backend does not use), 1.13 refuses it before any rank waits.

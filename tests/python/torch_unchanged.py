@@ -1,4 +1,6 @@
-"""A torch.distributed program as written for torchrun, run unchanged under shmcoll-run.
+"""A torch.distributed program as written for torchrun, run unchanged under shmcoll-run and
+under torchrun itself (python3 -m shmcoll.torchrun, torch's launcher made to start on
+Debian's torch builds).
 
 As a rank (under shmcoll-run), MODE is what the program does:
   shmcoll   import shmcoll.torch; dist.init_process_group("shmcoll") with no other argument,
@@ -8,11 +10,14 @@ As a rank (under shmcoll-run), MODE is what the program does:
     shmcoll-run -n 4 python3 torch_unchanged.py shmcoll
 
 As the meson test (--tap SHMCOLL_RUN PACKAGE_DIR), it runs both modes at P = 1..4 under
-shmcoll-run and prints TAP: ok when every rank checked its results and the launcher exited 0;
+shmcoll-run and under torchrun (its static rendezvous on a free port, and at P = 4 its
+--standalone c10d one) and prints TAP: ok when every rank checked its results and the
+launcher exited 0;
 the whole test is skipped, saying why, where torch or the package cannot be imported.
 """
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -54,7 +59,17 @@ def rank_main(mode):
                "gloo all_reduce: %s" % u[:2].tolist())
         dist.barrier()
     dist.destroy_process_group()
-    print("rank %d of %d: %s ok" % (rank, size, mode), flush=True)
+    # One write of the whole line: torchrun makes the ranks' output unbuffered, where print
+    # writes the text and its newline apart and the ranks' lines interleave.
+    sys.stdout.write("rank %d of %d: %s ok\n" % (rank, size, mode))
+    sys.stdout.flush()
+
+
+def free_port():
+    """A TCP port free now on the loopback interface, for torchrun's store."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def tap_main(run, pkg):
@@ -73,17 +88,29 @@ def tap_main(run, pkg):
     # A torch >= 2.4 built without libuv (Debian 13's) fails env:// rendezvous unless told
     # USE_LIBUV=0, under torchrun as under shmcoll-run; importing shmcoll.torch tells it
     # (the probe shows it did). The gloo program does not import it, so it is told here,
-    # as its user would have to; the shmcoll program gets no help.
+    # as its user would have to under shmcoll-run; the shmcoll program gets no help, nor does
+    # any program under shmcoll.torchrun, which tells the ranks itself.
     gloo_env = dict(env)
     if probe.stdout.strip() == "0" and "USE_LIBUV" not in env:
         gloo_env["USE_LIBUV"] = "0"
-    cases = [(p, mode) for p in (1, 2, 3, 4) for mode in ("shmcoll", "gloo")]
+    cases = [(launcher, p, mode) for launcher in ("shmcoll-run", "torchrun")
+             for p in (1, 2, 3, 4) for mode in ("shmcoll", "gloo")]
+    cases += [("torchrun --standalone", 4, mode) for mode in ("shmcoll", "gloo")]
     print("1..%d" % len(cases))
     failed = 0
-    for n, (p, mode) in enumerate(cases, 1):
-        argv = [run, "-n", str(p), sys.executable, os.path.abspath(__file__), mode]
+    prog = os.path.abspath(__file__)
+    for n, (launcher, p, mode) in enumerate(cases, 1):
+        if launcher == "shmcoll-run":
+            argv = [run, "-n", str(p)]
+        elif launcher == "torchrun":
+            argv = [sys.executable, "-m", "shmcoll.torchrun", "--nproc_per_node", str(p),
+                    "--master_port", str(free_port())]
+        else:
+            argv = [sys.executable, "-m", "shmcoll.torchrun", "--standalone",
+                    "--nproc_per_node", str(p)]
+        argv += [sys.executable, prog, mode] if launcher == "shmcoll-run" else [prog, mode]
         try:
-            r = subprocess.run(argv, env=gloo_env if mode == "gloo" else env,
+            r = subprocess.run(argv, env=gloo_env if (mode, launcher) == ("gloo", "shmcoll-run") else env,
                                stdin=subprocess.DEVNULL, capture_output=True,
                                text=True, timeout=300)
             rc, out, err = r.returncode, r.stdout, r.stderr
@@ -94,10 +121,10 @@ def tap_main(run, pkg):
         oks = sorted(line for line in out.splitlines() if line.endswith(" ok"))
         want = sorted("rank %d of %d: %s ok" % (r, p, mode) for r in range(p))
         if rc == 0 and oks == want:
-            print("ok %d - P=%d %s: torch unchanged under shmcoll-run" % (n, p, mode))
+            print("ok %d - P=%d %s: torch unchanged under %s" % (n, p, mode, launcher))
         else:
             failed += 1
-            print("not ok %d - P=%d %s # exit %s" % (n, p, mode, rc))
+            print("not ok %d - P=%d %s under %s # exit %s" % (n, p, mode, launcher, rc))
             for line in (out + err).splitlines()[-15:]:
                 print("#   %s" % line)
         sys.stdout.flush()
