@@ -30,13 +30,6 @@ static int check_side(shmcoll_comm *c, const char *fn, const void *buf, size_t c
 	return 0;
 }
 
-int api__cut(shmcoll_comm *c, const char *fn, const struct shmcoll_p2p_op *op, size_t bytes)
-{
-	return api__fail(c, -EMSGSIZE,
-	                 "%s: a message of %llu bytes from rank %d (tag %d) was cut to %zu", fn,
-	                 (unsigned long long)op->total, op->src, op->rtag, bytes);
-}
-
 /* The blocking calls on a communicator over several nodes (lib/hier/p2p.c). */
 static int hier_send(shmcoll_comm *c, const char *fn, const void *buf, size_t bytes, int dest,
                      int tag)

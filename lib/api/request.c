@@ -67,6 +67,13 @@ void api__req_drain(shmcoll_comm *c)
 	c->nfree = 0;
 }
 
+int api__cut(shmcoll_comm *c, const char *fn, const struct shmcoll_p2p_op *op, size_t bytes)
+{
+	return api__fail(c, -EMSGSIZE,
+	                 "%s: a message of %llu bytes from rank %d (tag %d) was cut to %zu", fn,
+	                 (unsigned long long)op->total, op->src, op->rtag, bytes);
+}
+
 void api__status(shmcoll_status *st, const struct shmcoll_p2p_op *op, size_t es, int rc)
 {
 	if (!st)

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/core/node.h"
+#include "lib/core/state.h"
 #include "lib/core/tuning.h"
 
 /* Elements per slice of the direct protocol: a chunk (SHMCOLL_CHUNK_BYTES or a staging

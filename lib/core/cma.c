@@ -36,7 +36,8 @@
 
 #include "lib/core/cma.h"
 #include "lib/core/env.h"
-#include "lib/core/node.h"
+#include "lib/core/state.h"
+#include "lib/core/task.h"
 #include "shm/proc.h"
 
 /* Single copies run only when asked for: SHMCOLL_ALGO=cma, or SHMCOLL_CMA_MIN for blocks from

@@ -7,15 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct shmcoll_node;
-struct shmcoll_task;
+#include "lib/core/state.h"
 
-/* Owned by cma.c. */
-struct shmcoll_cma {
-	int ok;         /* every rank can read every peer's memory: the same on every rank */
-	size_t min;     /* SHMCOLL_CMA_MIN: single copies from this block size on; 0: none */
-	uint64_t nonce; /* what peers read here to prove they can */
-};
+struct shmcoll_task;
 
 /* Before the arena: reads SHMCOLL_CMA and SHMCOLL_CMA_MIN (-EINVAL for a bad one, with a
  * message in err) and draws the nonce. */

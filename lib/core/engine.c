@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/core/algo.h"
+#include "lib/core/heap.h"
 #include "lib/kernels/kernels.h"
 
 void shmcoll__describe(struct shmcoll_node *n, struct shmcoll_task *t)

@@ -15,7 +15,8 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "lib/core/node.h"
+#include "lib/core/state.h"
+#include "lib/core/task.h"
 
 /* Staging half of rank for step. */
 static inline uint8_t *shmcoll__slot(const struct shmcoll_node *n, int rank, uint32_t step)

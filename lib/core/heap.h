@@ -8,41 +8,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shm/arena.h"
+#include "lib/core/state.h"
 
-struct shmcoll_node;
+/* A heap offset's part, and its offset in the part. */
+static inline uint64_t heap_part_of(uint64_t off)
+{
+	return off >> HEAP_PART_SHIFT;
+}
 
-#define NO_OFF UINT64_MAX
-
-/* Parts of a heap: the arena's and up to HEAP_PARTS - 1 segments. */
-#define HEAP_PARTS 64
-
-/* A heap offset names its part in its top bits: (part << HEAP_PART_SHIFT) | offset. */
-#define HEAP_PART_SHIFT 48
-
-struct heap_block {
-	uint64_t off, len;
-};
-
-struct heap_part {
-	uint8_t *base; /* this rank's partition, in this mapping; NULL: an unused slot */
-	uint64_t bytes;
-	struct heap_block *blocks; /* used, sorted by offset; the gaps are free */
-	size_t nblocks, cap;
-	struct shmcoll_segment seg; /* parts 1 ..: the segment */
-};
-
-/* Owned by heap.c: private bookkeeping only; nothing in the segment points anywhere. */
-struct shmcoll_heap {
-	uint8_t *base; /* part 0: the arena's heap partition of this rank */
-	uint64_t bytes;
-	size_t nblocks; /* blocks in use, over every part */
-	uint32_t made;  /* segments made so far: names the next */
-	int nparts;     /* parts in use (the arena's counts) */
-	/* HEAP_PARTS entries, out of line: the communicator's fields every call touches stay
-	 * close together. */
-	struct heap_part *part;
-};
+static inline uint64_t heap_in_part(uint64_t off)
+{
+	return off & (((uint64_t)1 << HEAP_PART_SHIFT) - 1);
+}
 
 /* 0, or -ENOMEM. */
 int shmcoll__heap_init(struct shmcoll_node *n);
@@ -59,11 +36,7 @@ uint8_t *shmcoll__heap_peer(const struct shmcoll_node *n, int p, uint64_t off, u
 /* Rank p's partition of the arena's heap (part 0) in this rank's mapping. */
 uint8_t *shmcoll__heap_of(const struct shmcoll_node *n, int p);
 
-/* The collectives of the heap, for a node communicator entered by the caller. malloc:
- * bytes > 0; returns NULL with a message when it fails: no room anywhere (-ENOMEM in the
- * message; the communicator stays usable, on every rank alike), or the error of a step.
- * free: ptr not NULL; 0, -EINVAL (not from malloc) or the error of the step. */
-void *shmcoll__node_malloc(struct shmcoll_node *n, size_t bytes);
-int shmcoll__node_free(struct shmcoll_node *n, void *ptr);
+/* Forgets part i of h and its blocks, unmapping a segment's (parts 1 ..). */
+void shmcoll__heap_drop(struct shmcoll_heap *h, int i);
 
 #endif

@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "lib/core/live.h"
-#include "lib/core/node.h"
 
 /* Beyond this many peers, /proc instead of a descriptor each: a job of 1024
  * ranks must not exhaust the default limit of 1024 open files. */
@@ -34,12 +33,6 @@
 #endif
 
 enum how { HOW_NONE, HOW_PIDFD, HOW_PROC };
-
-struct shmcoll_peer {
-	struct shmcoll_proc_id id;
-	int how;
-	int fd;
-};
 
 static int peer_dead(struct shmcoll_peer *p)
 {
@@ -167,9 +160,4 @@ int shmcoll__live_check(void *ctx)
 int shmcoll__live_dead(struct shmcoll_node *n, int p)
 {
 	return n->live.peers && p >= 0 && p < n->size && p != n->rank && died(n, p);
-}
-
-int shmcoll__peer_pid(const struct shmcoll_node *n, int p)
-{
-	return n->live.peers && p >= 0 && p < n->size ? (int)n->live.peers[p].id.pid : 0;
 }

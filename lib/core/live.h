@@ -5,18 +5,7 @@
 
 #include <stdint.h>
 
-struct shmcoll_node;
-struct shmcoll_peer;
-
-/* Owned by live.c; the engine sets waiting_for and waiting_step before a wait. */
-struct shmcoll_live {
-	struct shmcoll_peer *peers; /* size entries */
-	int waiting_for;            /* the rank the current wait is for, or -1 */
-	uint32_t waiting_step;      /* and the step it waits for */
-	int left_rank;              /* set before -EPROTO: the rank that left */
-	int dead_rank;              /* set before -EOWNERDEAD: the rank that died */
-	int next;                   /* the next rank a check looks at */
-};
+#include "lib/core/state.h"
 
 /* Once every rank has attached: opens what the checks need and installs shmcoll__live_check
  * as the waiter's slow-path check. 0 or -ENOMEM. */
@@ -32,8 +21,5 @@ int shmcoll__live_check(void *ctx);
  * (never for this rank, nor for ranks that are threads of this process: those are found by
  * their left flag). */
 int shmcoll__live_dead(struct shmcoll_node *n, int p);
-
-/* The pid rank p attached with (0 if unknown). */
-int shmcoll__peer_pid(const struct shmcoll_node *n, int p);
 
 #endif

@@ -56,7 +56,9 @@
 #include "lib/kernels/copy.h"
 #include "lib/core/env.h"
 #include "lib/core/heap.h"
-#include "lib/core/node.h"
+#include "lib/core/live.h"
+#include "lib/core/state.h"
+#include "lib/core/task.h"
 #include "lib/core/progress.h"
 
 enum { F_EAGER = 1, F_RTS, F_CTS, F_DATA, F_FIN, F_KINDS };

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct shmcoll_node;
+#include "lib/core/state.h"
 
 /* Wildcards of a receive (the public SHMCOLL_ANY_SOURCE and SHMCOLL_ANY_TAG). */
 #define P2P_ANY (-1)
@@ -52,48 +52,6 @@ struct shmcoll_p2p_op {
 	int src, rtag;  /* recv: the matched message's source and tag */
 	size_t got;     /* recv: bytes written into buf */
 	int sync;       /* send: synchronous (complete once a receive matched it) */
-};
-
-struct p2p_list {
-	struct shmcoll_p2p_op *head, *tail;
-};
-
-struct p2p_ctl;
-struct p2p_unexp;
-
-/* This rank's side of each pair. */
-struct p2p_peer {
-	uint32_t head;       /* ring to the peer: bytes published */
-	uint32_t tail_seen;  /* the peer's tail of that ring, as last read */
-	uint32_t tail;       /* ring from the peer: bytes consumed */
-	uint32_t given;      /* ring from the peer: bytes handed back (tails[] word) */
-	uint64_t pos, salt;  /* ring to the peer: head as 64 bits, and its stamps' salt */
-	uint64_t pos_in;     /* ring from the peer: tail as 64 bits */
-	uint64_t salt_in;    /* and its stamps' salt */
-	int busy;            /* on the list of peers with frames waiting to go */
-	struct p2p_list out; /* sends waiting for room, in order */
-	struct p2p_ctl *ctl; /* control frames waiting for room */
-	unsigned nctl, capctl;
-};
-
-/* Owned by p2p.c. */
-struct shmcoll_p2p {
-	int used;               /* point-to-point has been used: collectives' waits progress it */
-	uint32_t cap;           /* ring bytes (a power of two) */
-	size_t eager_max;       /* larger messages go by rendezvous */
-	size_t chunk;           /* bytes of data per streamed frame */
-	size_t cma_min;         /* rendezvous by process_vm_readv from this size (0: never) */
-	struct p2p_peer *peers; /* size entries */
-	int *busy;              /* the peers with frames waiting to go */
-	int nbusy;
-	struct p2p_list posted;         /* receives waiting, in the order they were posted */
-	struct p2p_list rdv;            /* sends waiting for a clear-to-send or a finish */
-	struct p2p_list pulls;          /* receives reading streamed data */
-	struct p2p_unexp *uq, *uq_tail; /* arrived, unmatched, in arrival order */
-	uint64_t next_id;
-	uint32_t coll_seq; /* collectives on point-to-point so far: their tags */
-	unsigned active;   /* operations started and not done */
-	int64_t checked;   /* when a test last looked for dead peers */
 };
 
 /* At create, once the arena is attached: reads SHMCOLL_P2P_EAGER and SHMCOLL_P2P_CMA_MIN

@@ -2,7 +2,7 @@
  * it with and without blocking. */
 #include <errno.h>
 
-#include "lib/core/node.h"
+#include "lib/core/task.h"
 
 static void finish(struct shmcoll_node *n, struct shmcoll_task *t, int rc)
 {

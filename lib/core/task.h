@@ -19,11 +19,11 @@
 #include "shm/arena.h"
 #include "lib/kernels/kernels.h"
 #include "lib/sched/sched.h"
+#include "lib/core/state.h"
 
 /* What an advance returns when it stopped at an unsatisfied wait (not an errno). */
 #define SHMCOLL_PENDING 1
 
-struct shmcoll_node;
 struct shmcoll_task;
 
 typedef int (*shmcoll__advance_fn)(struct shmcoll_node *n, struct shmcoll_task *t);
@@ -73,13 +73,6 @@ struct shmcoll_task {
 	struct shmcoll_p2p_op *ops;
 };
 
-/* The queue of a node communicator (task.c owns it). */
-struct shmcoll_tasks {
-	struct shmcoll_task *head, *tail; /* head: the one running */
-	unsigned outstanding;
-	int running; /* inside the head's advance: a wait there must not advance the queue */
-};
-
 /* After an await returned rc != 0 at resume point at: the value to return from advance,
  * having recorded where to resume if the await is pending. */
 static inline int shmcoll__suspend(struct shmcoll_task *t, int at, int rc)
@@ -103,8 +96,19 @@ static inline void shmcoll__task_init(struct shmcoll_task *t, const char *fn,
 
 /* Runs t to completion behind the tasks outstanding, blocking, and returns its result. With
  * none outstanding (the blocking API's usual case) it is one call of its advance
- * (shmcoll__task_run, inline in node.h, which has the queue). */
+ * (shmcoll__task_run, below). */
 int shmcoll__task_run_queued(struct shmcoll_node *n, struct shmcoll_task *t);
+
+/* The blocking API's call of a task. With nothing outstanding
+ * (the caller entered), one call of its advance. */
+static inline int shmcoll__task_run(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	if (!n->tasks.head) {
+		t->blocking = 1;
+		return t->advance(n, t);
+	}
+	return shmcoll__task_run_queued(n, t);
+}
 
 /* The advance of a call with nothing to do (count 0): it completes at once. */
 int shmcoll__nothing(struct shmcoll_node *n, struct shmcoll_task *t);
