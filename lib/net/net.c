@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/net/net.h"
 #include "lib/net/net_impl.h"
 #include "lib/net/sock.h"
 #include "shm/arena.h"
@@ -71,6 +72,12 @@ static int set_blocking(int fd, int blocking)
 }
 
 /* ---- net_post, net_wait, net_run ---- */
+
+void shmcoll__net_shutdown(struct shmcoll_net *n)
+{
+	if (n)
+		shmcoll__net_break(n);
+}
 
 const char *shmcoll__net_kind_name(const struct shmcoll_net *n)
 {

@@ -11,7 +11,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "lib/net/net.h"
+#include "lib/net/frame.h"
+#include "lib/net/xfer.h"
 
 /* The most payload one system call or SQE is given: io_uring's send and recv
  * lengths are 32 bits, and the kernel caps one transfer below 2 GiB anyway. */
@@ -105,7 +106,6 @@ int shmcoll__net_op_timeout(const struct shmcoll_net *n, const struct net_op *op
  * call and started its ops (shmcoll__net_op_start) before post, and ends it
  * (unposts, breaks n on failure) after wait, or after test once done. */
 struct net_backend {
-	int kind;         /* NET_URING or NET_POLL */
 	const char *name; /* shmcoll__net_kind_name's */
 	/* Sets the backend up on a new net (NULL: nothing to do). 0, or a
 	 * negative errno with a message in err: net_open falls back to poll
@@ -139,8 +139,12 @@ unsigned shmcoll__net_uring_stray(struct shmcoll_net *n);
 __attribute__((format(printf, 3, 4))) void shmcoll__net_say(char *err, size_t errlen,
                                                             const char *fmt, ...);
 
-/* Records the first failure of n (its message err) and shuts every socket
- * down. Returns rc. */
+/* Breaks n (shmcoll__net_shutdown, net.h): marks it broken and shuts every
+ * socket down. Async-signal-safe. */
+void shmcoll__net_break(struct shmcoll_net *n);
+
+/* Records the first failure of n (its message err) and breaks it. Returns
+ * rc. */
 int shmcoll__net_fail(struct shmcoll_net *n, int rc, const char *err);
 
 #endif

@@ -170,19 +170,17 @@ int shmcoll__net_fail(struct shmcoll_net *n, int rc, const char *err)
 {
 	if (!n->broken)
 		snprintf(n->cause, sizeof(n->cause), "%s", err ? err : "");
-	shmcoll__net_shutdown(n);
+	shmcoll__net_break(n);
 	return rc;
 }
 
 #define SHUT_DOWN "the transport was shut down"
 _Static_assert(sizeof(SHUT_DOWN) <= sizeof(((struct shmcoll_net *)0)->cause), "it fits");
 
-void shmcoll__net_shutdown(struct shmcoll_net *n)
+void shmcoll__net_break(struct shmcoll_net *n)
 {
 	int i;
 
-	if (!n)
-		return;
 	/* memcpy, not snprintf: shmcoll_comm_abort comes here from signal handlers. */
 	if (!n->broken && !n->cause[0])
 		memcpy(n->cause, SHUT_DOWN, sizeof(SHUT_DOWN));

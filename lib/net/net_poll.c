@@ -142,7 +142,6 @@ static int poll_test(struct shmcoll_net *n, int nops, int *done, char *err, size
 }
 
 const struct net_backend shmcoll__net_poll = {
-    .kind = NET_POLL,
     .name = "poll",
     .post = poll_post,
     .wait = poll_wait,

@@ -32,7 +32,6 @@ static int uring_init(struct shmcoll_net *n, char *err, size_t errlen)
 }
 
 const struct net_backend shmcoll__net_uring = {
-    .kind = NET_URING,
     .name = "io_uring",
     .init = uring_init,
 };
@@ -429,7 +428,6 @@ static int uring_test(struct shmcoll_net *n, int nops, int *done, char *err, siz
 }
 
 const struct net_backend shmcoll__net_uring = {
-    .kind = NET_URING,
     .name = "io_uring",
     .init = uring_init,
     .exit = uring_exit,
