@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/net/net.h"
 #include "lib/net/net_impl.h"
 #include "shm/wait.h"
 

@@ -1,5 +1,6 @@
-/* colls.c - the collectives of a communicator over several nodes (hier.c has the
- * communicator, lead.c the leaders' algorithms, wide.c the wide reductions).
+/* colls.c - the collectives of a communicator over several nodes (comm.c makes the
+ * communicator, hier.c runs its calls and their stages, lead.c has the leaders' algorithms,
+ * wide.c the wide reductions).
  *
  * Global ranks are node-major: rank = node * P + local, P ranks per node.
  * Every collective is three stages, run by every rank in the same order, so

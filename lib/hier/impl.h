@@ -42,12 +42,15 @@ struct shmcoll_hier {
 	char cause[SHMCOLL_ERR_LEN];
 };
 
-/* Records a message (hier.c). */
+/* Records a message (state.c). */
 int hier__fail(struct shmcoll_hier *h, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Breaks everything after a failure whose message is recorded: the node communicator (its
  * ranks wake), the leader's connections (the other nodes learn), this one. Returns rc. */
 int hier__broken(struct shmcoll_hier *h, int rc);
+/* The wire's break (struct shmcoll_wire_cfg): breaks everything but the wire, which has
+ * done its part. Async-signal-safe. */
+void hier__wire_broke(void *h, int why);
 /* Records that bytes of working memory were not to be had, and breaks everything. */
 int hier__oom(struct shmcoll_hier *h, const char *fn, size_t bytes);
 /* Working memory i of at least bytes, or NULL. */

@@ -35,7 +35,7 @@ void shmcoll__hier_isend(struct shmcoll_hier *h, struct hier_p2p_op *op, const c
 		memset(&op->node, 0, sizeof(op->node));
 		op->node.fn = fn;
 		op->node.kind = P2P_SEND;
-		shmcoll__wire_isend(h, &op->wire, fn, buf, bytes, dest, tag, P2P_CTX_USER);
+		shmcoll__wire_isend(h->wire, &op->wire, fn, buf, bytes, dest, tag, P2P_CTX_USER);
 	}
 }
 
@@ -55,7 +55,8 @@ void shmcoll__hier_irecv(struct shmcoll_hier *h, struct hier_p2p_op *op, const c
 		memset(&op->node, 0, sizeof(op->node));
 		op->node.fn = fn;
 		op->node.kind = P2P_RECV;
-		shmcoll__wire_irecv(h, &op->wire, fn, buf, bytes, source, tag, P2P_CTX_USER, NULL);
+		shmcoll__wire_irecv(h->wire, &op->wire, fn, buf, bytes, source, tag, P2P_CTX_USER,
+		                    NULL);
 		return;
 	}
 	/* Both halves, the local one first: the wire's proxy points at it. */
@@ -66,7 +67,8 @@ void shmcoll__hier_irecv(struct shmcoll_hier *h, struct hier_p2p_op *op, const c
 		op->where = HP_LOCAL;
 		return;
 	}
-	shmcoll__wire_irecv(h, &op->wire, fn, buf, bytes, P2P_ANY, tag, P2P_CTX_USER, &op->node);
+	shmcoll__wire_irecv(h->wire, &op->wire, fn, buf, bytes, P2P_ANY, tag, P2P_CTX_USER,
+	                    &op->node);
 }
 
 /* The results of a completed op in op->node (the sender's global rank) and op->rc. */
@@ -102,7 +104,7 @@ static int hp_done(struct shmcoll_hier *h, struct hier_p2p_op *op)
 		finish_local(h, op);
 		return 1;
 	case HP_WIRE:
-		if (!shmcoll__wire_done(h, &op->wire))
+		if (!shmcoll__wire_done(h->wire, &op->wire))
 			return 0;
 		finish_wire(op);
 		return 1;
@@ -111,7 +113,7 @@ static int hp_done(struct shmcoll_hier *h, struct hier_p2p_op *op)
 	}
 	/* From any source: the wire's outcome when it has one (a remote message, which
 	 * cancelled the local half, or a failure), else the local half's. */
-	if (shmcoll__wire_done(h, &op->wire)) {
+	if (shmcoll__wire_done(h->wire, &op->wire)) {
 		shmcoll__p2p_cancel(h->local, &op->node); /* a failure: the local half too */
 		if (op->wire.src != P2P_ANY || op->wire.rc < 0) {
 			finish_wire(op);
@@ -120,7 +122,7 @@ static int hp_done(struct shmcoll_hier *h, struct hier_p2p_op *op)
 	}
 	if (!op->node.done)
 		return 0;
-	shmcoll__wire_withdraw(h, &op->wire);
+	shmcoll__wire_withdraw(h->wire, &op->wire);
 	finish_local(h, op);
 	return 1;
 }
@@ -130,7 +132,7 @@ static int hp_done(struct shmcoll_hier *h, struct hier_p2p_op *op)
 static void break_all(struct shmcoll_hier *h, int rc)
 {
 	hier__broken(h, rc);
-	shmcoll__wire_fail_all(h, rc);
+	shmcoll__wire_fail_all(h->wire, rc);
 	shmcoll__p2p_fail_all(h->local, rc);
 }
 
@@ -144,7 +146,7 @@ static int settle(struct shmcoll_hier *h, struct hier_p2p_op *op)
 	if (rc >= 0 || rc == -EMSGSIZE)
 		return rc;
 	if (op->where != HP_LOCAL && op->wire.rc == rc &&
-	    shmcoll__wire_cause(h, cause, sizeof(cause)))
+	    shmcoll__wire_cause(h->wire, cause, sizeof(cause)))
 		hier__fail(h, rc, "%s: %s", op->node.fn, cause);
 	else
 		hier__fail(h, rc, "%s: node %d: %s", op->node.fn, h->node, h->local->err);
@@ -192,7 +194,7 @@ int shmcoll__hier_p2p_wait(struct shmcoll_hier *h, struct hier_p2p_op *op)
 		hier__fail(h, rc, "%s: node %d: %s", op->node.fn, h->node, h->local->err);
 		break_all(h, rc);
 		if (op->where != HP_LOCAL)
-			shmcoll__wire_withdraw(h, &op->wire);
+			shmcoll__wire_withdraw(h->wire, &op->wire);
 		op->rc = rc;
 		op->node.rc = rc;
 		op->finished = 1;
@@ -212,5 +214,5 @@ int shmcoll__hier_p2p_peek(struct shmcoll_hier *h, int source, int tag, int *src
 	}
 	if (source != P2P_ANY && on_node(h, source))
 		return 0;
-	return shmcoll__wire_peek(h, source, tag, P2P_CTX_USER, src, rtag, bytes);
+	return shmcoll__wire_peek(h->wire, source, tag, P2P_CTX_USER, src, rtag, bytes);
 }

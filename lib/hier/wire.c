@@ -22,8 +22,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "lib/core/node.h"
 #include "lib/core/p2p.h"
-#include "lib/hier/impl.h"
 #include "lib/hier/wire.h"
 #include "shm/atomics.h"
 
@@ -75,7 +75,7 @@ struct wire_out {
 };
 
 struct shmcoll_wire {
-	struct shmcoll_hier *h;
+	struct shmcoll_wire_cfg job;     /* the communicator it serves */
 	int lfd;                         /* this rank's listener */
 	int efd;                         /* wakes the thread */
 	char (*addrs)[SHMCOLL_ADDR_MAX]; /* every rank's listener */
@@ -119,7 +119,7 @@ static void wake_thread(struct shmcoll_wire *w)
 /* Wakes the caller's thread if it sleeps in a wait on the node's bell. */
 static void nudge(struct shmcoll_wire *w)
 {
-	shmcoll__p2p_nudge(w->h->local);
+	shmcoll__p2p_nudge(w->job.local);
 }
 
 static void complete(struct shmcoll_wire *w, struct wire_op *op, int rc)
@@ -175,7 +175,7 @@ static void fail_locked(struct shmcoll_wire *w, int rc)
 		posted_remove(w, op);
 		complete(w, op, rc);
 	}
-	for (r = 0; w->out && r < w->h->size; r++) {
+	for (r = 0; w->out && r < w->job.size; r++) {
 		struct wire_out *o = &w->out[r];
 
 		while ((op = o->head) != NULL) {
@@ -200,7 +200,7 @@ static void shut_all(struct shmcoll_wire *w)
 {
 	int r;
 
-	for (r = 0; w->out && r < w->h->size; r++)
+	for (r = 0; w->out && r < w->job.size; r++)
 		if (w->out[r].fd >= 0)
 			shutdown(w->out[r].fd, SHUT_RDWR);
 	for (r = 0; r < w->nin; r++)
@@ -224,7 +224,8 @@ static void wire_failed(struct shmcoll_wire *w, int rc, const char *fmt, ...)
 	va_end(ap);
 	fail_locked(w, rc);
 	shut_all(w);
-	shmcoll__hier_break(w->h, -rc);
+	w->job.broke(w->job.ctx, -rc);
+	wake_thread(w);
 }
 
 /* ---- the connections we open ---- */
@@ -232,7 +233,7 @@ static void wire_failed(struct shmcoll_wire *w, int rc, const char *fmt, ...)
 /* Opens the connection to rank r (not connected yet when this returns, maybe). */
 static int out_open(struct shmcoll_wire *w, int r)
 {
-	struct shmcoll_hier *h = w->h;
+	const struct shmcoll_wire_cfg *h = &w->job;
 	struct wire_out *o = &w->out[r];
 	struct shmcoll_hello hi = {.version = SHMCOLL_WIRE_VERSION,
 	                           .role = ROLE_PEER,
@@ -340,7 +341,7 @@ static int out_write(struct shmcoll_wire *w, int r)
 
 static void out_failed(struct shmcoll_wire *w, int r, int rc)
 {
-	struct shmcoll_hier *h = w->h;
+	const struct shmcoll_wire_cfg *h = &w->job;
 
 	if (rc == -EPIPE || rc == -ECONNRESET || rc == -ECONNREFUSED || rc == -ECONNABORTED)
 		wire_failed(w, -EOWNERDEAD,
@@ -405,7 +406,7 @@ static void arrived(struct shmcoll_wire *w, struct wire_msg *m)
  * the wire failed. */
 static int in_header(struct shmcoll_wire *w, struct wire_in *in)
 {
-	struct shmcoll_hier *h = w->h;
+	const struct shmcoll_wire_cfg *h = &w->job;
 	struct shmcoll_frame *f = &in->f;
 	char why[96];
 	int ctx, tag, bad = shmcoll__frame_decode(in->buf, f, why, sizeof(why)) < 0;
@@ -505,7 +506,7 @@ static size_t in_dest(struct shmcoll_wire *w, struct wire_in *in, uint8_t **p)
 /* The hello of in is in: 0 to go on, -1 to drop the connection (not one of ours). */
 static int in_hello(struct shmcoll_wire *w, struct wire_in *in)
 {
-	struct shmcoll_hier *h = w->h;
+	const struct shmcoll_wire_cfg *h = &w->job;
 	struct shmcoll_hello hi;
 	char why[96];
 	int i;
@@ -528,7 +529,7 @@ static int in_hello(struct shmcoll_wire *w, struct wire_in *in)
  * stranger's: drop it); a negative errno with the wire failed. */
 static int in_read(struct shmcoll_wire *w, struct wire_in *in)
 {
-	struct shmcoll_hier *h = w->h;
+	const struct shmcoll_wire_cfg *h = &w->job;
 	uint8_t *p;
 	size_t want;
 	ssize_t k;
@@ -593,9 +594,9 @@ static void accept_all(struct shmcoll_wire *w)
 			int cap = w->capin ? 2 * w->capin : 8;
 			struct wire_in **a = realloc(w->in, (size_t)cap * sizeof(*a));
 			struct pollfd *pf =
-			    realloc(w->pfd, (size_t)(2 + w->h->size + cap) * sizeof(*pf));
+			    realloc(w->pfd, (size_t)(2 + w->job.size + cap) * sizeof(*pf));
 			int *who =
-			    pf ? realloc(w->pfd_who, (size_t)(2 + w->h->size + cap) * sizeof(*who))
+			    pf ? realloc(w->pfd_who, (size_t)(2 + w->job.size + cap) * sizeof(*who))
 			       : NULL;
 
 			if (a)
@@ -607,7 +608,7 @@ static void accept_all(struct shmcoll_wire *w)
 			if (!a || !pf || !who) {
 				close(fd);
 				wire_failed(w, -ENOMEM, "rank %d: out of memory for a connection",
-				            w->h->rank);
+				            w->job.rank);
 				return;
 			}
 			w->capin = cap;
@@ -616,7 +617,7 @@ static void accept_all(struct shmcoll_wire *w)
 		if (!in) {
 			close(fd);
 			wire_failed(w, -ENOMEM, "rank %d: out of memory for a connection",
-			            w->h->rank);
+			            w->job.rank);
 			return;
 		}
 		in->fd = fd;
@@ -630,9 +631,9 @@ static void accept_all(struct shmcoll_wire *w)
 
 static int broken(const struct shmcoll_wire *w)
 {
-	const struct shmcoll_node *n = w->h->local;
+	const struct shmcoll_node *n = w->job.local;
 
-	return load_relaxed(&w->h->broken) || load_relaxed(&n->broken) ||
+	return load_relaxed(w->job.broken) || load_relaxed(&n->broken) ||
 	       load_relaxed(&n->arena.hdr->aborted);
 }
 
@@ -646,7 +647,7 @@ static int build_pollset(struct shmcoll_wire *w)
 		return n;
 	w->pfd[n] = (struct pollfd){.fd = w->lfd, .events = POLLIN};
 	w->pfd_who[n++] = WHO_LISTENER;
-	for (r = 0; r < w->h->size; r++) {
+	for (r = 0; r < w->job.size; r++) {
 		struct wire_out *o = &w->out[r];
 
 		/* Only a connection with something to write: a finished one's peer may close it
@@ -785,13 +786,12 @@ static int op_begin(struct shmcoll_wire *w, struct wire_op *op)
 	return 1;
 }
 
-void shmcoll__wire_isend(struct shmcoll_hier *h, struct wire_op *op, const char *fn,
+void shmcoll__wire_isend(struct shmcoll_wire *w, struct wire_op *op, const char *fn,
                          const void *buf, size_t bytes, int dest, int tag, int ctx)
 {
-	struct shmcoll_wire *w = h->wire;
 	struct wire_out *o = &w->out[dest];
 	struct shmcoll_frame f = {.type = FRAME_P2P,
-	                          .node = (uint16_t)h->node,
+	                          .node = (uint16_t)w->job.node,
 	                          .call = (uint64_t)ctx << 32 | (uint32_t)tag,
 	                          .len = bytes};
 	int rc;
@@ -849,7 +849,7 @@ static void deliver(struct shmcoll_wire *w, struct wire_op *op, struct wire_msg 
 
 static void resolve_locked(struct shmcoll_wire *w)
 {
-	struct shmcoll_node *n = w->h->local;
+	struct shmcoll_node *n = w->job.local;
 	struct wire_op *op, *next;
 	struct wire_msg *m;
 
@@ -872,11 +872,9 @@ static void resolve_locked(struct shmcoll_wire *w)
 	}
 }
 
-void shmcoll__wire_irecv(struct shmcoll_hier *h, struct wire_op *op, const char *fn, void *buf,
+void shmcoll__wire_irecv(struct shmcoll_wire *w, struct wire_op *op, const char *fn, void *buf,
                          size_t bytes, int source, int tag, int ctx, struct shmcoll_p2p_op *local)
 {
-	struct shmcoll_wire *w = h->wire;
-
 	op_init(op, fn, P2P_RECV, buf, bytes, source, tag, ctx);
 	op->any = local;
 	lock(w);
@@ -911,10 +909,8 @@ static void help_locked(struct shmcoll_wire *w, struct wire_op *op)
 		}
 }
 
-int shmcoll__wire_done(struct shmcoll_hier *h, struct wire_op *op)
+int shmcoll__wire_done(struct shmcoll_wire *w, struct wire_op *op)
 {
-	struct shmcoll_wire *w = h->wire;
-
 	if (load_acquire(&op->done))
 		return 1;
 	lock(w);
@@ -925,9 +921,8 @@ int shmcoll__wire_done(struct shmcoll_hier *h, struct wire_op *op)
 	return load_acquire(&op->done);
 }
 
-int shmcoll__wire_cause(struct shmcoll_hier *h, char *buf, size_t len)
+int shmcoll__wire_cause(struct shmcoll_wire *w, char *buf, size_t len)
 {
-	struct shmcoll_wire *w = h->wire;
 	int rc;
 
 	lock(w);
@@ -937,10 +932,8 @@ int shmcoll__wire_cause(struct shmcoll_hier *h, char *buf, size_t len)
 	return rc;
 }
 
-void shmcoll__wire_withdraw(struct shmcoll_hier *h, struct wire_op *op)
+void shmcoll__wire_withdraw(struct shmcoll_wire *w, struct wire_op *op)
 {
-	struct shmcoll_wire *w = h->wire;
-
 	lock(w);
 	if (!load_relaxed(&op->done)) {
 		posted_remove(w, op);
@@ -950,10 +943,9 @@ void shmcoll__wire_withdraw(struct shmcoll_hier *h, struct wire_op *op)
 	unlock(w);
 }
 
-int shmcoll__wire_peek(struct shmcoll_hier *h, int source, int tag, int ctx, int *src, int *rtag,
+int shmcoll__wire_peek(struct shmcoll_wire *w, int source, int tag, int ctx, int *src, int *rtag,
                        uint64_t *bytes)
 {
-	struct shmcoll_wire *w = h->wire;
 	struct wire_op probe;
 	struct wire_msg *m;
 	int found = 0;
@@ -974,10 +966,8 @@ int shmcoll__wire_peek(struct shmcoll_hier *h, int source, int tag, int ctx, int
 	return found;
 }
 
-void shmcoll__wire_fail_all(struct shmcoll_hier *h, int rc)
+void shmcoll__wire_fail_all(struct shmcoll_wire *w, int rc)
 {
-	struct shmcoll_wire *w = h->wire;
-
 	if (!w)
 		return;
 	lock(w);
@@ -987,15 +977,15 @@ void shmcoll__wire_fail_all(struct shmcoll_hier *h, int rc)
 	wake_thread(w);
 }
 
-unsigned shmcoll__wire_active(struct shmcoll_hier *h)
+unsigned shmcoll__wire_active(struct shmcoll_wire *w)
 {
 	unsigned a;
 
-	if (!h->wire)
+	if (!w)
 		return 0;
-	lock(h->wire);
-	a = h->wire->active;
-	unlock(h->wire);
+	lock(w);
+	a = w->active;
+	unlock(w);
 	return a;
 }
 
@@ -1044,52 +1034,45 @@ out:
 	return rc;
 }
 
-int shmcoll__wire_setup(struct shmcoll_hier *h, const char *host, const char *token, char *err,
-                        size_t errlen)
+int shmcoll__wire_open(const struct shmcoll_wire_cfg *cfg, const char *host, const char *token,
+                       struct shmcoll_wire **out, char *addr, size_t addrlen)
 {
+	const struct shmcoll_wire_cfg *h = cfg;
 	struct shmcoll_wire *w = calloc(1, sizeof(*w));
-	char mine[SHMCOLL_ADDR_MAX] = "";
-	int rc, r, status = 0;
+	int rc, r;
 
-	if (w) {
-		w->h = h;
-		w->lfd = w->efd = -1;
-		pthread_mutex_init(&w->mu, NULL);
-		snprintf(w->token, sizeof(w->token), "%s", token);
-		w->out = calloc((size_t)h->size, sizeof(*w->out));
-		w->addrs = calloc((size_t)h->size, sizeof(*w->addrs));
-		w->sink = malloc(SINK_BYTES);
-		w->pfd = calloc((size_t)h->size + 2, sizeof(*w->pfd));
-		w->pfd_who = calloc((size_t)h->size + 2, sizeof(*w->pfd_who));
+	*out = NULL;
+	if (!w)
+		return -ENOMEM;
+	w->job = *cfg;
+	w->lfd = w->efd = -1;
+	pthread_mutex_init(&w->mu, NULL);
+	snprintf(w->token, sizeof(w->token), "%s", token);
+	w->out = calloc((size_t)h->size, sizeof(*w->out));
+	w->sink = malloc(SINK_BYTES);
+	w->pfd = calloc((size_t)h->size + 2, sizeof(*w->pfd));
+	w->pfd_who = calloc((size_t)h->size + 2, sizeof(*w->pfd_who));
+	if (!w->out || !w->sink || !w->pfd || !w->pfd_who) {
+		rc = -ENOMEM;
+		goto err;
 	}
-	if (!w || !w->out || !w->addrs || !w->sink || !w->pfd || !w->pfd_who) {
-		status = -ENOMEM;
-	} else {
-		for (r = 0; r < h->size; r++)
-			w->out[r].fd = -1;
-		rc = listen_on(host, mine, sizeof(mine));
-		if (rc < 0)
-			status = rc;
-		else
-			w->lfd = rc;
-	}
-	/* Whether every rank listens, then every rank's address. */
-	rc = shmcoll__hier_allreduce(h, (const uint8_t *)&status, (uint8_t *)&status, 1,
-	                             SHMCOLL_INT32, SHMCOLL_MIN);
-	if (rc == 0 && status == 0)
-		rc = shmcoll__hier_allgather(h, (const uint8_t *)mine, (uint8_t *)w->addrs,
-		                             sizeof(mine), SHMCOLL_UINT8);
-	if (rc < 0 || status < 0) {
-		snprintf(err, errlen, "%s",
-		         rc < 0 ? h->err
-		         : status == -ENOMEM
-		             ? "out of memory for the connections between nodes' ranks"
-		             : "a rank could not listen for messages from other nodes");
-		shmcoll__wire_close(w);
-		return rc < 0 ? rc : status;
-	}
-	h->wire = w;
+	for (r = 0; r < h->size; r++)
+		w->out[r].fd = -1;
+	rc = listen_on(host, addr, addrlen);
+	if (rc < 0)
+		goto err;
+	w->lfd = rc;
+	*out = w;
 	return 0;
+
+err:
+	shmcoll__wire_close(w);
+	return rc;
+}
+
+void shmcoll__wire_setup(struct shmcoll_wire *w, char (*addrs)[SHMCOLL_ADDR_MAX])
+{
+	w->addrs = addrs;
 }
 
 void shmcoll__wire_close(struct shmcoll_wire *w)
@@ -1108,7 +1091,7 @@ void shmcoll__wire_close(struct shmcoll_wire *w)
 		wake_thread(w);
 		pthread_join(w->thread, NULL);
 	}
-	for (r = 0; w->out && r < w->h->size; r++) {
+	for (r = 0; w->out && r < w->job.size; r++) {
 		struct wire_out *o = &w->out[r];
 
 		if (o->fd < 0)
@@ -1117,7 +1100,7 @@ void shmcoll__wire_close(struct shmcoll_wire *w)
 		    o->hello_off == SHMCOLL_HELLO_BYTES) {
 			/* The last frame, so the peer knows we ended rather than died. */
 			struct shmcoll_frame f = {
-			    .type = FRAME_BYE, .node = (uint16_t)w->h->node, .seq = o->seq + 1};
+			    .type = FRAME_BYE, .node = (uint16_t)w->job.node, .seq = o->seq + 1};
 			uint8_t b[SHMCOLL_FRAME_BYTES];
 			struct pollfd pf = {.fd = o->fd, .events = POLLOUT};
 			size_t off = 0;

@@ -20,9 +20,23 @@
 
 #include "lib/net/frame.h"
 
-struct shmcoll_hier;
+struct shmcoll_node;
 struct shmcoll_p2p_op;
 struct shmcoll_wire;
+
+/* What the wire knows of the communicator it serves, given at open: the job's shape, the
+ * node communicator whose ranks' waits it wakes and whose failure it watches, and the
+ * communicator's own broken word (also watched) and break, which the wire calls when it
+ * fails (from its thread or a caller's) after failing its own operations and shutting its
+ * connections. So the wire calls nothing of lib/hier: it sits below it. */
+struct shmcoll_wire_cfg {
+	int rank, size; /* global */
+	int nnodes, node, nproc;
+	struct shmcoll_node *local;
+	_Atomic int *broken;
+	void (*broke)(void *ctx, int why); /* why: a positive errno */
+	void *ctx;
+};
 
 /* One send or receive over the wire. Between its start and its completion (done, read with
  * acquire) it belongs to the wire; then to the caller again. */
@@ -43,11 +57,19 @@ struct wire_op {
 	uint8_t hdr[SHMCOLL_FRAME_BYTES]; /* send: its header */
 };
 
-/* At create, after the leaders connected: every rank opens a listener on its node's address
- * (host: the host part of its leader's) and the ranks exchange their addresses (an
- * allgather over the communicator). 0 or a negative errno with a message in err. */
-int shmcoll__wire_setup(struct shmcoll_hier *h, const char *host, const char *token, char *err,
-                        size_t errlen);
+/* At create, after the leaders connected, in two halves around the exchange of addresses,
+ * which the caller (shmcoll__hier_create) makes with the communicator's collectives: the wire
+ * needs every rank's address and calls nothing above it to get them.
+ *
+ * open: this rank's wire for the communicator cfg describes, with a listener on host (the
+ * host part of its leader's address) whose "host:port" goes into addr. 0, or -ENOMEM or the
+ * listener's error (nothing is left: *out is NULL).
+ *
+ * setup: once every rank's open succeeded and the caller gathered their addresses (size
+ * entries, in rank order, from calloc): w takes addrs, freed at close. */
+int shmcoll__wire_open(const struct shmcoll_wire_cfg *cfg, const char *host, const char *token,
+                       struct shmcoll_wire **out, char *addr, size_t addrlen);
+void shmcoll__wire_setup(struct shmcoll_wire *w, char (*addrs)[SHMCOLL_ADDR_MAX]);
 
 /* At destroy (nothing outstanding): ends every connection this rank opened with a
  * FRAME_BYE, stops the thread, closes everything. */
@@ -61,9 +83,9 @@ void shmcoll__wire_break(struct shmcoll_wire *w);
  * its local half, posted on the node's engine with the same source and tag). Arguments are
  * checked. An operation may be complete when these return; -ENOMEM (the thread could not be
  * started) completes it with the error. */
-void shmcoll__wire_isend(struct shmcoll_hier *h, struct wire_op *op, const char *fn,
+void shmcoll__wire_isend(struct shmcoll_wire *w, struct wire_op *op, const char *fn,
                          const void *buf, size_t bytes, int dest, int tag, int ctx);
-void shmcoll__wire_irecv(struct shmcoll_hier *h, struct wire_op *op, const char *fn, void *buf,
+void shmcoll__wire_irecv(struct shmcoll_wire *w, struct wire_op *op, const char *fn, void *buf,
                          size_t bytes, int source, int tag, int ctx, struct shmcoll_p2p_op *local);
 
 /* Whether op is complete (acquire). First does the caller's half of matching (the thread
@@ -71,24 +93,24 @@ void shmcoll__wire_irecv(struct shmcoll_hier *h, struct wire_op *op, const char 
  * receive takes the earliest matching message that arrived unless its local half matched
  * first, and the receives after it take what it left; and moves op's own bytes while the
  * caller spins. Called with the communicator held, by the waits and tests. */
-int shmcoll__wire_done(struct shmcoll_hier *h, struct wire_op *op);
+int shmcoll__wire_done(struct shmcoll_wire *w, struct wire_op *op);
 
 /* Withdraws a receive from P2P_ANY whose local half matched: it leaves the posted list
  * (nothing else happens to it). */
-void shmcoll__wire_withdraw(struct shmcoll_hier *h, struct wire_op *op);
+void shmcoll__wire_withdraw(struct shmcoll_wire *w, struct wire_op *op);
 
 /* The earliest arrived message from a remote rank that a receive of (source, tag, ctx) would
  * take: 1 with its sender, tag and bytes, else 0. */
-int shmcoll__wire_peek(struct shmcoll_hier *h, int source, int tag, int ctx, int *src, int *rtag,
+int shmcoll__wire_peek(struct shmcoll_wire *w, int source, int tag, int ctx, int *src, int *rtag,
                        uint64_t *bytes);
 
 /* The error that failed the wire (0: none) and why, into buf. */
-int shmcoll__wire_cause(struct shmcoll_hier *h, char *buf, size_t len);
+int shmcoll__wire_cause(struct shmcoll_wire *w, char *buf, size_t len);
 
 /* Completes every outstanding operation with rc (the communicator broke). */
-void shmcoll__wire_fail_all(struct shmcoll_hier *h, int rc);
+void shmcoll__wire_fail_all(struct shmcoll_wire *w, int rc);
 
 /* Operations started and not complete. */
-unsigned shmcoll__wire_active(struct shmcoll_hier *h);
+unsigned shmcoll__wire_active(struct shmcoll_wire *w);
 
 #endif

@@ -1,6 +1,7 @@
-/* net.c - the leaders' transport (net.h): the mesh and its handshake, the
- * frame bookkeeping both backends share, and the poll() backend. The
- * io_uring backend is net_uring.c.
+/* net.c - the leaders' transport (net.h): the mesh and its handshake, and
+ * net_post/wait/test over the backend net_open chose (net_uring.c or
+ * net_poll.c, through their tables in net_impl.h). What both backends share
+ * is below them, in net_op.c.
  *
  * Mesh: node i first connects to every lower node (which answer once they
  * reach their accept phase: node 0 is there at once, node 1 once node 0
@@ -25,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/net/net.h"
 #include "lib/net/net_impl.h"
 #include "lib/net/sock.h"
 #include "shm/arena.h"
@@ -45,33 +47,6 @@
 /* Retrying a refused connect: the lower node's listener may not exist yet. */
 #define BACKOFF_MIN_NS (10 * NS_PER_MS)
 #define BACKOFF_MAX_NS (200 * NS_PER_MS)
-
-/* Payloads of at least this many bytes are sent with IORING_OP_SENDMSG_ZC
- * (SHMCOLL_NET_ZC_MIN overrides). Measured with bench/net-bench: 2 nodes on
- * 127.0.0.1, one send and one receive each way per call, median of 7 runs;
- * kernel 6.18, 2 CPUs shared with other work (absolute figures moved by up to
- * 2x between sessions, the order never did). GB/s per direction, plain / ZC:
- *              64 KiB        1 MiB         4 MiB         16 MiB
- *   quiet    2.13 / 1.69   3.47 / 0.71   1.98 / 1.43   2.01 / 0.78
- *   loaded   1.58 / 1.09   1.73 / 0.53   1.93 / 0.51   1.62 / 0.68
- * (8 B: 24 / 42 us per call.) Zero-copy lost at every size in every run: a
- * zero-copy skb delivered to a local socket is copied anyway, and the
- * notification CQE comes on top. It can only pay off through a real NIC with
- * large messages, so it is off by default and SHMCOLL_NET_ZC_MIN=<bytes>
- * turns it on where that was measured to help. */
-#define ZC_MIN_DEFAULT SIZE_MAX
-
-__attribute__((format(printf, 3, 4))) static void say(char *err, size_t errlen, const char *fmt,
-                                                      ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static int expired(int64_t deadline)
 {
@@ -96,271 +71,17 @@ static int set_blocking(int fd, int blocking)
 	return fcntl(fd, F_SETFL, fl) < 0 ? -errno : 0;
 }
 
-/* ---- frame bookkeeping (both backends) ---- */
-
-void shmcoll__net_op_start(struct shmcoll_net *n, struct net_op *op, struct shmcoll_xfer *x)
-{
-	op->x = x;
-	op->complete = 0;
-	op->checked = 0;
-	op->done = 0;
-	op->busy = 0;
-	op->notifs = 0;
-	op->zc = 0;
-	if (op->dir == XFER_SEND) {
-		struct shmcoll_frame f = {.type = FRAME_DATA,
-		                          .node = (uint16_t)n->node,
-		                          .seq = ++n->tx_seq[op->peer],
-		                          .call = x->call,
-		                          .len = x->len};
-
-		shmcoll__frame_encode(op->hdr, &f);
-	}
-}
-
-int shmcoll__net_op_iov(const struct net_op *op, struct iovec *iov)
-{
-	size_t len = op->x->len, body;
-	int cnt = 0;
-
-	if (shmcoll__net_op_small(op)) {
-		iov[0].iov_base = (uint8_t *)op->hdr + op->done;
-		iov[0].iov_len = SHMCOLL_FRAME_BYTES + len - op->done;
-		return 1;
-	}
-	if (op->done < SHMCOLL_FRAME_BYTES) {
-		iov[cnt].iov_base = (uint8_t *)op->hdr + op->done;
-		iov[cnt++].iov_len = SHMCOLL_FRAME_BYTES - op->done;
-		/* A send takes the payload along in the same call; a receive
-		 * must not read a byte of it before the header is checked. */
-		if (op->dir == XFER_RECV || len == 0)
-			return cnt;
-		body = 0;
-	} else {
-		body = op->done - SHMCOLL_FRAME_BYTES;
-	}
-	iov[cnt].iov_base = (uint8_t *)op->x->buf + body;
-	iov[cnt++].iov_len = len - body < NET_CHUNK ? len - body : NET_CHUNK;
-	return cnt;
-}
-
-/* The receive's header is in: check it against what was posted. */
-static int check_header(struct shmcoll_net *n, struct net_op *op, char *err, size_t errlen)
-{
-	struct shmcoll_xfer *x = op->x;
-	struct shmcoll_frame f;
-	uint32_t want = n->rx_seq[op->peer] + 1;
-	char why[120];
-
-	if (shmcoll__frame_decode(op->hdr, &f, why, sizeof(why)) < 0) {
-		say(err, errlen, "node %d sent a malformed frame header: %s", op->peer, why);
-		return -EPROTO;
-	}
-	x->got = f.call;
-	if (f.type != FRAME_DATA) {
-		say(err, errlen, "node %d sent a frame of type %u where data was expected",
-		    op->peer, f.type);
-		return -EPROTO;
-	}
-	if (f.node != op->peer) {
-		say(err, errlen, "node %d sent a frame marked as node %u's", op->peer, f.node);
-		return -EPROTO;
-	}
-	if (f.seq != want) {
-		say(err, errlen, "node %d sent frame %u where frame %u was due", op->peer, f.seq,
-		    want);
-		return -EPROTO;
-	}
-	if (f.len != x->len) {
-		say(err, errlen, "node %d announced %llu bytes where %zu were posted", op->peer,
-		    (unsigned long long)f.len, x->len);
-		return -EPROTO;
-	}
-	if (f.call != x->call) {
-		say(err, errlen,
-		    "node %d sent call word %#llx where %#llx was posted: the nodes called "
-		    "different collectives or counts",
-		    op->peer, (unsigned long long)f.call, (unsigned long long)x->call);
-		return -EPROTO;
-	}
-	n->rx_seq[op->peer] = want;
-	return 0;
-}
-
-int shmcoll__net_op_advance(struct shmcoll_net *n, struct net_op *op, size_t k, char *err,
-                            size_t errlen)
-{
-	int rc;
-
-	op->done += k;
-	if (op->dir == XFER_RECV && !op->checked && op->done >= SHMCOLL_FRAME_BYTES) {
-		rc = check_header(n, op, err, errlen);
-		if (rc < 0)
-			return rc;
-		op->checked = 1;
-	}
-	op->complete = op->done == SHMCOLL_FRAME_BYTES + op->x->len;
-	if (op->complete && shmcoll__net_op_small(op) && op->x->len)
-		memcpy(op->x->buf, op->hdr + SHMCOLL_FRAME_BYTES, op->x->len);
-	return 0;
-}
-
-int shmcoll__net_op_failed(const struct net_op *op, int res, char *err, size_t errlen)
-{
-	const char *what = op->dir == XFER_SEND ? "send to" : "receive from";
-
-	if (res == 0 || res == -ECONNRESET || res == -EPIPE || res == -ESHUTDOWN) {
-		/* A leader closes its connections when it dies, and shuts
-		 * them down when its node failed: a rank there died or
-		 * aborted, or timed out. */
-		say(err, errlen,
-		    "node %d closed its connection: its leader died, or a rank there failed",
-		    op->peer);
-		return -EOWNERDEAD;
-	}
-	say(err, errlen, "%s node %d failed: %s", what, op->peer, strerror(-res));
-	return res;
-}
-
-int shmcoll__net_op_timeout(const struct shmcoll_net *n, const struct net_op *op, char *err,
-                            size_t errlen)
-{
-	size_t total = SHMCOLL_FRAME_BYTES + op->x->len;
-
-	say(err, errlen,
-	    "%s node %d did not complete within %lld ms (%zu of %zu bytes moved): is it stuck?",
-	    op->dir == XFER_SEND ? "a send to" : "a receive from", op->peer,
-	    (long long)(n->timeout_ns / NS_PER_MS), op->done, total);
-	return -ETIMEDOUT;
-}
-
-int shmcoll__net_fail(struct shmcoll_net *n, int rc, const char *err)
-{
-	if (!n->broken)
-		snprintf(n->cause, sizeof(n->cause), "%s", err ? err : "");
-	shmcoll__net_shutdown(n);
-	return rc;
-}
-
-#define SHUT_DOWN "the transport was shut down"
-_Static_assert(sizeof(SHUT_DOWN) <= sizeof(((struct shmcoll_net *)0)->cause), "it fits");
+/* ---- net_post, net_wait, net_run ---- */
 
 void shmcoll__net_shutdown(struct shmcoll_net *n)
 {
-	int i;
-
-	if (!n)
-		return;
-	/* memcpy, not snprintf: shmcoll_comm_abort comes here from signal handlers. */
-	if (!n->broken && !n->cause[0])
-		memcpy(n->cause, SHUT_DOWN, sizeof(SHUT_DOWN));
-	n->broken = 1;
-	/* shutdown, not close: the fds stay valid (no reuse under an SQE in
-	 * flight) while every pending operation on them, ours and the
-	 * peer's, completes at once. Repeating it is harmless. */
-	for (i = 0; i < n->nnodes; i++)
-		if (n->fd[i] >= 0)
-			shutdown(n->fd[i], SHUT_RDWR);
+	if (n)
+		shmcoll__net_break(n);
 }
-
-/* ---- the poll backend ---- */
-
-/* One non-blocking step of op; returns 1 if bytes moved, 0 if the socket
- * would block, or a negative code (message in err). */
-static int poll_step(struct shmcoll_net *n, struct net_op *op, char *err, size_t errlen)
-{
-	struct iovec iov[2];
-	struct msghdr msg = {.msg_iov = iov};
-	ssize_t r;
-
-	msg.msg_iovlen = (size_t)shmcoll__net_op_iov(op, iov);
-	do {
-		if (op->dir == XFER_SEND)
-			r = sendmsg(op->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-		else
-			r = recvmsg(op->fd, &msg, MSG_DONTWAIT);
-	} while (r < 0 && errno == EINTR);
-	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-		return 0;
-	if (r < 0)
-		return shmcoll__net_op_failed(op, -errno, err, errlen);
-	if (r == 0 && op->dir == XFER_RECV)
-		return shmcoll__net_op_failed(op, 0, err, errlen);
-	r = shmcoll__net_op_advance(n, op, (size_t)r, err, errlen);
-	return r < 0 ? (int)r : 1;
-}
-
-/* Bytes one op may move per round before the others get their turn, so a
- * fast send cannot starve the receive from the same peer. */
-#define POLL_ROUND_BYTES ((size_t)4 << 20)
-
-/* Moves n->live[0..nops): all the way (wait), or as far as the sockets take
- * without blocking (a post). */
-static int poll_run(struct shmcoll_net *n, int nops, int64_t deadline, int wait, char *err,
-                    size_t errlen)
-{
-	struct pollfd pfd[2 * SHMCOLL_NODES_MAX];
-	int64_t spin_until = -1, now;
-	int i, rc, moved, left;
-
-	for (;;) {
-		moved = 0;
-		left = 0;
-		for (i = 0; i < nops; i++) {
-			struct net_op *op = n->live[i];
-			size_t start = op->done;
-
-			while (!op->complete && op->done - start < POLL_ROUND_BYTES) {
-				rc = poll_step(n, op, err, errlen);
-				if (rc < 0)
-					return rc;
-				if (rc == 0)
-					break;
-				moved = 1;
-			}
-			left += !op->complete;
-		}
-		if (!left || !wait)
-			return 0;
-		if (expired(deadline)) {
-			for (i = 0; n->live[i]->complete; i++)
-				;
-			return shmcoll__net_op_timeout(n, n->live[i], err, errlen);
-		}
-		if (moved) {
-			spin_until = -1;
-			continue;
-		}
-		/* Retry for a while before sleeping in poll() (see spin_ns). */
-		if (n->spin_ns > 0) {
-			now = shmcoll__now_ns();
-			if (spin_until < 0)
-				spin_until = now + n->spin_ns;
-			if (now < spin_until) {
-				cpu_relax();
-				continue;
-			}
-		}
-		for (i = 0; i < nops; i++) {
-			pfd[i].fd = n->live[i]->complete ? -1 : n->live[i]->fd;
-			pfd[i].events = n->live[i]->dir == XFER_SEND ? POLLOUT : POLLIN;
-			pfd[i].revents = 0;
-		}
-		/* Readiness is all poll() reports: errors and EOF show in the
-		 * next step's system call. */
-		if (poll(pfd, (nfds_t)nops, shmcoll__poll_ms(deadline)) < 0 && errno != EINTR) {
-			rc = -errno;
-			say(err, errlen, "poll: %s", strerror(errno));
-			return rc;
-		}
-	}
-}
-
-/* ---- net_post, net_wait, net_run ---- */
 
 const char *shmcoll__net_kind_name(const struct shmcoll_net *n)
 {
-	return n->kind == NET_URING ? "io_uring" : "poll";
+	return n->be->name;
 }
 
 void shmcoll__net_set_spin(struct shmcoll_net *n, int64_t ns)
@@ -384,16 +105,17 @@ int shmcoll__net_post(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, cha
 	int i, rc;
 
 	if (n->posted >= 0) {
-		say(err, errlen, "a call is posted already");
+		shmcoll__net_say(err, errlen, "a call is posted already");
 		return -EBUSY;
 	}
 	if (n->broken) {
-		say(err, errlen, "the connection to the other nodes was broken earlier: %s",
-		    n->cause);
+		shmcoll__net_say(err, errlen,
+		                 "the connection to the other nodes was broken earlier: %s",
+		                 n->cause);
 		return -ECANCELED;
 	}
 	if (nx < 0 || nx > 2 * (n->nnodes - 1) || (nx && !x)) {
-		say(err, errlen, "%d transfers for %d peers", nx, n->nnodes - 1);
+		shmcoll__net_say(err, errlen, "%d transfers for %d peers", nx, n->nnodes - 1);
 		return -EINVAL;
 	}
 	for (i = 0; i < nx; i++) {
@@ -402,15 +124,16 @@ int shmcoll__net_post(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, cha
 		if (x[i].peer < 0 || x[i].peer >= n->nnodes || x[i].peer == n->node ||
 		    (x[i].dir != XFER_SEND && x[i].dir != XFER_RECV) || (x[i].len && !x[i].buf) ||
 		    x[i].len > SHMCOLL_FRAME_MAX_LEN) {
-			say(err, errlen,
+			shmcoll__net_say(
+			    err, errlen,
 			    "transfer %d (peer %d, direction %d, %zu bytes) is invalid", i,
 			    x[i].peer, x[i].dir, x[i].len);
 			goto invalid;
 		}
 		op = &n->ops[2 * x[i].peer + x[i].dir];
 		if (op->x) {
-			say(err, errlen, "two %ss with node %d in one call",
-			    x[i].dir == XFER_SEND ? "send" : "receive", x[i].peer);
+			shmcoll__net_say(err, errlen, "two %ss with node %d in one call",
+			                 x[i].dir == XFER_SEND ? "send" : "receive", x[i].peer);
 			goto invalid;
 		}
 		op->x = &x[i];
@@ -421,10 +144,7 @@ int shmcoll__net_post(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, cha
 	n->deadline = n->timeout_ns >= 0 ? shmcoll__now_ns() + n->timeout_ns : -1;
 	for (i = 0; i < nx; i++)
 		shmcoll__net_op_start(n, n->live[i], n->live[i]->x);
-	if (n->kind == NET_URING)
-		rc = shmcoll__net_uring_post(n, nx, n->deadline, err, errlen);
-	else
-		rc = poll_run(n, nx, n->deadline, 0, err, errlen);
+	rc = n->be->post(n, nx, n->deadline, err, errlen);
 	if (rc < 0) {
 		unpost(n);
 		return shmcoll__net_fail(n, rc, err);
@@ -443,17 +163,13 @@ int shmcoll__net_wait(struct shmcoll_net *n, char *err, size_t errlen)
 
 	if (n->posted < 0)
 		return 0;
-	if (n->kind == NET_URING)
-		rc = shmcoll__net_uring_wait(n, n->posted, err, errlen);
-	else if (n->broken)
-		rc = -ECANCELED; /* the poll backend has nothing in the kernel's hands */
-	else
-		rc = poll_run(n, n->posted, n->deadline, 1, err, errlen);
+	rc = n->be->wait(n, n->posted, err, errlen);
 	unpost(n);
 	if (rc < 0) {
 		if (rc == -ECANCELED && n->broken)
-			say(err, errlen, "the connection to the other nodes was broken: %s",
-			    n->cause);
+			shmcoll__net_say(err, errlen,
+			                 "the connection to the other nodes was broken: %s",
+			                 n->cause);
 		return shmcoll__net_fail(n, rc, err);
 	}
 	return 0;
@@ -461,33 +177,21 @@ int shmcoll__net_wait(struct shmcoll_net *n, char *err, size_t errlen)
 
 int shmcoll__net_test(struct shmcoll_net *n, int *done, char *err, size_t errlen)
 {
-	int i, rc;
+	int rc;
 
 	*done = 1;
 	if (n->posted < 0)
 		return 0;
-	if (n->kind == NET_URING) {
-		rc = shmcoll__net_uring_test(n, n->posted, done, err, errlen);
-	} else if (n->broken) {
-		rc = -ECANCELED;
-	} else {
-		rc = poll_run(n, n->posted, n->deadline, 0, err, errlen);
-		for (i = 0; rc == 0 && i < n->posted; i++)
-			if (!n->live[i]->complete) {
-				*done = 0;
-				if (expired(n->deadline))
-					rc = shmcoll__net_op_timeout(n, n->live[i], err, errlen);
-				break;
-			}
-	}
+	rc = n->be->test(n, n->posted, done, err, errlen);
 	if (rc == 0 && !*done)
 		return 0;
 	unpost(n);
 	if (rc < 0) {
 		*done = 1;
 		if (rc == -ECANCELED && n->broken)
-			say(err, errlen, "the connection to the other nodes was broken: %s",
-			    n->cause);
+			shmcoll__net_say(err, errlen,
+			                 "the connection to the other nodes was broken: %s",
+			                 n->cause);
 		return shmcoll__net_fail(n, rc, err);
 	}
 	return 0;
@@ -551,34 +255,37 @@ static int check_hello(const struct shmcoll_net *n, const uint8_t *buf, const ch
 	if (shmcoll__hello_decode(buf, &h, why, whylen) < 0)
 		return -EPROTO;
 	if (h.role != ROLE_LEADER) {
-		say(why, whylen, "role %u, not a leader", h.role);
+		shmcoll__net_say(why, whylen, "role %u, not a leader", h.role);
 		return -EPROTO;
 	}
 	if (!shmcoll__token_equal(h.token, token)) {
-		say(why, whylen, "wrong job token");
+		shmcoll__net_say(why, whylen, "wrong job token");
 		return -EPROTO;
 	}
 	if (h.nnodes != (uint32_t)n->nnodes || h.nproc != (uint32_t)n->nproc) {
-		say(why, whylen, "a job of %u nodes of %u ranks, this one has %d of %d", h.nnodes,
-		    h.nproc, n->nnodes, n->nproc);
+		shmcoll__net_say(why, whylen,
+		                 "a job of %u nodes of %u ranks, this one has %d of %d", h.nnodes,
+		                 h.nproc, n->nnodes, n->nproc);
 		return -EPROTO;
 	}
 	if (want_node >= 0 && h.node != (uint32_t)want_node) {
-		say(why, whylen, "node %u answered where node %d was dialled", h.node, want_node);
+		shmcoll__net_say(why, whylen, "node %u answered where node %d was dialled", h.node,
+		                 want_node);
 		return -EPROTO;
 	}
 	if (want_node < 0 && h.node <= (uint32_t)n->node) {
-		say(why, whylen, "node %u connects to lower nodes only, not to node %d", h.node,
-		    n->node);
+		shmcoll__net_say(why, whylen,
+		                 "node %u connects to lower nodes only, not to node %d", h.node,
+		                 n->node);
 		return -EPROTO;
 	}
 	if (want_node < 0 && n->fd[h.node] >= 0) {
-		say(why, whylen, "node %u is already connected", h.node);
+		shmcoll__net_say(why, whylen, "node %u is already connected", h.node);
 		return -EPROTO;
 	}
 	if (h.rank != h.node * h.nproc) {
-		say(why, whylen, "node %u claims rank %u, not its first rank %u", h.node, h.rank,
-		    h.node * h.nproc);
+		shmcoll__net_say(why, whylen, "node %u claims rank %u, not its first rank %u",
+		                 h.node, h.rank, h.node * h.nproc);
 		return -EPROTO;
 	}
 	*node = (int)h.node;
@@ -605,7 +312,7 @@ static int resolve(const char *addr, int passive, struct addrinfo **res, char *e
 	int rc;
 
 	if (shmcoll__addr_split(addr, host, sizeof(host), &p) < 0) {
-		say(err, errlen, "\"%s\" is not host:port", addr);
+		shmcoll__net_say(err, errlen, "\"%s\" is not host:port", addr);
 		return -EINVAL;
 	}
 	snprintf(port, sizeof(port), "%u", p);
@@ -613,8 +320,8 @@ static int resolve(const char *addr, int passive, struct addrinfo **res, char *e
 	if (rc == EAI_AGAIN)
 		return -EAGAIN;
 	if (rc) {
-		say(err, errlen, "cannot resolve %s: %s", addr,
-		    rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+		shmcoll__net_say(err, errlen, "cannot resolve %s: %s", addr,
+		                 rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
 		return rc == EAI_MEMORY ? -ENOMEM : -EHOSTUNREACH;
 	}
 	return 0;
@@ -699,12 +406,13 @@ static int dial(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, int j,
 		if (fd >= 0)
 			break;
 		if (!retryable(last)) {
-			say(err, errlen, "node %d cannot connect to node %d at %s: %s", n->node, j,
-			    cfg->addrs[j], strerror(last));
+			shmcoll__net_say(err, errlen, "node %d cannot connect to node %d at %s: %s",
+			                 n->node, j, cfg->addrs[j], strerror(last));
 			return -last;
 		}
 		if (expired(deadline)) {
-			say(err, errlen,
+			shmcoll__net_say(
+			    err, errlen,
 			    "node %d could not connect to node %d at %s within %lld ms (last: %s)",
 			    n->node, j, cfg->addrs[j], (long long)(cfg->timeout_ns / NS_PER_MS),
 			    strerror(last));
@@ -729,7 +437,8 @@ static int dial(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, int j,
 	if (rc == 0)
 		rc = shmcoll__recv_all(fd, buf, sizeof(buf), deadline);
 	if (rc == -ECONNRESET || rc == -EPIPE) {
-		say(err, errlen,
+		shmcoll__net_say(
+		    err, errlen,
 		    "node %d at %s closed the connection instead of answering node %d's hello: it "
 		    "refused it (another job's token, wire version or shape; its log says which)",
 		    j, cfg->addrs[j], n->node);
@@ -737,16 +446,17 @@ static int dial(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, int j,
 		goto err;
 	}
 	if (rc == -ETIMEDOUT) {
-		say(err, errlen, "node %d at %s did not answer node %d's hello within %lld ms", j,
-		    cfg->addrs[j], n->node, (long long)(cfg->timeout_ns / NS_PER_MS));
+		shmcoll__net_say(err, errlen,
+		                 "node %d at %s did not answer node %d's hello within %lld ms", j,
+		                 cfg->addrs[j], n->node, (long long)(cfg->timeout_ns / NS_PER_MS));
 		goto err;
 	}
 	if (rc < 0)
 		goto err_sys;
 	rc = check_hello(n, buf, cfg->token, j, &node, why, sizeof(why));
 	if (rc < 0) {
-		say(err, errlen, "node %d at %s answered with a bad hello: %s", j, cfg->addrs[j],
-		    why);
+		shmcoll__net_say(err, errlen, "node %d at %s answered with a bad hello: %s", j,
+		                 cfg->addrs[j], why);
 		goto err;
 	}
 	rc = set_blocking(fd, 1);
@@ -756,8 +466,8 @@ static int dial(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, int j,
 	return 0;
 
 err_sys:
-	say(err, errlen, "node %d, connecting to node %d at %s: %s", n->node, j, cfg->addrs[j],
-	    strerror(-rc));
+	shmcoll__net_say(err, errlen, "node %d, connecting to node %d at %s: %s", n->node, j,
+	                 cfg->addrs[j], strerror(-rc));
 err:
 	close(fd);
 	return rc;
@@ -849,7 +559,8 @@ static int accept_all(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, 
 		if (deadline >= 0 && now >= deadline) {
 			for (k = n->node + 1; n->fd[k] >= 0; k++)
 				;
-			say(err, errlen,
+			shmcoll__net_say(
+			    err, errlen,
 			    "node %d: node %d and %d more did not connect within %lld ms", n->node,
 			    k, want - joined - 1, (long long)(cfg->timeout_ns / NS_PER_MS));
 			rc = -ETIMEDOUT;
@@ -879,7 +590,8 @@ static int accept_all(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, 
 		pfd[np].events = POLLIN;
 		if (poll(pfd, (nfds_t)np + 1, shmcoll__poll_ms(wake)) < 0 && errno != EINTR) {
 			rc = -errno;
-			say(err, errlen, "node %d: poll: %s", n->node, strerror(errno));
+			shmcoll__net_say(err, errlen, "node %d: poll: %s", n->node,
+			                 strerror(errno));
 			goto out;
 		}
 		for (i = 0; i < PENDING_MAX && joined < want; i++) {
@@ -887,8 +599,8 @@ static int accept_all(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, 
 				continue;
 			rc = serve(n, cfg, &pend[i], deadline, &joined);
 			if (rc < 0) {
-				say(err, errlen, "node %d: answering a hello: %s", n->node,
-				    strerror(-rc));
+				shmcoll__net_say(err, errlen, "node %d: answering a hello: %s",
+				                 n->node, strerror(-rc));
 				goto out;
 			}
 		}
@@ -902,7 +614,8 @@ static int accept_all(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, 
 			    errno == EINTR || errno == EPROTO || errno == EPERM)
 				continue;
 			rc = -errno;
-			say(err, errlen, "node %d: accept: %s", n->node, strerror(errno));
+			shmcoll__net_say(err, errlen, "node %d: accept: %s", n->node,
+			                 strerror(errno));
 			goto out;
 		}
 		for (i = 0; pend[i].fd >= 0; i++)
@@ -926,7 +639,7 @@ static int listen_on(const struct shmcoll_net_cfg *cfg, char *err, size_t errlen
 
 	rc = resolve(cfg->addrs[cfg->node], 1, &res, err, errlen);
 	if (rc == -EAGAIN)
-		say(err, errlen, "cannot resolve %s now", cfg->addrs[cfg->node]);
+		shmcoll__net_say(err, errlen, "cannot resolve %s now", cfg->addrs[cfg->node]);
 	if (rc < 0)
 		return rc;
 	for (ai = res; ai; ai = ai->ai_next) {
@@ -944,8 +657,8 @@ static int listen_on(const struct shmcoll_net_cfg *cfg, char *err, size_t errlen
 	}
 	freeaddrinfo(res);
 	if (fd < 0)
-		say(err, errlen, "node %d cannot listen on %s: %s", cfg->node,
-		    cfg->addrs[cfg->node], strerror(-rc));
+		shmcoll__net_say(err, errlen, "node %d cannot listen on %s: %s", cfg->node,
+		                 cfg->addrs[cfg->node], strerror(-rc));
 	return fd < 0 ? rc : fd;
 }
 
@@ -973,7 +686,8 @@ static int mesh(struct shmcoll_net *n, const struct shmcoll_net_cfg *cfg, char *
 	fl = fcntl(lfd, F_GETFL);
 	if (fl < 0 || fcntl(lfd, F_SETFL, fl | O_NONBLOCK) < 0) {
 		rc = -errno;
-		say(err, errlen, "node %d: listener fd %d: %s", n->node, lfd, strerror(errno));
+		shmcoll__net_say(err, errlen, "node %d: listener fd %d: %s", n->node, lfd,
+		                 strerror(errno));
 		goto out;
 	}
 	rc = accept_all(n, cfg, lfd, deadline, err, errlen);
@@ -997,7 +711,7 @@ static int pick_kind(int kind, char *err, size_t errlen)
 		return NET_URING;
 	if (!strcmp(env, "poll"))
 		return NET_POLL;
-	say(err, errlen, "SHMCOLL_NET=%s: expected uring, poll or auto", env);
+	shmcoll__net_say(err, errlen, "SHMCOLL_NET=%s: expected uring, poll or auto", env);
 	return -EINVAL;
 }
 
@@ -1005,34 +719,21 @@ static int pick_kind(int kind, char *err, size_t errlen)
  * and for NET_AUTO where io_uring_setup is forbidden or missing. */
 static int backend(struct shmcoll_net *n, int kind, char *err, size_t errlen)
 {
-	const char *env = getenv("SHMCOLL_NET_ZC_MIN");
-	char *end;
 	int rc;
 
-	n->kind = NET_POLL;
-	if (kind == NET_POLL)
-		return 0;
-	n->zc_min = ZC_MIN_DEFAULT;
-	if (env && *env) {
-		errno = 0;
-		n->zc_min = strtoull(env, &end, 10);
-		if (errno || *end || *env == '-') {
-			say(err, errlen, "SHMCOLL_NET_ZC_MIN=%s: expected a byte count", env);
-			return -EINVAL;
+	if (kind != NET_POLL) {
+		rc = shmcoll__net_uring.init(n, err, errlen);
+		if (rc == 0) {
+			n->be = &shmcoll__net_uring;
+			n->kind = NET_URING;
+			return 0;
 		}
+		if (kind != NET_AUTO || (rc != -EPERM && rc != -ENOSYS))
+			return rc;
 	}
-	rc = shmcoll__net_uring_init(n);
-	if (rc == 0) {
-		n->kind = NET_URING;
-		return 0;
-	}
-	if (kind == NET_AUTO && (rc == -EPERM || rc == -ENOSYS))
-		return 0;
-	say(err, errlen,
-	    "io_uring is not available (io_uring_setup: %s); SHMCOLL_NET=poll moves the "
-	    "bytes with poll() instead",
-	    strerror(-rc));
-	return rc;
+	n->be = &shmcoll__net_poll;
+	n->kind = NET_POLL;
+	return 0;
 }
 
 int shmcoll__net_open(const struct shmcoll_net_cfg *cfg, struct shmcoll_net **out, char *err,
@@ -1046,13 +747,14 @@ int shmcoll__net_open(const struct shmcoll_net_cfg *cfg, struct shmcoll_net **ou
 	    cfg->node >= cfg->nnodes || cfg->nproc < 1 || cfg->nproc > SHMCOLL_MAX_RANKS ||
 	    !cfg->addrs || !shmcoll__token_valid(cfg->token) || cfg->kind < NET_AUTO ||
 	    cfg->kind > NET_POLL) {
-		say(err, errlen, "invalid transport configuration");
+		shmcoll__net_say(err, errlen, "invalid transport configuration");
 		return -EINVAL;
 	}
 #ifndef SHMCOLL_HAVE_URING
 	/* Whatever SHMCOLL_NET says: the poll backend alone is not what a
 	 * multi-node job is built and tested with. */
-	say(err, errlen,
+	shmcoll__net_say(
+	    err, errlen,
 	    "this shmcoll was built without liburing; multi-node jobs need it (install "
 	    "liburing-dev and rebuild)");
 	return -ENOTSUP;
@@ -1093,7 +795,7 @@ int shmcoll__net_open(const struct shmcoll_net_cfg *cfg, struct shmcoll_net **ou
 	return 0;
 
 err_mem:
-	say(err, errlen, "out of memory for the transport of %d nodes", cfg->nnodes);
+	shmcoll__net_say(err, errlen, "out of memory for the transport of %d nodes", cfg->nnodes);
 err:
 	shmcoll__net_close(n);
 	return rc;
@@ -1112,9 +814,10 @@ void shmcoll__net_close(struct shmcoll_net *n)
 		shmcoll__net_shutdown(n);
 		shmcoll__net_wait(n, err, sizeof(err));
 	}
-	/* The ring first: it cancels whatever is left in flight before the
-	 * fds it refers to go. */
-	shmcoll__net_uring_exit(n);
+	/* The backend first: io_uring's ring cancels whatever is left in
+	 * flight before the fds it refers to go. */
+	if (n->be && n->be->exit)
+		n->be->exit(n);
 	if (n->fd)
 		for (i = 0; i < n->nnodes; i++)
 			if (n->fd[i] >= 0)

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "lib/net/frame.h"
+#include "lib/net/xfer.h"
 
 enum shmcoll_net_kind {
 	NET_AUTO,  /* io_uring, else poll where io_uring_setup fails (EPERM, ENOSYS) */
@@ -55,18 +56,6 @@ void shmcoll__net_shutdown(struct shmcoll_net *n);
 
 /* "io_uring" or "poll": what moves n's bytes. */
 const char *shmcoll__net_kind_name(const struct shmcoll_net *n);
-
-enum { XFER_SEND, XFER_RECV };
-
-/* One message to or from one peer node. */
-struct shmcoll_xfer {
-	int peer;      /* node, != this one */
-	int dir;       /* XFER_SEND or XFER_RECV */
-	void *buf;     /* the payload (a send only reads it) */
-	size_t len;    /* its bytes; a receive fails unless the frame has exactly these */
-	uint64_t call; /* sent in the header, or what the received header must carry */
-	uint64_t got;  /* out, receive: the call word the peer sent */
-};
 
 /* Moves every transfer of x to completion, concurrently (at most one send
  * and one receive per peer in x), each within cfg->timeout_ns of the start.

@@ -1,6 +1,7 @@
-/* net_impl.h - what net.c (mesh, handshake, frame bookkeeping, the poll
- * backend) shares with net_uring.c (the io_uring backend). Private to the
- * transport; tests of internals include it to drive the resume logic alone. */
+/* net_impl.h - the transport's insides: the net's state, the backend table
+ * net.c calls the backends (net_poll.c, net_uring.c) through, and the frame
+ * bookkeeping both share (net_op.c). Private to the transport; tests of
+ * internals include it to drive the resume logic alone. */
 #ifndef SHMCOLL_NET_IMPL_H
 #define SHMCOLL_NET_IMPL_H
 
@@ -10,7 +11,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "lib/net/net.h"
+#include "lib/net/frame.h"
+#include "lib/net/xfer.h"
 
 /* The most payload one system call or SQE is given: io_uring's send and recv
  * lengths are 32 bits, and the kernel caps one transfer below 2 GiB anyway. */
@@ -48,9 +50,12 @@ struct net_op {
  * same with and without liburing, whoever includes this header. */
 struct net_uring;
 
+struct net_backend;
+
 struct shmcoll_net {
 	int nnodes, node, nproc;
-	int kind; /* NET_URING or NET_POLL: what net_open chose */
+	int kind;                     /* NET_URING or NET_POLL: what net_open chose */
+	const struct net_backend *be; /* its table */
 	int64_t timeout_ns;
 	int *fd;              /* per node: its connection, -1 for this node */
 	uint32_t *tx_seq;     /* per node: the seq of the last frame sent */
@@ -97,31 +102,49 @@ int shmcoll__net_op_failed(const struct net_op *op, int res, char *err, size_t e
 int shmcoll__net_op_timeout(const struct shmcoll_net *n, const struct net_op *op, char *err,
                             size_t errlen);
 
-/* Creates n's ring (n->ur) and probes zero-copy send. Returns 0, -ENOMEM, or
- * io_uring_queue_init's error (-EPERM, -ENOSYS where io_uring is forbidden or
- * absent); -ENOTSUP when built without liburing. */
-int shmcoll__net_uring_init(struct shmcoll_net *n);
+/* A backend: how the bytes of a posted call move. net.c has validated the
+ * call and started its ops (shmcoll__net_op_start) before post, and ends it
+ * (unposts, breaks n on failure) after wait, or after test once done. */
+struct net_backend {
+	const char *name; /* shmcoll__net_kind_name's */
+	/* Sets the backend up on a new net (NULL: nothing to do). 0, or a
+	 * negative errno with a message in err: net_open falls back to poll
+	 * under NET_AUTO where it is -EPERM or -ENOSYS (io_uring forbidden or
+	 * absent). */
+	int (*init)(struct shmcoll_net *n, char *err, size_t errlen);
+	/* Frees what init made, after cancelling what is in flight (NULL:
+	 * nothing). */
+	void (*exit)(struct shmcoll_net *n);
+	/* Starts n->live[0..nops) (deadline < 0: none) without blocking. */
+	int (*post)(struct shmcoll_net *n, int nops, int64_t deadline, char *err, size_t errlen);
+	/* Moves them to the end, by n->deadline; -ECANCELED when n broke. */
+	int (*wait)(struct shmcoll_net *n, int nops, char *err, size_t errlen);
+	/* Moves them as far as they go now; *done once all are complete (and
+	 * on failure). Fails at the deadline as wait does. */
+	int (*test)(struct shmcoll_net *n, int nops, int *done, char *err, size_t errlen);
+	/* On failure each of post, wait and test has broken n
+	 * (shmcoll__net_fail) or leaves that to net.c, and has reaped
+	 * everything in the kernel's hands that could touch a caller's buffer
+	 * before it returns. */
+};
 
-/* Frees n->ur (NULL: nothing), cancelling whatever is still in flight. */
-void shmcoll__net_uring_exit(struct shmcoll_net *n);
-
-/* net_post's and net_wait's io_uring halves: post submits the first piece of
- * each of n->live[0..nops) (deadline < 0: none); wait moves them to the end.
- * On failure either breaks n (shmcoll__net_fail) and has reaped every CQE
- * that could touch a caller's buffer before it returns. */
-int shmcoll__net_uring_post(struct shmcoll_net *n, int nops, int64_t deadline, char *err,
-                            size_t errlen);
-int shmcoll__net_uring_wait(struct shmcoll_net *n, int nops, char *err, size_t errlen);
-/* net_test's io_uring half: reaps the CQEs there are, without waiting; *done once every op
- * and notification is in. Fails as wait does. */
-int shmcoll__net_uring_test(struct shmcoll_net *n, int nops, int *done, char *err, size_t errlen);
+extern const struct net_backend shmcoll__net_uring; /* net_uring.c */
+extern const struct net_backend shmcoll__net_poll;  /* net_poll.c */
 
 /* CQEs that reached n's ring after the call that caused them returned (the
  * tests' check that a failed call left nothing in flight); 0 without a ring. */
 unsigned shmcoll__net_uring_stray(struct shmcoll_net *n);
 
-/* Records the first failure of n (its message err) and shuts every socket
- * down. Returns rc. */
+/* Formats a message into err (NULL or errlen 0: nothing). */
+__attribute__((format(printf, 3, 4))) void shmcoll__net_say(char *err, size_t errlen,
+                                                            const char *fmt, ...);
+
+/* Breaks n (shmcoll__net_shutdown, net.h): marks it broken and shuts every
+ * socket down. Async-signal-safe. */
+void shmcoll__net_break(struct shmcoll_net *n);
+
+/* Records the first failure of n (its message err) and breaks it. Returns
+ * rc. */
 int shmcoll__net_fail(struct shmcoll_net *n, int rc, const char *err);
 
 #endif
