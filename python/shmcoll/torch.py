@@ -212,16 +212,20 @@ class _Op:
 
 
 class _Completer:
-    """The process's one thread that completes the operations of every shmcoll group in the
-    order they were issued: it sleeps on a condition while nothing is outstanding and
-    otherwise blocks in the library's wait of the oldest one (which moves every outstanding
-    operation of the process, MPI's progress rule), so it never spins. Made at the first
-    operation; a fork's child starts without one."""
+    """Completes the operations of every shmcoll group of the process, in the order they
+    were issued, one at a time: the process's completer thread (made at the first
+    operation; a fork's child starts without one), which sleeps on a condition while nothing
+    is outstanding and otherwise blocks in the library's wait of the oldest operation (which
+    moves every operation the process has outstanding, MPI's progress rule), so it never
+    spins; and any thread that waits for an operation (work.wait(), a gloo fallback,
+    shutdown, exit), which completes the oldest ones itself when no other thread is at it,
+    rather than hand over to the completer thread and back."""
 
     def __init__(self):
         self._cv = threading.Condition(threading.Lock())
         self._queue = collections.deque()
         self._count = 0  # operations submitted and not yet completed
+        self._runner = None  # the thread completing one now
         self._thread = None
 
     def submit(self, op):
@@ -231,56 +235,47 @@ class _Completer:
             self._queue.append(op)
             if self._thread is None:
                 self._thread = threading.Thread(
-                    target=self._loop, name="shmcoll-torch-completer", daemon=True)
+                    target=self._until, args=(lambda: False,), name="shmcoll-torch-completer",
+                    daemon=True)
                 self._thread.start()
             self._cv.notify_all()
 
-    def _next(self, block):
+    def _until(self, done):
+        """Completes operations, or waits for the thread completing one, until done() (read
+        under the condition's lock). The thread completing an operation may come back here
+        from one of its future's then() callbacks: it completes the later ones itself, and
+        returns when none is left that it could wait for."""
+        me = threading.get_ident()
         with self._cv:
-            while not self._queue:
-                if not block:
-                    return False
-                self._cv.wait()
-            op = self._queue.popleft()
-        try:
-            op.run()
-        finally:
-            with self._cv:
-                op.group._inflight -= 1
-                self._count -= 1
-                self._cv.notify_all()
-        return True
-
-    def _loop(self):
-        while True:
-            self._next(True)
-
-    def _here(self):
-        t = self._thread
-        return t is not None and t.ident == threading.get_ident()
+            while not done():
+                if self._queue and self._runner in (None, me):
+                    op = self._queue.popleft()
+                elif self._runner == me:
+                    return
+                else:
+                    self._cv.wait()
+                    continue
+                outer, self._runner = self._runner, me
+                self._cv.release()
+                try:
+                    op.run()
+                finally:
+                    self._cv.acquire()
+                    op.group._inflight -= 1
+                    self._count -= 1
+                    self._runner = outer
+                    self._cv.notify_all()
 
     def wait(self, op):
-        """Until op has completed. In the completer itself (a then() callback that waits on
-        another operation) it completes the ones before it inline rather than wait for
-        itself."""
-        while self._here() and not op.fut.done():
-            if not self._next(False):
-                break
+        self._until(op.fut.done)
         op.fut.wait()  # raises the operation's error
 
     def drain(self, group=None):
         """Until group's operations (every group's with None) have completed."""
-
-        def left():
-            return group._inflight if group is not None else self._count
-
-        if self._here():
-            while left() and self._next(False):
-                pass
-            return
-        with self._cv:
-            while left():
-                self._cv.wait()
+        if group is None:
+            self._until(lambda: not self._count)
+        else:
+            self._until(lambda: not group._inflight)
 
 
 _completer = _Completer()
