@@ -6,10 +6,15 @@
     shmcoll.torch.init_process_group()           # the same under torchrun or shmcoll-run
 
 The process group is a Python subclass of torch's ProcessGroup (torch accepts one from a
-registered creator, on 1.13 and on 2.x), so nothing is built against libtorch. Every call
-runs in the caller's thread on a shmcoll communicator, with the GIL released while it waits;
-a collective returns a work made from a completed future (it stays alive when handed to C++,
-as DistributedDataParallel does). isend/irecv return works that wait on shmcoll requests.
+registered creator, on 1.13 and on 2.x), so nothing is built against libtorch. A collective
+starts shmcoll's non-blocking call in the caller's thread (bad input raises there) and
+returns a work whose future completes when the operation has, its copies back done: the
+process's completer thread, or a thread that waits, completes the operations of every group
+in the order they were issued, blocking in the library's wait with the GIL released. So
+DistributedDataParallel's gradient all-reduce runs while backward computes. torch's own
+functions get a Work whose wait() raises the operation's error (shmcoll.Error); other
+callers, which may be C++, a work made from a future (it stays alive when C++ keeps it).
+isend/irecv return works that wait on shmcoll requests.
 
 What shmcoll cannot do itself goes to a gloo group made from the same store, created the
 first time it is needed (every rank of a group reaches that call together, as a collective):

@@ -1,8 +1,9 @@
 """The torch.distributed backend "shmcoll" (python/shmcoll/torch.py): every collective and
 point-to-point call against a reference computed on every rank (and against gloo where gloo
-can do the call), reduce ops and dtypes, async works, subgroups, the gloo fallback, bad
-input, and DistributedDataParallel giving gloo's parameters. Skipped where Debian's
-python3-torch is not installed."""
+can do the call), reduce ops and dtypes, async works (in flight while Python runs, completed
+in order, their errors, outliving their group), subgroups, the gloo fallback, bad input, and
+DistributedDataParallel giving gloo's parameters. Skipped where Debian's python3-torch is
+not installed."""
 
 import datetime
 import os
@@ -318,6 +319,18 @@ def test_error_through_wait_and_future(world):
         with pytest.raises(shmcoll.Error):  # from the start or from the wait
             dist.all_reduce(t, group=g, async_op=True).wait()
     dist.destroy_process_group(g)
+
+
+def test_destroy_with_works_outstanding(world):
+    """A group destroyed with works outstanding: they still complete, with their results."""
+    rank, size, _ = world
+    g = dist.new_group()
+    ts = [torch.full((1000,), float(rank)) for _ in range(4)]
+    works = [dist.all_reduce(t, group=g, async_op=True) for t in ts]
+    dist.destroy_process_group(g)
+    for w in works:
+        w.wait()
+    assert all((t == sum(range(size))).all() for t in ts)
 
 
 def test_batched_point_to_point(world):
