@@ -202,18 +202,23 @@ class _Op:
         """Waits for the requests (the GIL released) holding the group's lock, as the
         communicator is used by one thread at a time, then finishes and completes the
         future: its then() callbacks run here, after the lock is let go."""
-        try:
-            with self.group._lock:
-                for r in self.reqs:
+        error = None
+        with self.group._lock:
+            for r in self.reqs:  # every one, even after one failed: each holds buffers
+                try:
                     r.Wait()
-            if self.finish is not None:
+                except Exception as e:
+                    error = error or e
+        if error is None and self.finish is not None:
+            try:
                 self.finish()
-        except Exception as e:
-            self.keep = None
-            self.fut.set_exception(e)
-            return
-        self.keep = None
-        self.fut.set_result(self.value)
+            except Exception as e:
+                error = e
+        self.keep = self.reqs = None
+        if error is not None:
+            self.fut.set_exception(error)
+        else:
+            self.fut.set_result(self.value)
 
 
 class _Completer:
@@ -544,8 +549,15 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
     # widening) happens here, before the start, and bad input raises here, on every rank.
 
     def _issue(self, starts, keep, value, finish=None):
+        reqs = []
         with self._lock:
-            reqs = [start() for start in starts]
+            try:
+                for start in starts:
+                    reqs.append(start())
+            except BaseException:
+                if reqs:  # those started complete in the background; the error is raised
+                    _completer.submit(_Op(self, reqs, keep, None))
+                raise
             op = _Op(self, reqs, keep, value, finish)
             _completer.submit(op)
         return op
