@@ -6,10 +6,15 @@
     shmcoll.torch.init_process_group()           # the same under torchrun or shmcoll-run
 
 The process group is a Python subclass of torch's ProcessGroup (torch accepts one from a
-registered creator, on 1.13 and on 2.x), so nothing is built against libtorch. Every call
-runs in the caller's thread on a shmcoll communicator, with the GIL released while it waits;
-a collective returns a work made from a completed future (it stays alive when handed to C++,
-as DistributedDataParallel does). isend/irecv return works that wait on shmcoll requests.
+registered creator, on 1.13 and on 2.x), so nothing is built against libtorch. A collective
+starts shmcoll's non-blocking call in the caller's thread (bad input raises there) and
+returns a work whose future completes when the operation has, its copies back done: the
+process's completer thread, or a thread that waits, completes the operations of every group
+in the order they were issued, blocking in the library's wait with the GIL released. So
+DistributedDataParallel's gradient all-reduce runs while backward computes. torch's own
+functions get a Work whose wait() raises the operation's error (shmcoll.Error); other
+callers, which may be C++, a work made from a future (it stays alive when C++ keeps it).
+isend/irecv return works that wait on shmcoll requests.
 
 What shmcoll cannot do itself goes to a gloo group made from the same store, created the
 first time it is needed (every rank of a group reaches that call together, as a collective):
@@ -19,10 +24,14 @@ group over several machines whose ranks are not in equal blocks of consecutive r
 machine (the layout torchrun --nnodes makes is; the library's two-level scheme runs those).
 """
 
+import atexit
+import collections
 import datetime
 import os
 import socket
+import sys
 import tempfile
+import threading
 
 import torch
 import torch.distributed as dist
@@ -100,6 +109,32 @@ def _done(result):
     return _create_work(fut)
 
 
+def _value(fut):
+    return fut.value()  # raises the operation's error, which then fails the chained future
+
+
+# torch's own functions (dist.all_reduce and the rest) keep the work they get in Python;
+# every other caller may be C++ (DistributedDataParallel's reducer, _broadcast_coalesced).
+_TORCH_API = "torch.distributed.distributed_c10d"
+
+
+def _work(op):
+    """The work torch gets for op (a gloo work passes through). torch's own functions get a
+    Work subclass, whose wait() raises the operation's error (shmcoll.Error) and whose
+    future is op's; any other caller a work made from a future chained on op's
+    (_create_work_from_future), which stays alive when C++ keeps it, as a Python subclass
+    does not: the chained future fails with a RuntimeError, and its wait() does not raise
+    (torch's FutureWrappingWork waits without looking)."""
+    if not isinstance(op, _Op):
+        return op
+    f = sys._getframe(1)
+    while f is not None and f.f_globals.get("__name__") == __name__:
+        f = f.f_back  # past the group's own methods (allgather_coalesced calls allgather)
+    if f is not None and f.f_globals.get("__name__") == _TORCH_API:
+        return _Work(op)
+    return _create_work(op.fut.then(_value))
+
+
 def _reducible(t, op):
     return op is not None and t.dtype in _REDUCIBLE and not (op in _BITWISE and t.dtype in _FLOATS)
 
@@ -145,11 +180,164 @@ def _copy_back(plan):
         back.copy_(flat.reshape(back.shape))
 
 
+class _Op:
+    """A group's operation in flight: the shmcoll requests it started (completed in order),
+    what they read and write (kept alive until then), what runs once they have (the copies
+    back of staged, widened or non-contiguous results), the value its future completes with,
+    and that future."""
+
+    __slots__ = ("group", "reqs", "keep", "finish", "value", "fut")
+
+    def __init__(self, group, reqs, keep, value, finish=None):
+        self.group = group
+        self.reqs = reqs
+        self.keep = keep
+        self.finish = finish
+        self.value = value
+        # torch.futures.Future, not torch._C.Future: only its set_exception makes wait()
+        # and value() raise the exception itself (shmcoll.Error) rather than a RuntimeError.
+        self.fut = torch.futures.Future()
+
+    def run(self):
+        """Waits for the requests (the GIL released) holding the group's lock, as the
+        communicator is used by one thread at a time, then finishes and completes the
+        future: its then() callbacks run here, after the lock is let go."""
+        error = None
+        with self.group._lock:
+            for r in self.reqs:  # every one, even after one failed: each holds buffers
+                try:
+                    r.Wait()
+                except Exception as e:
+                    error = error or e
+        if error is None and self.finish is not None:
+            try:
+                self.finish()
+            except Exception as e:
+                error = e
+        self.keep = self.reqs = None
+        if error is not None:
+            self.fut.set_exception(error)
+        else:
+            self.fut.set_result(self.value)
+
+
+class _Completer:
+    """Completes the operations of every shmcoll group of the process, in the order they
+    were issued, one at a time: the process's completer thread (made at the first
+    operation; a fork's child starts without one), which sleeps on a condition while nothing
+    is outstanding and otherwise blocks in the library's wait of the oldest operation (which
+    moves every operation the process has outstanding, MPI's progress rule), so it never
+    spins; and any thread that waits for an operation (work.wait(), a gloo fallback,
+    shutdown, exit), which completes the oldest ones itself when no other thread is at it,
+    rather than hand over to the completer thread and back."""
+
+    def __init__(self):
+        self._cv = threading.Condition(threading.Lock())
+        self._queue = collections.deque()
+        self._count = 0  # operations submitted and not yet completed
+        self._runner = None  # the thread completing one now
+        self._thread = None
+
+    def submit(self, op):
+        with self._cv:
+            op.group._inflight += 1
+            self._count += 1
+            self._queue.append(op)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._until, args=(lambda: False,), name="shmcoll-torch-completer",
+                    daemon=True)
+                self._thread.start()
+            self._cv.notify_all()
+
+    def _until(self, done):
+        """Completes operations, or waits for the thread completing one, until done() (read
+        under the condition's lock). The thread completing an operation may come back here
+        from one of its future's then() callbacks: it completes the later ones itself, and
+        returns when none is left that it could wait for."""
+        me = threading.get_ident()
+        with self._cv:
+            while not done():
+                if self._queue and self._runner in (None, me):
+                    op = self._queue.popleft()
+                elif self._runner == me:
+                    return
+                else:
+                    self._cv.wait()
+                    continue
+                outer, self._runner = self._runner, me
+                self._cv.release()
+                try:
+                    op.run()
+                finally:
+                    self._cv.acquire()
+                    op.group._inflight -= 1
+                    self._count -= 1
+                    self._runner = outer
+                    self._cv.notify_all()
+
+    def wait(self, op):
+        self._until(op.fut.done)
+        op.fut.wait()  # raises the operation's error
+
+    def drain(self, group=None):
+        """Until group's operations (every group's with None) have completed."""
+        if group is None:
+            self._until(lambda: not self._count)
+        else:
+            self._until(lambda: not group._inflight)
+
+
+_completer = _Completer()
+# Operations still outstanding at exit complete first (their peers reach them too), while
+# the completer still runs; a fork's child has no completer thread, so it starts afresh.
+atexit.register(_completer.drain)
+os.register_at_fork(after_in_child=_completer.__init__)
+
+
+class _Work(dist.Work):
+    """A work of torch's own functions over an _Op (see _work)."""
+
+    def __init__(self, op):
+        super().__init__()
+        self._op = op
+
+    def wait(self, timeout=None):
+        _completer.wait(self._op)
+        return True
+
+    def is_completed(self):
+        return self._op.fut.done()
+
+    def is_success(self):
+        return self.is_completed() and self.exception() is None
+
+    def exception(self):
+        if not self._op.fut.done():
+            return None
+        try:
+            self._op.fut.value()
+        except Exception as e:
+            return e
+        return None
+
+    def result(self):
+        self.wait()
+        return self._op.value
+
+    def synchronize(self):
+        pass
+
+    def get_future(self):
+        return self._op.fut
+
+
 class _P2PWork(dist.Work):
     """A send or a receive in flight: wait() and is_completed() ask the shmcoll request."""
 
-    def __init__(self, req, tensors, src=-1):
+    def __init__(self, group, req, tensors, src=-1):
         super().__init__()
+        self._lock = group._lock
         self._req = req
         self._tensors = tensors
         self._src = src
@@ -158,13 +346,15 @@ class _P2PWork(dist.Work):
 
     def wait(self, timeout=None):
         if not self._waited:
-            self._req.Wait(self._status)
+            with self._lock:
+                self._req.Wait(self._status)
             self._waited = True
         return True
 
     def is_completed(self):
-        if not self._waited and self._req.Test(self._status):
-            self._waited = True
+        if not self._waited:
+            with self._lock:
+                self._waited = self._req.Test(self._status)
         return self._waited
 
     def is_success(self):
@@ -294,6 +484,10 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
         self._timeout = timeout if timeout is not None else datetime.timedelta(minutes=30)
         self._gloo_pg = None
         self._comm = None
+        # The communicator is used by one thread at a time: the caller's starts and the
+        # completer's waits take turns (see _Completer).
+        self._lock = threading.Lock()
+        self._inflight = 0  # operations handed to the completer, not yet complete
         store.set("shmcoll/machine/%d" % rank, _machine())
         if rank == 0:
             store.set("shmcoll/job", "pt%d-%s" % (os.getpid(), os.urandom(6).hex()))
@@ -330,124 +524,183 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
         return self._gloo_pg
 
     def _to_gloo(self, method, *args, opts=None):
+        # After the group's operations in flight: they may use the same tensors, and the
+        # group's calls complete in the order they were made.
+        _completer.drain(self)
         fn = getattr(self._gloo(), method)
         return fn(*args) if opts is None else fn(*args, opts)
 
+    def _gloo_each(self, method, outputs, inputs, opts):
+        """A coalesced call gloo lacks, one pair at a time through it, complete on return."""
+        for o, i in zip(outputs, inputs):
+            self._to_gloo(method, o, i, opts=opts).wait()
+        return _done(outputs)
+
     def shutdown(self):
+        _completer.drain(self)
         if self._comm is not None:
-            self._comm.Free()
-            self._comm = None
+            with self._lock:
+                self._comm.Free()
+                self._comm = None
 
     # ---- collectives ----
+    # Each starts its shmcoll requests under the group's lock and hands them to the completer
+    # with what they keep alive, its value and what runs at completion; staging (stacks,
+    # widening) happens here, before the start, and bad input raises here, on every rank.
+
+    def _issue(self, starts, keep, value, finish=None):
+        reqs = []
+        with self._lock:
+            try:
+                for start in starts:
+                    reqs.append(start())
+            except BaseException:
+                if reqs:  # those started complete in the background; the error is raised
+                    _completer.submit(_Op(self, reqs, keep, None))
+                raise
+            op = _Op(self, reqs, keep, value, finish)
+            _completer.submit(op)
+        return op
+
+    def _reduce_plans(self, plans, value, start):
+        """An op over one start per plan, the plans' copies back at completion."""
+        backs = [p for p in plans if p[2] is not None]
+        finish = None
+        if backs:
+            def finish():
+                for plan in backs:
+                    _copy_back(plan)
+        return self._issue([lambda p=p: start(p) for p in plans], plans, value, finish)
 
     def allreduce(self, tensors, opts=None):
+        return _work(self._allreduce(tensors, opts))
+
+    def _allreduce(self, tensors, opts):
         op = _op_of(opts) if opts is not None else _shmcoll.SUM
-        if len(tensors) == 1 and self._comm is not None:
+        comm = self._comm
+        if len(tensors) == 1 and comm is not None:
             t = tensors[0]
             if _reducible(t, op):  # the common call: the C module checks the tensor itself
-                self._comm.Allreduce(_shmcoll.IN_PLACE, t, op)
-                return _done(tensors)
-        plans = _reduce_all(tensors, op) if self._comm is not None else None
+                return self._issue(
+                    [lambda: comm.Iallreduce(_shmcoll.IN_PLACE, t, op)], tensors, tensors)
+        plans = _reduce_all(tensors, op) if comm is not None else None
         if plans is None:
             return self._to_gloo("allreduce", tensors, opts=opts)
-        for plan in plans:
-            self._comm.Allreduce(_shmcoll.IN_PLACE, plan[0], plan[1])
-            _copy_back(plan)
-        return _done(tensors)
+        return self._reduce_plans(
+            plans, tensors, lambda p: comm.Iallreduce(_shmcoll.IN_PLACE, p[0], p[1]))
 
     def allreduce_coalesced(self, tensors, opts=None):
-        return self.allreduce(tensors, opts)
+        return _work(self._allreduce(tensors, opts))
 
     def broadcast(self, tensors, opts=None):
         if self._comm is None:
             return self._to_gloo("broadcast", tensors, opts=opts)
         root = opts.rootRank if opts is not None else 0
-        for t in tensors:
-            self._comm.Bcast(t, root)
-        return _done(tensors)
+        comm = self._comm
+        return _work(self._issue(
+            [lambda t=t: comm.Ibcast(t, root) for t in tensors], tensors, tensors))
 
     def reduce(self, tensors, opts=None):
         plans = _reduce_all(tensors, _op_of(opts)) if self._comm is not None else None
         if plans is None:
             return self._to_gloo("reduce", tensors, opts=opts)
-        root = opts.rootRank
-        for plan in plans:
-            if self.rank() == root:
-                self._comm.Reduce(_shmcoll.IN_PLACE, plan[0], plan[1], root)
-                _copy_back(plan)
-            else:
-                self._comm.Reduce(plan[0], None, plan[1], root)
-        return _done(tensors)
+        root, comm = opts.rootRank, self._comm
+        if self.rank() == root:
+            return _work(self._reduce_plans(
+                plans, tensors, lambda p: comm.Ireduce(_shmcoll.IN_PLACE, p[0], p[1], root)))
+        # Non-roots keep their input: nothing comes back to them.
+        return _work(self._issue(
+            [lambda p=p: comm.Ireduce(p[0], None, p[1], root) for p in plans], plans, tensors))
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         if self._comm is None:
             return self._to_gloo("allgather", output_tensors, input_tensors, opts=opts)
+        comm, starts, copies = self._comm, [], []
         for outs, t in zip(output_tensors, input_tensors):
             self._check_list(outs, t, "all_gather")
             stage = torch.empty((self.size(),) + tuple(t.shape), dtype=t.dtype)
-            self._comm.Allgather(t.contiguous(), stage)
-            for o, s in zip(outs, stage):
-                o.copy_(s)
-        return _done(output_tensors)
+            src = t.contiguous()
+            starts.append(lambda src=src, stage=stage: comm.Iallgather(src, stage))
+            copies.append((outs, stage, src))
+
+        def finish():
+            for outs, stage, _ in copies:
+                for o, s in zip(outs, stage):
+                    o.copy_(s)
+
+        return _work(self._issue(starts, copies, output_tensors, finish))
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         return self.allgather(output_lists, input_list, opts)
 
-    def _allgather_base(self, output, input, opts=None):
-        if self._comm is None:
-            return self._to_gloo("_allgather_base", output, input, opts=opts)
+    def _allgather_check(self, output, input):
         if output.numel() != input.numel() * self.size() or output.dtype != input.dtype:
             raise ValueError(
                 "shmcoll: all_gather_into_tensor: the output must hold world_size (%d) times "
                 "the input's %d elements of %s, not %d of %s"
                 % (self.size(), input.numel(), input.dtype, output.numel(), output.dtype)
             )
-        self._comm.Allgather(input, output)
-        return _done([output])
+
+    def _allgather_base(self, output, input, opts=None):
+        if self._comm is None:
+            return self._to_gloo("_allgather_base", output, input, opts=opts)
+        self._allgather_check(output, input)
+        comm = self._comm
+        return _work(self._issue(
+            [lambda: comm.Iallgather(input, output)], (input, output), [output]))
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        if self._comm is None:
+            return self._gloo_each("_allgather_base", outputs, inputs, opts)
         for o, i in zip(outputs, inputs):
-            self._allgather_base(o, i, opts)
-        return _done(outputs)
+            self._allgather_check(o, i)
+        comm = self._comm
+        return _work(self._issue(
+            [lambda o=o, i=i: comm.Iallgather(i, o) for o, i in zip(outputs, inputs)],
+            (outputs, inputs), outputs))
 
     def gather(self, output_tensors, input_tensors, opts=None):
         if self._comm is None:
             return self._to_gloo("gather", output_tensors, input_tensors, opts=opts)
-        root = opts.rootRank
-        t = input_tensors[0]
-        if self.rank() == root:
-            self._check_list(output_tensors[0], t, "gather")
-            stage = torch.empty((self.size(),) + tuple(t.shape), dtype=t.dtype)
-            self._comm.Gather(t.contiguous(), stage, root)
+        root, comm = opts.rootRank, self._comm
+        t = input_tensors[0].contiguous()
+        if self.rank() != root:
+            return _work(self._issue(
+                [lambda: comm.Igather(t, None, root)], t, output_tensors))
+        self._check_list(output_tensors[0], t, "gather")
+        stage = torch.empty((self.size(),) + tuple(t.shape), dtype=t.dtype)
+
+        def finish():
             for o, s in zip(output_tensors[0], stage):
                 o.copy_(s)
-        else:
-            self._comm.Gather(t.contiguous(), None, root)
-        return _done(output_tensors)
+
+        return _work(self._issue(
+            [lambda: comm.Igather(t, stage, root)], (t, stage), output_tensors, finish))
 
     def scatter(self, output_tensors, input_tensors, opts=None):
         if self._comm is None:
             return self._to_gloo("scatter", output_tensors, input_tensors, opts=opts)
-        root = opts.rootRank
+        root, comm = opts.rootRank, self._comm
         out = output_tensors[0]
+        stage = None
         if self.rank() == root:
             self._check_list(input_tensors[0], out, "scatter")
             stage = torch.stack([x.reshape(out.shape) for x in input_tensors[0]])
-            self._comm.Scatter(stage, out, root)
-        else:
-            self._comm.Scatter(None, out, root)
-        return _done(output_tensors)
+        return _work(self._issue(
+            [lambda: comm.Iscatter(stage, out, root)], (stage, out), output_tensors))
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         out = output_tensors[0]
-        if self._comm is not None:
-            self._check_list(input_tensors[0], out, "reduce_scatter")
-            stage = torch.stack([x.reshape(out.shape) for x in input_tensors[0]])
-            return self._reduce_scatter_base(out, stage, opts, output_tensors)
-        return self._to_gloo("reduce_scatter", output_tensors, input_tensors, opts=opts)
+        if self._comm is None:
+            return self._to_gloo("reduce_scatter", output_tensors, input_tensors, opts=opts)
+        self._check_list(input_tensors[0], out, "reduce_scatter")
+        stage = torch.stack([x.reshape(out.shape) for x in input_tensors[0]])
+        return _work(self._reduce_scatter(out, stage, opts, output_tensors))
 
-    def _reduce_scatter_base(self, output, input, opts=None, _result=None):
-        op = _op_of(opts)
+    def _reduce_scatter_base(self, output, input, opts=None):
+        return _work(self._reduce_scatter(output, input, opts, [output]))
+
+    def _reduce_scatter_plan(self, output, input, op):
         if input.numel() != output.numel() * self.size() or output.dtype != input.dtype:
             raise ValueError(
                 "shmcoll: reduce_scatter: the input must hold world_size (%d) times "
@@ -456,23 +709,35 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
             )
         src = _reduction(input, op) if self._comm is not None else None
         dst = _reduction(output, op) if src is not None else None
-        if dst is None:
+        return None if dst is None else (src, dst)
+
+    def _reduce_scatter(self, output, input, opts, value):
+        plan = self._reduce_scatter_plan(output, input, _op_of(opts))
+        if plan is None:
             return self._to_gloo("_reduce_scatter_base", output, input, opts=opts)
-        self._comm.Reduce_scatter_block(src[0], dst[0], dst[1])
-        _copy_back(dst)
-        return _done(_result if _result is not None else [output])
+        src, dst = plan
+        comm = self._comm
+        return self._issue(
+            [lambda: comm.Ireduce_scatter_block(src[0], dst[0], dst[1])], (src, dst), value,
+            None if dst[2] is None else lambda: _copy_back(dst))
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
-        for o, i in zip(outputs, inputs):
-            self._reduce_scatter_base(o, i, opts)
-        return _done(outputs)
+        op = _op_of(opts)
+        plans = [self._reduce_scatter_plan(o, i, op) for o, i in zip(outputs, inputs)]
+        if any(p is None for p in plans):
+            return self._gloo_each("_reduce_scatter_base", outputs, inputs, opts)
+        comm = self._comm
+        backs = [dst for _, dst in plans if dst[2] is not None]
+        return _work(self._issue(
+            [lambda s=s, d=d: comm.Ireduce_scatter_block(s[0], d[0], d[1]) for s, d in plans],
+            plans, outputs, (lambda: [_copy_back(d) for d in backs]) if backs else None))
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         if self._comm is None:
             return self._to_gloo(
                 "alltoall_base", output, input, output_split_sizes, input_split_sizes, opts=opts
             )
-        P = self.size()
+        P, comm = self.size(), self._comm
         if not output_split_sizes and not input_split_sizes:
             if input.numel() % P or output.numel() != input.numel() or output.dtype != input.dtype:
                 raise ValueError(
@@ -480,13 +745,13 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
                     "elements of one dtype, divisible by world_size (%d); got %d and %d"
                     % (P, input.numel(), output.numel())
                 )
-            self._comm.Alltoall(input, output)
-            return _done([output])
+            return _work(self._issue(
+                [lambda: comm.Ialltoall(input, output)], (input, output), [output]))
         scale = _units(input)
         sc = [n * scale for n in self._splits(input, input_split_sizes, "input")]
         rc = [n * scale for n in self._splits(output, output_split_sizes, "output")]
-        self._comm.Alltoallv([input, sc], [output, rc])
-        return _done([output])
+        return _work(self._issue(
+            [lambda: comm.Ialltoallv([input, sc], [output, rc])], (input, output), [output]))
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         if self._comm is None:
@@ -497,37 +762,46 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
         src = torch.cat([t.reshape(-1) for t in input_tensors])
         lens = [t.numel() for t in output_tensors]
         dst = torch.empty(sum(lens), dtype=dt)
-        scale = _units(src)
-        self._comm.Alltoallv(
-            [src, [t.numel() * scale for t in input_tensors]], [dst, [n * scale for n in lens]]
-        )
-        for t, piece in zip(output_tensors, torch.split(dst, lens)):
-            t.copy_(piece.reshape(t.shape))
-        return _done(output_tensors)
+        scale, comm = _units(src), self._comm
+        sc = [t.numel() * scale for t in input_tensors]
+        rc = [n * scale for n in lens]
+
+        def finish():
+            for t, piece in zip(output_tensors, torch.split(dst, lens)):
+                t.copy_(piece.reshape(t.shape))
+
+        return _work(self._issue(
+            [lambda: comm.Ialltoallv([src, sc], [dst, rc])], (src, dst), output_tensors,
+            finish))
 
     def barrier(self, opts=None):
         if self._comm is None:
             return self._to_gloo("barrier", opts=opts)
-        self._comm.Barrier()
-        return _done([])
+        comm = self._comm
+        return _work(self._issue([comm.Ibarrier], None, []))
 
     # ---- point to point ----
 
     def send(self, tensors, dst, tag=0):
         if self._comm is None:
             return self._gloo().send(tensors, dst, tag)
-        t = tensors[0]
-        return _P2PWork(self._comm.Isend(t, dst, tag), tensors, self.rank())
+        with self._lock:
+            req = self._comm.Isend(tensors[0], dst, tag)
+        return _P2PWork(self, req, tensors, self.rank())
 
     def recv(self, tensors, src, tag=0):
         if self._comm is None:
             return self._gloo().recv(tensors, src, tag)
-        return _P2PWork(self._comm.Irecv(tensors[0], src, tag), tensors, src)
+        with self._lock:
+            req = self._comm.Irecv(tensors[0], src, tag)
+        return _P2PWork(self, req, tensors, src)
 
     def recv_anysource(self, tensors, tag=0):
         if self._comm is None:
             return self._gloo().recv_anysource(tensors, tag)
-        return _P2PWork(self._comm.Irecv(tensors[0], _shmcoll.ANY_SOURCE, tag), tensors)
+        with self._lock:
+            req = self._comm.Irecv(tensors[0], _shmcoll.ANY_SOURCE, tag)
+        return _P2PWork(self, req, tensors)
 
     # ---- helpers ----
 

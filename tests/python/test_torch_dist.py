@@ -1,13 +1,16 @@
 """The torch.distributed backend "shmcoll" (python/shmcoll/torch.py): every collective and
 point-to-point call against a reference computed on every rank (and against gloo where gloo
-can do the call), reduce ops and dtypes, async works, subgroups, the gloo fallback, bad
-input, and DistributedDataParallel giving gloo's parameters. Skipped where Debian's
-python3-torch is not installed."""
+can do the call), reduce ops and dtypes, async works (in flight while Python runs, completed
+in order, their errors, outliving their group), subgroups, the gloo fallback, bad input, and
+DistributedDataParallel giving gloo's parameters. Skipped where Debian's python3-torch is
+not installed."""
 
 import datetime
 import os
 
 import pytest
+
+import shmcoll
 
 torch = pytest.importorskip("torch", reason="python3-torch is not installed")
 dist = pytest.importorskip("torch.distributed", reason="torch has no distributed package")
@@ -246,6 +249,88 @@ def test_futures(world):
     t = torch.ones(3)
     doubled = dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0] * 2)
     assert doubled.wait().tolist() == [2.0 * size] * 3
+
+
+def test_in_flight_while_python_runs(world):
+    """A collective is in flight while Python runs on: rank 0's all_reduce is not complete
+    when it returns, nor after, since the last rank issues its own only once rank 0 has
+    looked (it waits for rank 0 in a gloo barrier first). Then every rank waits."""
+    rank, size, gloo = world
+    if size == 1:
+        pytest.skip("a rank alone completes its all_reduce with nobody to wait for")
+    t = torch.full((1000,), float(rank + 1))
+    if rank == size - 1:
+        dist.barrier(group=gloo)
+        w = dist.all_reduce(t, async_op=True)
+    else:
+        w = dist.all_reduce(t, async_op=True)
+        fut = w.get_future()
+        if rank == 0:
+            assert not w.is_completed() and not fut.done()
+            assert float(torch.arange(10).sum()) == 45.0  # Python and torch run meanwhile
+            assert not w.is_completed()
+        dist.barrier(group=gloo)
+    w.wait()
+    assert w.is_completed() and (t == size * (size + 1) / 2).all()
+    assert w.get_future().wait()[0] is t
+
+
+def test_works_complete_in_order(world):
+    """Works of one group complete in the order they were issued; their copies back
+    (int16 widened to int32, the list forms' staging) are done when they complete."""
+    rank, size, _ = world
+    ts = [torch.full((7,), rank + 1, dtype=torch.int16) for _ in range(3)]
+    works = [dist.all_reduce(t, async_op=True) for t in ts]
+    outs = [torch.zeros(2) for _ in range(size)]
+    works.append(dist.all_gather(outs, torch.full((2,), float(rank)), async_op=True))
+    seen = []
+    for i, w in enumerate(works):
+        w.get_future().then(lambda f, i=i: seen.append(i))
+    works[-1].wait()
+    assert all(w.is_completed() for w in works)
+    for w in works:
+        w.wait()
+    assert seen == list(range(len(works)))
+    want = size * (size + 1) // 2
+    assert all(t.dtype == torch.int16 and (t == want).all() for t in ts)
+    assert [o.tolist() for o in outs] == [[float(p)] * 2 for p in range(size)]
+
+
+def test_error_through_wait_and_future(world):
+    """An operation that fails in flight (its group broken by rank 0 while it waits)
+    raises shmcoll.Error from wait() and from its future's wait(), on every rank."""
+    rank, size, gloo = world
+    if size == 1:
+        pytest.skip("a rank alone completes its all_reduce before anything can break it")
+    g = dist.new_group()
+    t = torch.ones(10)
+    if rank == 0:
+        w = dist.all_reduce(t, group=g, async_op=True)
+        assert not w.is_completed()
+        g._comm.Break()
+        dist.barrier(group=gloo)
+        with pytest.raises(shmcoll.Error):
+            w.wait()
+        with pytest.raises(shmcoll.Error):
+            w.get_future().wait()
+        assert isinstance(w.exception(), shmcoll.Error) and not w.is_success()
+    else:
+        dist.barrier(group=gloo)
+        with pytest.raises(shmcoll.Error):  # from the start or from the wait
+            dist.all_reduce(t, group=g, async_op=True).wait()
+    dist.destroy_process_group(g)
+
+
+def test_destroy_with_works_outstanding(world):
+    """A group destroyed with works outstanding: they still complete, with their results."""
+    rank, size, _ = world
+    g = dist.new_group()
+    ts = [torch.full((1000,), float(rank)) for _ in range(4)]
+    works = [dist.all_reduce(t, group=g, async_op=True) for t in ts]
+    dist.destroy_process_group(g)
+    for w in works:
+        w.wait()
+    assert all((t == sum(range(size))).all() for t in ts)
 
 
 def test_batched_point_to_point(world):
