@@ -509,6 +509,18 @@ class ProcessGroupShmcoll(dist.ProcessGroup):
     def _get_backend_name(self):
         return BACKEND
 
+    @property
+    def group_name(self):
+        """The name torch gave the group. torch 2.x keeps it on a group's c10d backends, and a
+        Python group has none, so torch's own property raises ("ProcessGroup name not set")
+        where torch asks for it: destroy_process_group(group), and resolving the group by name
+        (functional collectives). The registered creator is given it."""
+        name = getattr(self, "_group_name", None)
+        if name is None:
+            raise RuntimeError("ProcessGroup name not set: the group is not (or no longer) "
+                               "one of torch.distributed's")
+        return name
+
     def __repr__(self):
         return "ProcessGroupShmcoll(rank=%d, size=%d%s)" % (
             self.rank(),
@@ -859,16 +871,21 @@ def init_process_group(backend=BACKEND, **kwargs):
     dist.init_process_group(backend, **kwargs)
 
 
-def _create(store, rank, size, timeout):
-    return ProcessGroupShmcoll(store, rank, size, timeout)
+def _create(opts, pg_options):
+    """torch's extended creator (1.13 and 2.x): the group's store, rank, size and timeout, and
+    the name torch gives it, which a Python group has to keep itself (``group_name``).
+    ``pg_options`` is for torch's own backends; shmcoll has no options to take from it."""
+    pg = ProcessGroupShmcoll(opts.store, opts.group_rank, opts.group_size, opts.timeout)
+    pg._group_name = str(opts.group_id)
+    return pg
 
 
 def _register():
     if getattr(dist.Backend, BACKEND.upper(), None) is None:
         try:
-            dist.Backend.register_backend(BACKEND, _create, devices=["cpu"])
+            dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
         except TypeError:  # torch < 2.0 has no devices argument
-            dist.Backend.register_backend(BACKEND, _create)
+            dist.Backend.register_backend(BACKEND, _create, extended_api=True)
 
 
 # A torch built without libuv (Debian 13's 2.6) fails every env:// rendezvous, shmcoll-run's

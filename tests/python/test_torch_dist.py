@@ -377,6 +377,20 @@ def test_backend_registration(world):
         t = torch.full((5,), float(rank + 1))
         dist.all_reduce(t, group=group)
         assert torch.equal(t, torch.full((5,), size * (size + 1) / 2))
+    # The name torch gave each group, which 2.x looks up to destroy a group and to resolve
+    # one for its functional collectives.
+    names = {dist.group.WORLD.group_name, g.group_name, h.group_name}
+    assert len(names) == 3 and all(isinstance(n, str) for n in names)
+    try:
+        import torch.distributed._functional_collectives as funcol
+    except ImportError:  # torch 1.13 has none
+        funcol = None
+    if funcol is not None:
+        t = funcol.all_reduce(torch.full((3,), float(rank)), "sum", h)
+        assert torch.equal(torch.as_tensor(t.wait() if hasattr(t, "wait") else t),
+                           torch.full((3,), size * (size - 1) / 2))
+    dist.destroy_process_group(h)
+    dist.destroy_process_group(g)
 
 
 def test_barrier_forms(world):
