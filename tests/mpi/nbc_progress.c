@@ -306,7 +306,7 @@ int main(int argc, char **argv)
 		s->ci = (int)(draw(&shared) % NCOMMS);
 		/* Large calls need many steps of every rank; pairs stay small (eager): a
 		 * rank blocked in one of shmcoll's blocking collectives does not drive the
-		 * MPI's engine, which a large message's handshake would need (mpi/shmcoll_mpi.c
+		 * MPI's engine, which a large message's handshake would need (mpi/shmcoll_mpi.h
 		 * says so). */
 		s->n = draw(&shared) % 8 == 0 && s->c != C_PAIR ? LARGE : SMALL;
 		s->seed = it;
