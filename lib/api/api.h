@@ -1,6 +1,6 @@
-/* api.h - what the files of the entry layer share: the public communicator, a tagged union
- * of the two kinds a communicator can be, and the argument checks every public function
- * runs once, before anything else. Private to lib/api. */
+/* api.h - what the files of the entry layer share: the public communicator, the table of
+ * operations each kind of communicator answers with, and the argument checks every public
+ * function runs once, before anything else. Private to lib/api. */
 #ifndef SHMCOLL_API_H
 #define SHMCOLL_API_H
 
@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "shmcoll.h"
+#include "lib/coll/coll.h"
 #include "lib/core/node.h"
 #include "lib/core/progress.h"
 #include "lib/hier/hier.h"
@@ -19,13 +20,22 @@ enum shmcoll_comm_kind {
 	COMM_HIER, /* ranks on several nodes: lib/hier */
 };
 
+struct api_ops;
+
 struct shmcoll_comm {
 	int rank, size;
-	enum shmcoll_comm_kind kind;
+	int nproc; /* ranks per node: size on a node communicator */
+	/* What each call does on this kind of communicator (ops_node.c, ops_hier.c), set when
+	 * it is made: the entry layer checks the arguments and calls through it. */
+	const struct api_ops *ops;
+	enum shmcoll_comm_kind kind; /* for tests' probes (probe.c) only */
 	union {
 		struct shmcoll_node *node;
 		struct shmcoll_hier *hier;
 	} u;
+	/* This rank's node communicator: the communicator itself, or its node's under one
+	 * over several nodes. What every wait of the process's bounded kind waits on. */
+	struct shmcoll_node *local;
 	char *err;            /* this rank's last message: the node's or the hier's buffer */
 	uint32_t splits;      /* shmcoll_comm_split/dup calls so far: names their jobs */
 	unsigned outstanding; /* requests not yet returned by wait or test */
@@ -111,13 +121,76 @@ struct shmcoll_request {
 	} u;
 };
 
+/* A communicator's operations: one const table per kind of communicator, chosen when it is
+ * made (api__wrap_node, api__wrap_hier), so that no public function asks which kind it has.
+ * Every entry is called with the arguments checked and c entered (but enter itself); counts
+ * may not be 0 unless said. Each returns what the public call returns. */
+struct api_ops {
+	/* Enters c for a call of fn: 0, or the error that broke it (with a message). */
+	int (*enter)(shmcoll_comm *c, const char *fn);
+	/* Breaks c with err (a mismatch the caller saw in its own arguments). */
+	void (*brk)(shmcoll_comm *c, int err);
+	void (*abort)(shmcoll_comm *c);
+	/* Destroys what c wraps, nothing outstanding: 0 or its error (c kept). */
+	int (*destroy)(shmcoll_comm *c);
+	/* One pass of the process's progress over c: whether anything is left outstanding. */
+	int (*advance)(shmcoll_comm *c);
+
+	/* The blocking collectives (coll.c) and the symmetric heap. */
+	int (*allreduce)(shmcoll_comm *c, const void *send, void *recv, size_t count,
+	                 shmcoll_dtype dt, shmcoll_op op);
+	int (*reduce)(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
+	              shmcoll_op op, int root);
+	int (*bcast)(shmcoll_comm *c, void *buf, size_t count, shmcoll_dtype dt, int root);
+	int (*allgather)(shmcoll_comm *c, const void *send, void *recv, size_t count,
+	                 shmcoll_dtype dt);
+	int (*reduce_scatter)(shmcoll_comm *c, const void *send, void *recv, size_t count,
+	                      shmcoll_dtype dt, shmcoll_op op);
+	int (*gather)(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
+	              int root);
+	int (*scatter)(shmcoll_comm *c, const void *send, void *recv, size_t count,
+	               shmcoll_dtype dt, int root);
+	int (*alltoall)(shmcoll_comm *c, const void *send, void *recv, size_t count,
+	                shmcoll_dtype dt);
+	int (*barrier)(shmcoll_comm *c);
+	void *(*malloc)(shmcoll_comm *c, size_t bytes);
+	int (*free)(shmcoll_comm *c, void *ptr);
+
+	/* A call of any kind (lib/coll/kinds.c) run to the end: the variable-count ones. */
+	int (*run)(shmcoll_comm *c, const struct shmcoll_args *a);
+	/* Starts a call of any kind as r, of kind coll (below): 0, or -ENOMEM with r untouched. */
+	int (*start)(shmcoll_comm *c, shmcoll_request *r, const struct shmcoll_args *a);
+	enum req_kind coll, p2p; /* what its collectives' and its messages' requests are */
+
+	/* Point-to-point (p2p.c): bytes checked, es the receive's element size. A synchronous
+	 * send returns once a receive has matched it (across nodes it is the standard one). */
+	int (*send)(shmcoll_comm *c, const char *fn, const void *buf, size_t bytes, int dest,
+	            int tag, int sync);
+	int (*recv)(shmcoll_comm *c, const char *fn, void *buf, size_t bytes, int source, int tag,
+	            size_t es, shmcoll_status *status);
+	int (*sendrecv)(shmcoll_comm *c, const char *fn, const void *sbuf, size_t sbytes, int dest,
+	                int stag, void *rbuf, size_t rbytes, int source, int rtag, size_t es,
+	                shmcoll_status *status);
+	void (*isend)(shmcoll_comm *c, shmcoll_request *r, const char *fn, const void *buf,
+	              size_t bytes, int dest, int tag, int sync);
+	void (*irecv)(shmcoll_comm *c, shmcoll_request *r, const char *fn, void *buf, size_t bytes,
+	              int source, int tag);
+	/* Whether a message from source with tag has arrived (its source, tag and size set). */
+	int (*peek)(shmcoll_comm *c, int source, int tag, int *src, int *rtag, uint64_t *bytes);
+	/* The bounded wait of c's node until ready(arg), for a message from source. */
+	int (*wait_until)(shmcoll_comm *c, const char *fn, int (*ready)(void *), void *arg,
+	                  int source);
+};
+
+extern const struct api_ops api__node_ops, api__hier_ops;
+
 /* A new request of c of kind (kept ones first), counted outstanding; NULL with a message on
  * c when out of memory. */
 shmcoll_request *api__req_new(shmcoll_comm *c, const char *fn, enum req_kind kind);
-/* Starts collective kind (lib/core/tuning.h's KIND_*) as a request of c: its arguments
- * checked and c entered by the caller. 0 with *req set, or -ENOMEM with *req = NULL. */
-int api__istart(shmcoll_comm *c, const char *fn, uint32_t kind, const void *send, void *recv,
-                size_t count, shmcoll_dtype dt, shmcoll_op op, int root, shmcoll_request **req);
+/* Starts call a as a request of c: its arguments checked and c entered by the caller; none:
+ * it moves nothing (the request is complete as started). 0 with *req set, or -ENOMEM with
+ * *req = NULL. */
+int api__istart(shmcoll_comm *c, const struct shmcoll_args *a, int none, shmcoll_request **req);
 /* Releases every request kept for reuse (comm_destroy). */
 void api__req_drain(shmcoll_comm *c);
 
@@ -144,14 +217,7 @@ int api__fail(shmcoll_comm *c, int rc, const char *fmt, ...) __attribute__((form
  * moves the point-to-point operations outstanding along. */
 static inline int api__enter(shmcoll_comm *c, const char *fn)
 {
-	int rc;
-
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_enter(c->u.hier, fn);
-	rc = shmcoll__node_enter(c->u.node, fn);
-	if (rc == 0 && c->u.node->p2p.active)
-		shmcoll__node_progress(c->u.node);
-	return rc;
+	return c->ops->enter(c, fn);
 }
 
 /* The argument checks, each 0 or -EINVAL with a message naming the argument (inline: every
@@ -206,10 +272,5 @@ static inline int api__check_overlap(shmcoll_comm *c, const char *fn, const void
 	return api__fail(c, -EINVAL,
 	                 "%s: sendbuf and recvbuf overlap without being the in-place form", fn);
 }
-
-/* The collectives of c after their checks, for the entry layer's own use (split's
- * allgather): node or hier as c is. */
-int api__allgather(shmcoll_comm *c, const void *send, void *recv, size_t sendcount,
-                   shmcoll_dtype dt);
 
 #endif

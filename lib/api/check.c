@@ -30,7 +30,11 @@ const char *shmcoll_last_error(const shmcoll_comm *c)
 	return c ? c->err : create_err;
 }
 
-static shmcoll_comm *wrap(int rank, int size, enum shmcoll_comm_kind kind, char *err)
+/* The one place that knows which kind a communicator is: its table of operations is chosen
+ * here, and nothing after asks. */
+static shmcoll_comm *wrap(int rank, int size, enum shmcoll_comm_kind kind,
+                          const struct api_ops *ops, struct shmcoll_node *local, int nproc,
+                          char *err)
 {
 	shmcoll_comm *c = calloc(1, sizeof(*c));
 
@@ -39,13 +43,16 @@ static shmcoll_comm *wrap(int rank, int size, enum shmcoll_comm_kind kind, char 
 	c->rank = rank;
 	c->size = size;
 	c->kind = kind;
+	c->ops = ops;
+	c->local = local;
+	c->nproc = nproc;
 	c->err = err;
 	return c;
 }
 
 shmcoll_comm *api__wrap_node(struct shmcoll_node *n)
 {
-	shmcoll_comm *c = wrap(n->rank, n->size, COMM_NODE, n->err);
+	shmcoll_comm *c = wrap(n->rank, n->size, COMM_NODE, &api__node_ops, n, n->size, n->err);
 
 	if (c)
 		c->u.node = n;
@@ -55,7 +62,8 @@ shmcoll_comm *api__wrap_node(struct shmcoll_node *n)
 shmcoll_comm *api__wrap_hier(struct shmcoll_hier *h)
 {
 	shmcoll_comm *c =
-	    wrap(shmcoll__hier_rank(h), shmcoll__hier_size(h), COMM_HIER, shmcoll__hier_err(h));
+	    wrap(shmcoll__hier_rank(h), shmcoll__hier_size(h), COMM_HIER, &api__hier_ops,
+	         shmcoll__hier_local(h), shmcoll__hier_nproc(h), shmcoll__hier_err(h));
 
 	if (c)
 		c->u.hier = h;

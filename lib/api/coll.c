@@ -1,21 +1,11 @@
 /* coll.c - the public collectives: each checks its arguments once (check.c), enters the
- * communicator and hands the call to the node's protocols (lib/coll) or to the multi-node
- * composition (lib/hier). A call with nothing to move returns after the checks, on every
- * rank, without a step. */
+ * communicator and hands the call to its table of operations (api.h's struct api_ops: the
+ * node's protocols or the multi-node composition). A call with nothing to move returns after
+ * the checks, on every rank, without a step. */
 #include <errno.h>
 #include <stdint.h>
 
 #include "lib/api/api.h"
-#include "lib/coll/coll.h"
-#include "lib/hier/hier.h"
-
-int api__allgather(shmcoll_comm *c, const void *send, void *recv, size_t sendcount,
-                   shmcoll_dtype dt)
-{
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_allgather(c->u.hier, send, recv, sendcount, dt);
-	return shmcoll__node_allgather(c->u.node, send, recv, sendcount, dt);
-}
 
 /* Each collective's checks (and the entry), shared by its blocking and non-blocking forms: 0,
  * or the error with a message naming fn. */
@@ -166,8 +156,8 @@ static int alltoall_check(shmcoll_comm *c, const char *fn, const void *sendbuf, 
 	return rc ? rc : api__enter(c, fn);
 }
 
-/* The blocking collectives: checks, then the node's protocol or the multi-node composition.
- * A call with nothing to move returns after the checks. */
+/* The blocking collectives: checks, then the communicator's operation. A call with nothing
+ * to move returns after the checks. */
 
 int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
                       shmcoll_op op, shmcoll_comm *c)
@@ -180,9 +170,7 @@ int shmcoll_allreduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_
 	rc = allreduce_check(c, "shmcoll_allreduce", sendbuf, recvbuf, count, dtype, op);
 	if (rc || !count)
 		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_allreduce(c->u.hier, sendbuf, recvbuf, count, dtype, op);
-	return shmcoll__node_allreduce(c->u.node, sendbuf, recvbuf, count, dtype, op);
+	return c->ops->allreduce(c, sendbuf, recvbuf, count, dtype, op);
 }
 
 int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
@@ -196,9 +184,7 @@ int shmcoll_reduce(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dty
 	rc = reduce_check(c, "shmcoll_reduce", sendbuf, recvbuf, count, dtype, op, root);
 	if (rc || !count)
 		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_reduce(c->u.hier, sendbuf, recvbuf, count, dtype, op, root);
-	return shmcoll__node_reduce(c->u.node, sendbuf, recvbuf, count, dtype, op, root);
+	return c->ops->reduce(c, sendbuf, recvbuf, count, dtype, op, root);
 }
 
 int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root, shmcoll_comm *c)
@@ -211,9 +197,7 @@ int shmcoll_bcast(void *buf, size_t count, shmcoll_dtype dtype, int root, shmcol
 	rc = bcast_check(c, "shmcoll_bcast", buf, count, dtype, root);
 	if (rc || !count)
 		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_bcast(c->u.hier, buf, count, dtype, root);
-	return shmcoll__node_bcast(c->u.node, buf, count, dtype, root);
+	return c->ops->bcast(c, buf, count, dtype, root);
 }
 
 int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
@@ -227,7 +211,7 @@ int shmcoll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, shmc
 	rc = allgather_check(c, "shmcoll_allgather", sendbuf, recvbuf, sendcount, dtype);
 	if (rc || !sendcount)
 		return rc;
-	return api__allgather(c, sendbuf, recvbuf, sendcount, dtype);
+	return c->ops->allgather(c, sendbuf, recvbuf, sendcount, dtype);
 }
 
 int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -242,10 +226,7 @@ int shmcoll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 	                          op);
 	if (rc || !recvcount)
 		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_reduce_scatter(c->u.hier, sendbuf, recvbuf, recvcount, dtype,
-		                                    op);
-	return shmcoll__node_reduce_scatter(c->u.node, sendbuf, recvbuf, recvcount, dtype, op);
+	return c->ops->reduce_scatter(c, sendbuf, recvbuf, recvcount, dtype, op);
 }
 
 int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll_dtype dtype,
@@ -259,9 +240,7 @@ int shmcoll_gather(const void *sendbuf, void *recvbuf, size_t sendcount, shmcoll
 	rc = gather_check(c, "shmcoll_gather", sendbuf, recvbuf, sendcount, dtype, root);
 	if (rc || !sendcount)
 		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_gather(c->u.hier, sendbuf, recvbuf, sendcount, dtype, root);
-	return shmcoll__node_gather(c->u.node, sendbuf, recvbuf, sendcount, dtype, root);
+	return c->ops->gather(c, sendbuf, recvbuf, sendcount, dtype, root);
 }
 
 int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcoll_dtype dtype,
@@ -275,9 +254,7 @@ int shmcoll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, shmcol
 	rc = scatter_check(c, "shmcoll_scatter", sendbuf, recvbuf, recvcount, dtype, root);
 	if (rc || !recvcount)
 		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_scatter(c->u.hier, sendbuf, recvbuf, recvcount, dtype, root);
-	return shmcoll__node_scatter(c->u.node, sendbuf, recvbuf, recvcount, dtype, root);
+	return c->ops->scatter(c, sendbuf, recvbuf, recvcount, dtype, root);
 }
 
 int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_dtype dtype,
@@ -291,9 +268,7 @@ int shmcoll_alltoall(const void *sendbuf, void *recvbuf, size_t count, shmcoll_d
 	rc = alltoall_check(c, "shmcoll_alltoall", sendbuf, recvbuf, count, dtype);
 	if (rc || !count)
 		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_alltoall(c->u.hier, sendbuf, recvbuf, count, dtype);
-	return shmcoll__node_alltoall(c->u.node, sendbuf, recvbuf, count, dtype);
+	return c->ops->alltoall(c, sendbuf, recvbuf, count, dtype);
 }
 
 int shmcoll_barrier(shmcoll_comm *c)
@@ -306,14 +281,12 @@ int shmcoll_barrier(shmcoll_comm *c)
 	rc = api__enter(c, "shmcoll_barrier");
 	if (rc < 0)
 		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_barrier(c->u.hier);
-	return shmcoll__node_barrier(c->u.node);
+	return c->ops->barrier(c);
 }
 
 /* The non-blocking collectives: the same checks, then a request (request.c). */
 
-#define ISTART(check_call, fn, kind, send, recv, count, dt, op, root)                              \
+#define ISTART(check_call, fn_, kind_, send_, recv_, count_, dt_, op_, root_)                      \
 	do {                                                                                       \
 		int rc_;                                                                           \
 		if (req)                                                                           \
@@ -321,13 +294,21 @@ int shmcoll_barrier(shmcoll_comm *c)
 		if (!c)                                                                            \
 			return -EINVAL;                                                            \
 		if (!req)                                                                          \
-			return api__fail(c, -EINVAL, "%s: req (the out pointer) is NULL", (fn));   \
+			return api__fail(c, -EINVAL, "%s: req (the out pointer) is NULL", (fn_));  \
 		api__arm(c);                                                                       \
 		API_HOLD(c);                                                                       \
 		rc_ = (check_call);                                                                \
 		if (!rc_)                                                                          \
-			rc_ = api__istart(c, (fn), (kind), (send), (recv), (count), (dt), (op),    \
-			                  (root), req);                                            \
+			rc_ = api__istart(c,                                                       \
+			                  &(const struct shmcoll_args){.kind = (kind_),            \
+			                                               .fn = (fn_),                \
+			                                               .send = (send_),            \
+			                                               .recv = (recv_),            \
+			                                               .count = (count_),          \
+			                                               .dt = (dt_),                \
+			                                               .op = (op_),                \
+			                                               .root = (root_)},           \
+			                  !(count_) && (kind_) != KIND_BARRIER, req);              \
 		if (!rc_)                                                                          \
 			api__kick(c);                                                              \
 		return rc_;                                                                        \
@@ -412,9 +393,7 @@ void *shmcoll_malloc(shmcoll_comm *c, size_t bytes)
 		api__fail(c, -EINVAL, "%s: bytes is 0", fn);
 		return NULL;
 	}
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_malloc(c->u.hier, bytes);
-	return shmcoll__node_malloc(c->u.node, bytes);
+	return c->ops->malloc(c, bytes);
 }
 
 int shmcoll_free(shmcoll_comm *c, void *ptr)
@@ -428,7 +407,5 @@ int shmcoll_free(shmcoll_comm *c, void *ptr)
 	rc = api__enter(c, fn);
 	if (rc < 0 || !ptr)
 		return rc;
-	if (c->kind == COMM_HIER)
-		return shmcoll__hier_free(c->u.hier, ptr);
-	return shmcoll__node_free(c->u.node, ptr);
+	return c->ops->free(c, ptr);
 }

@@ -202,10 +202,7 @@ int shmcoll_comm_abort(shmcoll_comm *c)
 {
 	if (!c)
 		return -EINVAL;
-	if (c->kind == COMM_HIER)
-		shmcoll__hier_abort(c->u.hier);
-	else
-		shmcoll__node_break(c->u.node, ECANCELED);
+	c->ops->abort(c);
 	return 0;
 }
 
@@ -226,10 +223,7 @@ int shmcoll_comm_destroy(shmcoll_comm *c)
 		api__unhold(&held);
 		return rc;
 	}
-	if (c->kind == COMM_HIER)
-		rc = shmcoll__hier_destroy(c->u.hier);
-	else
-		rc = shmcoll__node_destroy(c->u.node);
+	rc = c->ops->destroy(c);
 	/* With nothing outstanding c leaves the process's list here, if it was on it: no pass
 	 * can reach it after this. */
 	api__unhold(&held);

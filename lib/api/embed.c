@@ -149,7 +149,7 @@ int shmcoll_comm_create_oob(const shmcoll_oob *oob, shmcoll_comm **out)
  * over several nodes, this rank's node's. */
 static const struct shmcoll_node *base_of(const shmcoll_comm *c)
 {
-	return c->kind == COMM_HIER ? shmcoll__hier_local(c->u.hier) : c->u.node;
+	return c->local;
 }
 
 /* A communicator's wait bound as shmcoll_config gives it. */
@@ -189,7 +189,7 @@ static int split(shmcoll_comm *c, const char *fn, int color, int key, shmcoll_co
 		return api__fail(c, -ENOMEM, "%s: out of memory", fn);
 	rc = api__enter(c, fn);
 	if (rc == 0) {
-		rc = api__allgather(c, mine, all, 2, SHMCOLL_INT32);
+		rc = c->ops->allgather(c, mine, all, 2, SHMCOLL_INT32);
 		if (rc < 0) {
 			/* Its message names the allgather: say whose. */
 			char why[SHMCOLL_ERR_LEN];
@@ -207,8 +207,8 @@ static int split(shmcoll_comm *c, const char *fn, int color, int key, shmcoll_co
 	/* Across nodes a group must stay on one node: it gets that node's
 	 * shared memory and nothing else. Every rank sees every color, so
 	 * they all fail alike. */
-	nproc = c->kind == COMM_HIER ? shmcoll__hier_nproc(c->u.hier) : c->size;
-	for (r = 0; r < c->size && c->kind == COMM_HIER; r++) {
+	nproc = c->nproc;
+	for (r = 0; r < c->size && nproc < c->size; r++) {
 		int s;
 
 		for (s = r + 1; s < c->size && all[2 * r] >= 0; s++)

@@ -13,7 +13,7 @@
 
 static struct shmcoll_node *probe_node(shmcoll_comm *c)
 {
-	return c->kind == COMM_HIER ? shmcoll__hier_local(c->u.hier) : c->u.node;
+	return c->local;
 }
 
 uint32_t shmcoll__probe_my_step(shmcoll_comm *c)
@@ -128,7 +128,15 @@ struct shmcoll_probe_call *shmcoll__probe_start(shmcoll_comm *c, const char *col
 		shmcoll__hier_start(c->u.hier, call->hier);
 		return call;
 	}
-	shmcoll__coll_init(c->u.node, &call->node, kind, send, recv, count, dt, op, root);
+	shmcoll__kinds[kind].init(c->u.node, &call->node,
+	                          &(const struct shmcoll_args){.kind = (uint32_t)kind,
+	                                                       .fn = collective,
+	                                                       .send = send,
+	                                                       .recv = recv,
+	                                                       .count = count,
+	                                                       .dt = dt,
+	                                                       .op = op,
+	                                                       .root = root});
 	shmcoll__task_start(c->u.node, &call->node);
 	return call;
 }

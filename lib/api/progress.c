@@ -25,15 +25,8 @@ void api__unlist(shmcoll_comm *c)
 int api__advance(struct shmcoll_prog *p)
 {
 	shmcoll_comm *c = (shmcoll_comm *)(void *)((char *)p - offsetof(shmcoll_comm, prog));
-	struct shmcoll_node *n = c->u.node;
-	int more = 0;
 
-	if (c->kind == COMM_HIER) {
-		more = shmcoll__hier_progress(c->u.hier);
-		n = shmcoll__hier_local(c->u.hier);
-	}
-	shmcoll__node_progress(n);
-	return more || n->tasks.head || n->p2p.active;
+	return c->ops->advance(c);
 }
 
 /* SHMCOLL_PROGRESS_THREAD for c: 1 on, 0 off, -1 bad. */
@@ -47,7 +40,7 @@ static int wanted(shmcoll_comm *c)
 		return -1;
 	if (rc > 0)
 		return (int)v;
-	n = c->kind == COMM_HIER ? shmcoll__hier_local(c->u.hier) : c->u.node;
+	n = c->local;
 	ranks = n->size;
 	cpus = shmcoll__node_cpus(n);
 	return c->size >= 2 && cpus >= 2 * ranks;

@@ -86,30 +86,16 @@ void api__status(shmcoll_status *st, const struct shmcoll_p2p_op *op, size_t es,
 	st->error = rc;
 }
 
-int api__istart(shmcoll_comm *c, const char *fn, uint32_t kind, const void *send, void *recv,
-                size_t count, shmcoll_dtype dt, shmcoll_op op, int root, shmcoll_request **req)
+int api__istart(shmcoll_comm *c, const struct shmcoll_args *a, int none, shmcoll_request **req)
 {
-	shmcoll_request *r;
+	shmcoll_request *r = api__req_new(c, a->fn, none ? REQ_DONE : c->ops->coll);
 
-	r = api__req_new(c, fn,
-	                 count || kind == KIND_BARRIER
-	                     ? (c->kind == COMM_HIER ? REQ_HIER : REQ_NODE)
-	                     : REQ_DONE);
 	if (!r)
 		return -ENOMEM;
-	if (r->kind == REQ_HIER) {
-		r->u.hier =
-		    shmcoll__hier_call_new(c->u.hier, kind, send, recv, count, dt, op, root);
-		if (!r->u.hier) {
-			r->kind = REQ_DONE;
-			req_release(r);
-			return api__fail(c, -ENOMEM, "%s: out of memory for the call", fn);
-		}
-		shmcoll__hier_start(c->u.hier, r->u.hier);
-	} else if (r->kind == REQ_NODE) {
-		shmcoll__coll_init(c->u.node, &r->u.task, kind, send, recv, count, dt, op, root);
-		r->u.task.fn = fn;
-		shmcoll__task_start(c->u.node, &r->u.task);
+	if (r->kind != REQ_DONE && c->ops->start(c, r, a) < 0) {
+		r->kind = REQ_DONE;
+		req_release(r);
+		return api__fail(c, -ENOMEM, "%s: out of memory for the call", a->fn);
 	}
 	*req = r;
 	return 0;
@@ -315,9 +301,7 @@ static void reqs_block(struct reqs *a, size_t live, int all, const char *fn)
 		API_HOLD(c);
 
 		a->held = c;
-		rc = shmcoll__node_wait_until(c->kind == COMM_HIER ? shmcoll__hier_local(c->u.hier)
-		                                                   : c->u.node,
-		                              fn, reqs_any, a, P2P_ANY);
+		rc = shmcoll__node_wait_until(c->local, fn, reqs_any, a, P2P_ANY);
 		a->held = NULL;
 	}
 	/* The node broke (or timed out) with none complete: r's own wait ends in its error. */

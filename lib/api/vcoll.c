@@ -1,7 +1,7 @@
 /* vcoll.c - the public variable-count collectives and prefix reductions: each checks its
  * arguments once (counts and displacements against overflow, receive blocks against each
- * other, buffers against each other), enters the communicator and hands the call to the
- * node's protocols (lib/coll) or to the multi-node compositions (lib/hier/vcolls.c). The
+ * other, buffers against each other), enters the communicator and hands the call (struct
+ * shmcoll_args, lib/coll/coll.h) to its table of operations (api.h's struct api_ops). The
  * blocking forms run it to the end; the non-blocking ones hand it out as a request. A
  * mismatch this rank sees in its own arguments (a sendcount that is not recvcounts[rank])
  * is -EPROTO and breaks the communicator, as a mismatch found in a wait does. */
@@ -11,22 +11,6 @@
 #include <string.h>
 
 #include "lib/api/api.h"
-#include "lib/coll/coll.h"
-#include "lib/hier/hier.h"
-
-/* The arguments every v-call carries on its way to the node or the nodes. */
-struct vargs {
-	uint32_t kind;
-	const char *fn;
-	const void *send;
-	void *recv;
-	size_t scount; /* allgatherv, gatherv: sendcount; scatterv: recvcount */
-	const size_t *sc, *sd, *rc, *rd;
-	size_t count; /* scan, exscan */
-	shmcoll_dtype dt;
-	shmcoll_op op;
-	int root;
-};
 
 struct span {
 	size_t lo, hi; /* element offsets, [lo, hi) */
@@ -144,17 +128,14 @@ static CHECK_INLINE int check_apart(shmcoll_comm *c, const char *fn, const void 
 static int own_mismatch(shmcoll_comm *c, const char *fn, const char *mine, size_t a,
                         const char *theirs, size_t b)
 {
-	if (c->kind == COMM_HIER)
-		shmcoll__hier_break(c->u.hier, EPROTO);
-	else
-		shmcoll__node_break(c->u.node, EPROTO);
+	c->ops->brk(c, EPROTO);
 	return api__fail(c, -EPROTO, "%s: mismatched counts: %s is %zu but %s is %zu", fn, mine, a,
 	                 theirs, b);
 }
 
 /* The checks of each call. 0 (and *none set when no rank moves anything, so the call
  * returns without a step), or the error with a message. */
-static CHECK_INLINE int check(shmcoll_comm *c, const struct vargs *a, int *none)
+static CHECK_INLINE int check(shmcoll_comm *c, const struct shmcoll_args *a, int *none)
 {
 	const char *fn = a->fn;
 	size_t es = shmcoll__dtype_size(a->dt), bytes, end, send_end, total = 0;
@@ -266,47 +247,9 @@ static CHECK_INLINE int check(shmcoll_comm *c, const struct vargs *a, int *none)
 	}
 }
 
-/* The node's task of the call. */
-static CHECK_INLINE void node_init(struct shmcoll_node *n, struct shmcoll_task *t,
-                                   const struct vargs *a)
-{
-	switch (a->kind) {
-	case KIND_ALLGATHERV:
-		shmcoll__allgatherv_init(n, t, a->send, a->scount, a->recv, a->rc, a->rd, a->dt);
-		break;
-	case KIND_GATHERV:
-		shmcoll__gatherv_init(n, t, a->send, a->scount, a->recv, a->rc, a->rd, a->dt,
-		                      a->root);
-		break;
-	case KIND_SCATTERV:
-		shmcoll__scatterv_init(n, t, a->send, a->sc, a->sd, a->recv, a->scount, a->dt,
-		                       a->root);
-		break;
-	case KIND_ALLTOALLV:
-		shmcoll__alltoallv_init(n, t, a->send, a->sc, a->sd, a->recv, a->rc, a->rd, a->dt);
-		break;
-	case KIND_REDUCE_SCATTERV:
-		shmcoll__reduce_scatterv_init(n, t, a->send, a->recv, a->rc, a->dt, a->op);
-		break;
-	default:
-		shmcoll__scan_init(n, t, a->send, a->recv, a->count, a->dt, a->op,
-		                   a->kind == KIND_EXSCAN);
-		break;
-	}
-}
-
-static struct hier_task *hier_new(shmcoll_comm *c, const struct vargs *a)
-{
-	return shmcoll__hier_vcall_new(c->u.hier, a->kind, a->send, a->scount, a->sc, a->sd,
-	                               a->recv, a->rc, a->rd, a->count, a->dt, a->op, a->root);
-}
-
 /* Checks, enters, runs (req NULL) or starts (*req set) the call. */
-static CHECK_INLINE int vcall(shmcoll_comm *c, const struct vargs *a, shmcoll_request **req)
+static CHECK_INLINE int vcall(shmcoll_comm *c, const struct shmcoll_args *a, shmcoll_request **req)
 {
-	struct shmcoll_task t;
-	struct hier_task *ht;
-	shmcoll_request *r;
 	int rc, none;
 
 	if (req)
@@ -321,41 +264,15 @@ static CHECK_INLINE int vcall(shmcoll_comm *c, const struct vargs *a, shmcoll_re
 		rc = api__enter(c, a->fn);
 	if (rc)
 		return rc;
-	if (!req) {
-		if (none)
-			return 0;
-		if (c->kind == COMM_HIER) {
-			ht = hier_new(c, a);
-			if (!ht)
-				return api__fail(c, -ENOMEM, "%s: out of memory", a->fn);
-			return shmcoll__hier_vrun(c->u.hier, ht);
-		}
-		node_init(c->u.node, &t, a);
-		t.fn = a->fn;
-		return shmcoll__node_run(c->u.node, &t);
-	}
-	r = api__req_new(c, a->fn, none ? REQ_DONE : c->kind == COMM_HIER ? REQ_HIER : REQ_NODE);
-	if (!r)
-		return -ENOMEM;
-	if (r->kind == REQ_HIER) {
-		r->u.hier = hier_new(c, a);
-		if (!r->u.hier) {
-			r->kind = REQ_DONE;
-			shmcoll_wait(&r, NULL);
-			return api__fail(c, -ENOMEM, "%s: out of memory", a->fn);
-		}
-		shmcoll__hier_start(c->u.hier, r->u.hier);
-	} else if (r->kind == REQ_NODE) {
-		node_init(c->u.node, &r->u.task, a);
-		r->u.task.fn = a->fn;
-		shmcoll__task_start(c->u.node, &r->u.task);
-	}
-	*req = r;
-	api__kick(c);
-	return 0;
+	if (!req)
+		return none ? 0 : c->ops->run(c, a);
+	rc = api__istart(c, a, none, req);
+	if (!rc)
+		api__kick(c);
+	return rc;
 }
 
-#define VARGS(...) (&(const struct vargs){__VA_ARGS__})
+#define VARGS(...) (&(const struct shmcoll_args){__VA_ARGS__})
 
 int shmcoll_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
                        const size_t *recvcounts, const size_t *displs, shmcoll_dtype dtype,

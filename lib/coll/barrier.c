@@ -139,41 +139,6 @@ void shmcoll__barrier_init(struct shmcoll_node *n, struct shmcoll_task *t)
 		t->advance = barrier_tree;
 }
 
-void shmcoll__coll_init(struct shmcoll_node *n, struct shmcoll_task *t, uint32_t kind,
-                        const void *send, void *recv, size_t count, shmcoll_dtype dt, shmcoll_op op,
-                        int root)
-{
-	switch (kind) {
-	case KIND_BCAST:
-		shmcoll__bcast_init(n, t, recv, count, dt, root);
-		break;
-	case KIND_REDUCE:
-		shmcoll__reduce_init(n, t, send, recv, count, dt, op, root);
-		break;
-	case KIND_ALLREDUCE:
-		shmcoll__allreduce_init(n, t, send, recv, count, dt, op);
-		break;
-	case KIND_ALLGATHER:
-		shmcoll__allgather_init(n, t, send, recv, count, dt);
-		break;
-	case KIND_REDUCE_SCATTER:
-		shmcoll__reduce_scatter_init(n, t, send, recv, count, dt, op);
-		break;
-	case KIND_GATHER:
-		shmcoll__gather_init(n, t, send, recv, count, dt, root);
-		break;
-	case KIND_SCATTER:
-		shmcoll__scatter_init(n, t, send, recv, count, dt, root);
-		break;
-	case KIND_ALLTOALL:
-		shmcoll__alltoall_init(n, t, send, recv, count, dt);
-		break;
-	default:
-		shmcoll__barrier_init(n, t);
-		break;
-	}
-}
-
 int shmcoll__node_barrier(struct shmcoll_node *n)
 {
 	struct shmcoll_task t;

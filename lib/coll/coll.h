@@ -7,6 +7,7 @@
 #define SHMCOLL_COLL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "shmcoll.h"
 #include "lib/core/node.h"
@@ -29,12 +30,34 @@ void shmcoll__alltoall_init(struct shmcoll_node *n, struct shmcoll_task *t, cons
                             void *recv, size_t count, shmcoll_dtype dt);
 void shmcoll__barrier_init(struct shmcoll_node *n, struct shmcoll_task *t);
 
-/* The init function of collective kind (lib/core/algo.h's KIND_*, KIND_BARRIER to
- * KIND_ALLTOALL), with every argument any of them takes: root where the kind has one, op
- * where it reduces; bcast's buffer is recv. */
-void shmcoll__coll_init(struct shmcoll_node *n, struct shmcoll_task *t, uint32_t kind,
-                        const void *send, void *recv, size_t count, shmcoll_dtype dt, shmcoll_op op,
-                        int root);
+/* A collective call, as a non-blocking start, a variable-count call or a probe gives it:
+ * every argument any kind takes (root where the kind has one, op where it reduces; bcast's
+ * buffer is recv), the arrays read while its task runs. */
+struct shmcoll_args {
+	uint32_t kind;  /* lib/core/tuning.h's KIND_*, any but KIND_MALLOC and KIND_FREE */
+	const char *fn; /* the public call's name, for its messages */
+	const void *send;
+	void *recv;
+	size_t scount; /* allgatherv, gatherv: sendcount; scatterv: recvcount */
+	const size_t *sc, *sd, *rc, *rd;
+	size_t count; /* the fixed-count collectives, scan, exscan */
+	shmcoll_dtype dt;
+	shmcoll_op op;
+	int root;
+};
+
+/* The non-blocking kinds (kinds.c), indexed by KIND_*: how each kind of call becomes its
+ * resumable operation, read by both kinds of communicator. fn is the blocking call's name,
+ * reduces whether op means anything, init makes the node communicator's task of a call (its
+ * fn left to the caller); a multi-node communicator has its own advance per kind
+ * (lib/hier/colls.c) and takes fn and reduces from here. KIND_MALLOC and KIND_FREE have no
+ * row: they are no calls of the API's non-blocking form. */
+struct shmcoll_start {
+	const char *fn;
+	int reduces;
+	void (*init)(struct shmcoll_node *n, struct shmcoll_task *t, const struct shmcoll_args *a);
+};
+extern const struct shmcoll_start shmcoll__kinds[KIND_COUNT];
 
 /* The call word's count of a collective whose counts every rank passes alike: a hash of
  * them (FNV-1a 64), so ranks that pass different ones fail the call-word check (and, across

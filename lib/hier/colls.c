@@ -847,33 +847,28 @@ scatter:
 void hier__call_init(struct hier_task *t, uint32_t kind, const void *send, void *recv, size_t count,
                      shmcoll_dtype dt, shmcoll_op op, int root)
 {
-	static const struct {
-		const char *fn;
-		int (*advance)(struct shmcoll_hier *, struct hier_task *);
-		int reduces;
-	} kinds[KIND_COUNT] = {
-	    [KIND_BARRIER] = {"shmcoll_barrier", barrier_advance, 0},
-	    [KIND_BCAST] = {"shmcoll_bcast", bcast_advance, 0},
-	    [KIND_REDUCE] = {"shmcoll_reduce", reduce_advance, 1},
-	    [KIND_ALLREDUCE] = {"shmcoll_allreduce", allreduce_advance, 1},
-	    [KIND_ALLGATHER] = {"shmcoll_allgather", allgather_advance, 0},
-	    [KIND_REDUCE_SCATTER] = {"shmcoll_reduce_scatter", reduce_scatter_advance, 1},
-	    [KIND_GATHER] = {"shmcoll_gather", gather_advance, 0},
-	    [KIND_SCATTER] = {"shmcoll_scatter", scatter_advance, 0},
-	    [KIND_ALLTOALL] = {"shmcoll_alltoall", alltoall_advance, 0},
+	/* Each kind's advance; its name and whether it reduces are the node's row
+	 * (lib/coll/kinds.c). */
+	static int (*const advance[KIND_COUNT])(struct shmcoll_hier *, struct hier_task *) = {
+	    [KIND_BARRIER] = barrier_advance,     [KIND_BCAST] = bcast_advance,
+	    [KIND_REDUCE] = reduce_advance,       [KIND_ALLREDUCE] = allreduce_advance,
+	    [KIND_ALLGATHER] = allgather_advance, [KIND_REDUCE_SCATTER] = reduce_scatter_advance,
+	    [KIND_GATHER] = gather_advance,       [KIND_SCATTER] = scatter_advance,
+	    [KIND_ALLTOALL] = alltoall_advance,
 	};
+	const struct shmcoll_start *k = &shmcoll__kinds[kind];
 
 	if (kind == KIND_BARRIER) {
 		dt = SHMCOLL_UINT8;
 		count = 0;
 	}
-	if (!kinds[kind].reduces)
+	if (!k->reduces)
 		op = SHMCOLL_SUM;
-	task_init(t, kinds[kind].fn, kinds[kind].advance, send, recv, count, dt, op, root);
-	if (kinds[kind].reduces)
+	task_init(t, k->fn, advance[kind], send, recv, count, dt, op, root);
+	if (k->reduces)
 		t->w = hier__widen(dt, op);
-	t->call = hier__call_word(kind, kind == KIND_BARRIER ? 0 : dt, kinds[kind].reduces ? op : 0,
-	                          root, count);
+	t->call =
+	    hier__call_word(kind, kind == KIND_BARRIER ? 0 : dt, k->reduces ? op : 0, root, count);
 }
 
 struct hier_task *shmcoll__hier_call_new(struct shmcoll_hier *h, uint32_t kind, const void *send,

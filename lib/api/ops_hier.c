@@ -1,0 +1,228 @@
+/* ops_hier.c - the operations of a communicator over several nodes (api.h's struct
+ * api_ops): lib/hier's compositions, its calls' queue and its point-to-point. Each entry only
+ * unwraps the communicator: the checks are the caller's. */
+#include <errno.h>
+
+#include "lib/api/api.h"
+#include "lib/core/p2p.h"
+#include "lib/hier/hier.h"
+
+static int enter(shmcoll_comm *c, const char *fn)
+{
+	return shmcoll__hier_enter(c->u.hier, fn);
+}
+
+static void brk(shmcoll_comm *c, int err)
+{
+	shmcoll__hier_break(c->u.hier, err);
+}
+
+static void abort_(shmcoll_comm *c)
+{
+	shmcoll__hier_abort(c->u.hier);
+}
+
+static int destroy(shmcoll_comm *c)
+{
+	return shmcoll__hier_destroy(c->u.hier);
+}
+
+/* Its own calls, then its node's: the node communicator is where their stages and the
+ * point-to-point operations of this node wait. */
+static int advance(shmcoll_comm *c)
+{
+	struct shmcoll_node *n = c->local;
+	int more = shmcoll__hier_progress(c->u.hier);
+
+	shmcoll__node_progress(n);
+	return more || n->tasks.head || n->p2p.active;
+}
+
+static int allreduce(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
+                     shmcoll_op op)
+{
+	return shmcoll__hier_allreduce(c->u.hier, send, recv, count, dt, op);
+}
+
+static int reduce(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
+                  shmcoll_op op, int root)
+{
+	return shmcoll__hier_reduce(c->u.hier, send, recv, count, dt, op, root);
+}
+
+static int bcast(shmcoll_comm *c, void *buf, size_t count, shmcoll_dtype dt, int root)
+{
+	return shmcoll__hier_bcast(c->u.hier, buf, count, dt, root);
+}
+
+static int allgather(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt)
+{
+	return shmcoll__hier_allgather(c->u.hier, send, recv, count, dt);
+}
+
+static int reduce_scatter(shmcoll_comm *c, const void *send, void *recv, size_t count,
+                          shmcoll_dtype dt, shmcoll_op op)
+{
+	return shmcoll__hier_reduce_scatter(c->u.hier, send, recv, count, dt, op);
+}
+
+static int gather(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
+                  int root)
+{
+	return shmcoll__hier_gather(c->u.hier, send, recv, count, dt, root);
+}
+
+static int scatter(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
+                   int root)
+{
+	return shmcoll__hier_scatter(c->u.hier, send, recv, count, dt, root);
+}
+
+static int alltoall(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt)
+{
+	return shmcoll__hier_alltoall(c->u.hier, send, recv, count, dt);
+}
+
+static int barrier(shmcoll_comm *c)
+{
+	return shmcoll__hier_barrier(c->u.hier);
+}
+
+static void *malloc_(shmcoll_comm *c, size_t bytes)
+{
+	return shmcoll__hier_malloc(c->u.hier, bytes);
+}
+
+static int free_(shmcoll_comm *c, void *ptr)
+{
+	return shmcoll__hier_free(c->u.hier, ptr);
+}
+
+/* A call of a on the heap (it outlives the start): the fixed-count kinds and the
+ * variable-count ones are made by different parts of lib/hier. NULL when out of memory. */
+static struct hier_task *call_new(shmcoll_comm *c, const struct shmcoll_args *a)
+{
+	if (a->kind <= KIND_ALLTOALL)
+		return shmcoll__hier_call_new(c->u.hier, a->kind, a->send, a->recv, a->count, a->dt,
+		                              a->op, a->root);
+	return shmcoll__hier_vcall_new(c->u.hier, a->kind, a->send, a->scount, a->sc, a->sd,
+	                               a->recv, a->rc, a->rd, a->count, a->dt, a->op, a->root);
+}
+
+static int run(shmcoll_comm *c, const struct shmcoll_args *a)
+{
+	struct hier_task *t = call_new(c, a);
+
+	if (!t)
+		return api__fail(c, -ENOMEM, "%s: out of memory", a->fn);
+	return shmcoll__hier_vrun(c->u.hier, t);
+}
+
+static int start(shmcoll_comm *c, shmcoll_request *r, const struct shmcoll_args *a)
+{
+	struct hier_task *t = call_new(c, a);
+
+	if (!t)
+		return -ENOMEM;
+	r->u.hier = t;
+	shmcoll__hier_start(c->u.hier, t);
+	return 0;
+}
+
+static int send(shmcoll_comm *c, const char *fn, const void *buf, size_t bytes, int dest, int tag,
+                int sync)
+{
+	struct hier_p2p_op op;
+
+	(void)sync;
+	shmcoll__hier_isend(c->u.hier, &op, fn, buf, bytes, dest, tag);
+	return shmcoll__hier_p2p_wait(c->u.hier, &op);
+}
+
+static int recv(shmcoll_comm *c, const char *fn, void *buf, size_t bytes, int source, int tag,
+                size_t es, shmcoll_status *status)
+{
+	struct hier_p2p_op op;
+	int rc;
+
+	shmcoll__hier_irecv(c->u.hier, &op, fn, buf, bytes, source, tag);
+	rc = shmcoll__hier_p2p_wait(c->u.hier, &op);
+	api__status(status, &op.node, es, rc);
+	return rc == -EMSGSIZE ? api__cut(c, fn, &op.node, bytes) : rc;
+}
+
+static int sendrecv(shmcoll_comm *c, const char *fn, const void *sbuf, size_t sbytes, int dest,
+                    int stag, void *rbuf, size_t rbytes, int source, int rtag, size_t es,
+                    shmcoll_status *status)
+{
+	struct hier_p2p_op s, r;
+	int rc, rrc;
+
+	shmcoll__hier_irecv(c->u.hier, &r, fn, rbuf, rbytes, source, rtag);
+	shmcoll__hier_isend(c->u.hier, &s, fn, sbuf, sbytes, dest, stag);
+	rc = shmcoll__hier_p2p_wait(c->u.hier, &s);
+	/* A send fails only with the communicator broken: the receive then fails too. */
+	rrc = shmcoll__hier_p2p_wait(c->u.hier, &r);
+	api__status(status, &r.node, es, rrc);
+	if (rrc == -EMSGSIZE && !rc)
+		api__cut(c, fn, &r.node, rbytes);
+	return rc ? rc : rrc;
+}
+
+static void isend(shmcoll_comm *c, shmcoll_request *r, const char *fn, const void *buf,
+                  size_t bytes, int dest, int tag, int sync)
+{
+	(void)sync;
+	shmcoll__hier_isend(c->u.hier, &r->u.hop, fn, buf, bytes, dest, tag);
+}
+
+static void irecv(shmcoll_comm *c, shmcoll_request *r, const char *fn, void *buf, size_t bytes,
+                  int source, int tag)
+{
+	shmcoll__hier_irecv(c->u.hier, &r->u.hop, fn, buf, bytes, source, tag);
+}
+
+static int peek(shmcoll_comm *c, int source, int tag, int *src, int *rtag, uint64_t *bytes)
+{
+	return shmcoll__hier_p2p_peek(c->u.hier, source, tag, src, rtag, bytes);
+}
+
+/* The node's wait woken by a message from anywhere (one from another node arrives on the
+ * wire, not from source's node slot); its failure breaks the whole communicator. */
+static int wait_until(shmcoll_comm *c, const char *fn, int (*ready)(void *), void *arg, int source)
+{
+	int rc = shmcoll__node_wait_until(c->local, fn, ready, arg, P2P_ANY);
+
+	(void)source;
+	return rc < 0 ? shmcoll__hier_node_rc(c->u.hier, rc) : rc;
+}
+
+const struct api_ops api__hier_ops = {
+    .enter = enter,
+    .brk = brk,
+    .abort = abort_,
+    .destroy = destroy,
+    .advance = advance,
+    .allreduce = allreduce,
+    .reduce = reduce,
+    .bcast = bcast,
+    .allgather = allgather,
+    .reduce_scatter = reduce_scatter,
+    .gather = gather,
+    .scatter = scatter,
+    .alltoall = alltoall,
+    .barrier = barrier,
+    .malloc = malloc_,
+    .free = free_,
+    .run = run,
+    .start = start,
+    .coll = REQ_HIER,
+    .p2p = REQ_HP2P,
+    .send = send,
+    .recv = recv,
+    .sendrecv = sendrecv,
+    .isend = isend,
+    .irecv = irecv,
+    .peek = peek,
+    .wait_until = wait_until,
+};
