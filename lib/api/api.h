@@ -184,6 +184,62 @@ struct api_ops {
 
 extern const struct api_ops api__node_ops, api__hier_ops;
 
+/* The table entries that only unwrap the communicator (c->u.MEMBER) and call the
+ * collective of its kind (PREFIX_allreduce ...): the same for both kinds but for those two
+ * names, so written once; ops_node.c and ops_hier.c expand it once each. */
+#define API_OPS_FORWARD(PREFIX, MEMBER)                                                            \
+	static int allreduce(shmcoll_comm *c, const void *send, void *recv, size_t count,          \
+	                     shmcoll_dtype dt, shmcoll_op op)                                      \
+	{                                                                                          \
+		return PREFIX##_allreduce(c->u.MEMBER, send, recv, count, dt, op);                 \
+	}                                                                                          \
+	static int reduce(shmcoll_comm *c, const void *send, void *recv, size_t count,             \
+	                  shmcoll_dtype dt, shmcoll_op op, int root)                               \
+	{                                                                                          \
+		return PREFIX##_reduce(c->u.MEMBER, send, recv, count, dt, op, root);              \
+	}                                                                                          \
+	static int bcast(shmcoll_comm *c, void *buf, size_t count, shmcoll_dtype dt, int root)     \
+	{                                                                                          \
+		return PREFIX##_bcast(c->u.MEMBER, buf, count, dt, root);                          \
+	}                                                                                          \
+	static int allgather(shmcoll_comm *c, const void *send, void *recv, size_t count,          \
+	                     shmcoll_dtype dt)                                                     \
+	{                                                                                          \
+		return PREFIX##_allgather(c->u.MEMBER, send, recv, count, dt);                     \
+	}                                                                                          \
+	static int reduce_scatter(shmcoll_comm *c, const void *send, void *recv, size_t count,     \
+	                          shmcoll_dtype dt, shmcoll_op op)                                 \
+	{                                                                                          \
+		return PREFIX##_reduce_scatter(c->u.MEMBER, send, recv, count, dt, op);            \
+	}                                                                                          \
+	static int gather(shmcoll_comm *c, const void *send, void *recv, size_t count,             \
+	                  shmcoll_dtype dt, int root)                                              \
+	{                                                                                          \
+		return PREFIX##_gather(c->u.MEMBER, send, recv, count, dt, root);                  \
+	}                                                                                          \
+	static int scatter(shmcoll_comm *c, const void *send, void *recv, size_t count,            \
+	                   shmcoll_dtype dt, int root)                                             \
+	{                                                                                          \
+		return PREFIX##_scatter(c->u.MEMBER, send, recv, count, dt, root);                 \
+	}                                                                                          \
+	static int alltoall(shmcoll_comm *c, const void *send, void *recv, size_t count,           \
+	                    shmcoll_dtype dt)                                                      \
+	{                                                                                          \
+		return PREFIX##_alltoall(c->u.MEMBER, send, recv, count, dt);                      \
+	}                                                                                          \
+	static int barrier(shmcoll_comm *c)                                                        \
+	{                                                                                          \
+		return PREFIX##_barrier(c->u.MEMBER);                                              \
+	}                                                                                          \
+	static void *malloc_(shmcoll_comm *c, size_t bytes)                                        \
+	{                                                                                          \
+		return PREFIX##_malloc(c->u.MEMBER, bytes);                                        \
+	}                                                                                          \
+	static int free_(shmcoll_comm *c, void *ptr)                                               \
+	{                                                                                          \
+		return PREFIX##_free(c->u.MEMBER, ptr);                                            \
+	}
+
 /* A new request of c of kind (kept ones first), counted outstanding; NULL with a message on
  * c when out of memory. */
 shmcoll_request *api__req_new(shmcoll_comm *c, const char *fn, enum req_kind kind);

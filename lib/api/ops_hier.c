@@ -38,65 +38,8 @@ static int advance(shmcoll_comm *c)
 	return more || n->tasks.head || n->p2p.active;
 }
 
-static int allreduce(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
-                     shmcoll_op op)
-{
-	return shmcoll__hier_allreduce(c->u.hier, send, recv, count, dt, op);
-}
-
-static int reduce(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
-                  shmcoll_op op, int root)
-{
-	return shmcoll__hier_reduce(c->u.hier, send, recv, count, dt, op, root);
-}
-
-static int bcast(shmcoll_comm *c, void *buf, size_t count, shmcoll_dtype dt, int root)
-{
-	return shmcoll__hier_bcast(c->u.hier, buf, count, dt, root);
-}
-
-static int allgather(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt)
-{
-	return shmcoll__hier_allgather(c->u.hier, send, recv, count, dt);
-}
-
-static int reduce_scatter(shmcoll_comm *c, const void *send, void *recv, size_t count,
-                          shmcoll_dtype dt, shmcoll_op op)
-{
-	return shmcoll__hier_reduce_scatter(c->u.hier, send, recv, count, dt, op);
-}
-
-static int gather(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
-                  int root)
-{
-	return shmcoll__hier_gather(c->u.hier, send, recv, count, dt, root);
-}
-
-static int scatter(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
-                   int root)
-{
-	return shmcoll__hier_scatter(c->u.hier, send, recv, count, dt, root);
-}
-
-static int alltoall(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt)
-{
-	return shmcoll__hier_alltoall(c->u.hier, send, recv, count, dt);
-}
-
-static int barrier(shmcoll_comm *c)
-{
-	return shmcoll__hier_barrier(c->u.hier);
-}
-
-static void *malloc_(shmcoll_comm *c, size_t bytes)
-{
-	return shmcoll__hier_malloc(c->u.hier, bytes);
-}
-
-static int free_(shmcoll_comm *c, void *ptr)
-{
-	return shmcoll__hier_free(c->u.hier, ptr);
-}
+/* The entries that only unwrap the communicator and call its kind's collective. */
+API_OPS_FORWARD(shmcoll__hier, hier)
 
 /* A call of a on the heap (it outlives the start): the fixed-count kinds and the
  * variable-count ones are made by different parts of lib/hier. NULL when out of memory. */

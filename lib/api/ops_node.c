@@ -41,65 +41,8 @@ static int advance(shmcoll_comm *c)
 	return n->tasks.head || n->p2p.active;
 }
 
-static int allreduce(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
-                     shmcoll_op op)
-{
-	return shmcoll__node_allreduce(c->u.node, send, recv, count, dt, op);
-}
-
-static int reduce(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
-                  shmcoll_op op, int root)
-{
-	return shmcoll__node_reduce(c->u.node, send, recv, count, dt, op, root);
-}
-
-static int bcast(shmcoll_comm *c, void *buf, size_t count, shmcoll_dtype dt, int root)
-{
-	return shmcoll__node_bcast(c->u.node, buf, count, dt, root);
-}
-
-static int allgather(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt)
-{
-	return shmcoll__node_allgather(c->u.node, send, recv, count, dt);
-}
-
-static int reduce_scatter(shmcoll_comm *c, const void *send, void *recv, size_t count,
-                          shmcoll_dtype dt, shmcoll_op op)
-{
-	return shmcoll__node_reduce_scatter(c->u.node, send, recv, count, dt, op);
-}
-
-static int gather(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
-                  int root)
-{
-	return shmcoll__node_gather(c->u.node, send, recv, count, dt, root);
-}
-
-static int scatter(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt,
-                   int root)
-{
-	return shmcoll__node_scatter(c->u.node, send, recv, count, dt, root);
-}
-
-static int alltoall(shmcoll_comm *c, const void *send, void *recv, size_t count, shmcoll_dtype dt)
-{
-	return shmcoll__node_alltoall(c->u.node, send, recv, count, dt);
-}
-
-static int barrier(shmcoll_comm *c)
-{
-	return shmcoll__node_barrier(c->u.node);
-}
-
-static void *malloc_(shmcoll_comm *c, size_t bytes)
-{
-	return shmcoll__node_malloc(c->u.node, bytes);
-}
-
-static int free_(shmcoll_comm *c, void *ptr)
-{
-	return shmcoll__node_free(c->u.node, ptr);
-}
+/* The entries that only unwrap the communicator and call its kind's collective. */
+API_OPS_FORWARD(shmcoll__node, node)
 
 static int run(shmcoll_comm *c, const struct shmcoll_args *a)
 {
