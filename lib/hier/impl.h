@@ -31,6 +31,7 @@ struct shmcoll_hier {
 	int rank, size; /* global: node-major, rank = node * nproc + lrank */
 	int nnodes, node, nproc, lrank;
 	struct shmcoll_node *local; /* this node's ranks */
+	int borrowed;               /* local is the caller's (hosted): not destroyed with this */
 	struct shmcoll_net *net;    /* the leader's connections, else NULL */
 	struct shmcoll_wire *wire;  /* point-to-point with other nodes' ranks (wire.c) */
 	_Atomic int broken;         /* non-zero once broken: later calls fail */
