@@ -347,8 +347,10 @@ Test(hosted, bad_arguments)
 	shmcoll_transport t = {0};
 	shmcoll_comm *c = (shmcoll_comm *)&t;
 
-	cr_expect_eq(shmcoll_comm_create_hosted(NULL, 2, 0, &t, &c), -EINVAL);
-	cr_expect_null(c);
-	cr_expect_eq(shmcoll_comm_create_hosted(NULL, 2, 0, &t, NULL), -EINVAL);
-	cr_expect(strstr(shmcoll_last_error(NULL), "newcomm"));
+	cr_expect_eq(shmcoll_comm_create_hosted(NULL, 2, 0, &t, &c), -EINVAL, "%s",
+	             shmcoll_last_error(NULL));
+	cr_expect_null(c, "newcomm was not cleared");
+	cr_expect_eq(shmcoll_comm_create_hosted(NULL, 2, 0, &t, NULL), -EINVAL, "%s",
+	             shmcoll_last_error(NULL));
+	cr_expect(strstr(shmcoll_last_error(NULL), "newcomm"), "%s", shmcoll_last_error(NULL));
 }
