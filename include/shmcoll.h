@@ -577,8 +577,9 @@ SHMCOLL_API int shmcoll_comm_dup(shmcoll_comm *comm, shmcoll_comm **newcomm);
  * said done, wait returned or cancel was called. At most one send and one receive per peer
  * are in flight, and the k-th send to a peer must meet the peer's k-th receive from this
  * node (the host keeps its messages ordered per pair and apart from any other traffic:
- * its own tag or connection). Each returns 0 (test: 1 done, 0 not yet) or a negative
- * errno; a receive of another length than len is -EPROTO. */
+ * its own tag or connection); an empty transfer (len 0) may have buf NULL. Each returns 0
+ * (test: 1 done, 0 not yet) or a negative errno; a receive of another length than len is
+ * -EPROTO. */
 typedef struct shmcoll_transport {
 	void *ctx;
 	int (*start)(void *ctx, int slot, int peer, int send, void *buf, size_t len);
