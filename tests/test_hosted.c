@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/net/net.h"
 #include "shmcoll.h"
 
 #define MAXN       2
@@ -355,4 +356,49 @@ Test(hosted, bad_arguments)
 	cr_expect_eq(shmcoll_comm_create_hosted(NULL, 2, 0, &t, NULL), -EINVAL, "%s",
 	             shmcoll_last_error(NULL));
 	cr_expect(strstr(shmcoll_last_error(NULL), "newcomm"), "%s", shmcoll_last_error(NULL));
+}
+
+/* The transport alone (lib/net/net_host.c), both leaders' nets on this thread: a receive that
+ * gets another length fails with -EPROTO and breaks the net, and a receive whose message
+ * never comes fails at the deadline with its transfer cancelled in the host's hands. */
+static struct shmcoll_net *host_net(struct leader *l, int64_t timeout_ns)
+{
+	shmcoll_transport t = {
+	    .ctx = l, .start = h_start, .test = h_test, .wait = h_wait, .cancel = h_cancel};
+	struct shmcoll_net *n = NULL;
+	char err[200];
+
+	l->owner = pthread_self();
+	cr_assert_eq(shmcoll__net_open_host(MAXN, l->me, &t, timeout_ns, &n, err, sizeof(err)), 0,
+	             "%s", err);
+	return n;
+}
+
+Test(hosted, transport_length_mismatch_and_deadline, .timeout = 60)
+{
+	static struct hub hub;
+	struct leader l[MAXN];
+	struct shmcoll_net *a, *b;
+	uint64_t out[2] = {1, 2}, in[2];
+	struct shmcoll_xfer xs = {.peer = 1, .dir = XFER_SEND, .buf = out, .len = 8};
+	struct shmcoll_xfer xr = {.peer = 0, .dir = XFER_RECV, .buf = in, .len = 16};
+	char err[200] = "";
+
+	cr_assert_eq(pthread_mutex_init(&hub.mu, NULL), 0);
+	l[0] = (struct leader){.hub = &hub, .me = 0};
+	l[1] = (struct leader){.hub = &hub, .me = 1};
+	a = host_net(&l[0], -1);
+	b = host_net(&l[1], 1000000);
+	cr_expect_eq(shmcoll__net_run(a, &xs, 1, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(shmcoll__net_run(b, &xr, 1, err, sizeof(err)), -EPROTO, "%s", err);
+	cr_expect_eq(shmcoll__net_run(b, &xr, 1, err, sizeof(err)), -ECANCELED, "%s", err);
+	shmcoll__net_close(b);
+	/* Nothing is sent to this one: its deadline (1 ms) passes. */
+	b = host_net(&l[1], 1000000);
+	xr.len = 8;
+	cr_expect_eq(shmcoll__net_run(b, &xr, 1, err, sizeof(err)), -ETIMEDOUT, "%s", err);
+	cr_expect_eq(l[1].pending[1], 0, "the receive was left in the host's hands");
+	shmcoll__net_close(a);
+	shmcoll__net_close(b);
+	cr_expect_eq(l[0].foreign + l[1].foreign, 0, "a host function ran off its thread");
 }
