@@ -136,10 +136,10 @@ static int req_advance(shmcoll_request *r, enum req_how how, shmcoll_comm *held)
 			r->rc = shmcoll__task_wait(c->u.node, &r->u.task);
 			break;
 		}
-		if (how == PASS && !r->u.task.done)
+		if (how == PASS && !r->u.task.head.done)
 			shmcoll__task_test(c->u.node, &r->u.task, &done);
-		done = r->u.task.done;
-		r->rc = r->u.task.rc;
+		done = r->u.task.head.done;
+		r->rc = r->u.task.head.rc;
 		break;
 	case REQ_HIER:
 		if (how == WAIT)

@@ -33,7 +33,7 @@ int shmcoll__vops_finish(struct shmcoll_node *n, struct shmcoll_task *t, int nop
 		op = &t->ops[i];
 		if (!op->kind)
 			continue; /* this rank's own block: never a message */
-		if (t->blocking) {
+		if (t->head.blocking) {
 			shmcoll__p2p_wait(n, op);
 		} else {
 			shmcoll__p2p_test(n, op, &done);

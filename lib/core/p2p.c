@@ -873,7 +873,7 @@ void shmcoll__node_progress(struct shmcoll_node *n)
 {
 	if (p2p_in_use(n))
 		p2p_progress(n, "shmcoll (progress)");
-	if (n->tasks.head)
+	if (shmcoll__queue_busy(&n->tasks))
 		shmcoll__progress(n);
 }
 
@@ -1028,7 +1028,8 @@ int shmcoll__p2p_recv_fast(struct shmcoll_node *n, struct shmcoll_p2p_op *op, vo
 	/* Only when nothing else needs moving while it waits, and nothing arrived before that
 	 * the message could be overtaking. */
 	if (source == P2P_ANY || source == n->rank || n->p2p.active || n->p2p.uq || n->p2p.nbusy ||
-	    n->tasks.head || load_relaxed(&n->broken) || load_relaxed(&n->arena.hdr->aborted))
+	    shmcoll__queue_busy(&n->tasks) || load_relaxed(&n->broken) ||
+	    load_relaxed(&n->arena.hdr->aborted))
 		return 0;
 	use(n);
 	for (i = 0;; i++) {
@@ -1247,7 +1248,8 @@ int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready
 			sched_yield();
 			continue;
 		}
-		slice = n->tasks.head || others ? SLEEP_SLICE_MIX_NS : SLEEP_SLICE_NS;
+		slice =
+		    shmcoll__queue_busy(&n->tasks) || others ? SLEEP_SLICE_MIX_NS : SLEEP_SLICE_NS;
 		if (w->timeout_ns >= 0 && w->timeout_ns - (now - start) < slice)
 			slice = w->timeout_ns - (now - start);
 		/* The sleeper's half of the bell's pattern (publish(), drain()): count

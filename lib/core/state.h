@@ -13,6 +13,7 @@
 #include "shm/arena.h"
 #include "shm/proc.h"
 #include "shm/wait.h"
+#include "lib/core/queue.h"
 #include "lib/core/tuning.h"
 
 struct shmcoll_task;
@@ -116,13 +117,6 @@ struct shmcoll_p2p {
 	int64_t checked;   /* when a test last looked for dead peers */
 };
 
-/* The queue of a node communicator (task.c owns it). */
-struct shmcoll_tasks {
-	struct shmcoll_task *head, *tail; /* head: the one running */
-	unsigned outstanding;
-	int running; /* inside the head's advance: a wait there must not advance the queue */
-};
-
 #define SHMCOLL_ERR_LEN 320
 
 /* The step engine's counters and the call being begun (engine.c owns them). */
@@ -143,7 +137,7 @@ struct shmcoll_node {
 	struct shmcoll_waiter waiter;
 	_Atomic int broken;         /* non-zero once broken: later calls fail */
 	struct shmcoll_steps st;    /* engine.c */
-	struct shmcoll_tasks tasks; /* task.c */
+	struct shmcoll_queue tasks; /* task.c: its collectives */
 	struct shmcoll_tuning tune; /* algo.c */
 	struct shmcoll_cma cma;     /* cma.c */
 	struct shmcoll_heap heap;   /* heap.c */
