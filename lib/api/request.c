@@ -126,10 +126,10 @@ static int req_advance(shmcoll_request *r, enum req_how how, shmcoll_comm *held)
 			r->rc = shmcoll__p2p_wait(c->u.node, &r->u.op);
 			break;
 		}
-		if (how == PASS && !r->u.op.done)
+		if (how == PASS && !r->u.op.head.done)
 			shmcoll__p2p_test(c->u.node, &r->u.op, &done);
-		done = r->u.op.done;
-		r->rc = r->u.op.rc;
+		done = r->u.op.head.done;
+		r->rc = r->u.op.head.rc;
 		break;
 	case REQ_NODE:
 		if (how == WAIT) {
