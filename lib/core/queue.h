@@ -18,7 +18,7 @@
 #ifndef SHMCOLL_CORE_QUEUE_H
 #define SHMCOLL_CORE_QUEUE_H
 
-#include "lib/core/list.h"
+#include "shm/list.h"
 
 /* What an advance returns when it stopped at an unsatisfied wait (not an errno). */
 #define SHMCOLL_PENDING 1

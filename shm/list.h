@@ -1,10 +1,11 @@
 /* list.h - the one list of the library: intrusive, doubly linked, with a head and a tail.
  * An element embeds a struct shmcoll_link and is on at most one list at a time; the list
  * owns nothing (no allocation: pushing and removing cannot fail). Every queue of lib/ is one:
- * the tasks of a communicator (queue.h), the point-to-point operations by state and the
- * messages that arrived unmatched (p2p.c). */
-#ifndef SHMCOLL_CORE_LIST_H
-#define SHMCOLL_CORE_LIST_H
+ * the tasks of a communicator (lib/core/queue.h), the point-to-point operations by state and
+ * the messages that arrived unmatched (lib/core/p2p.c). It sits in the substrate so that
+ * every layer above may use it. */
+#ifndef SHMCOLL_SHM_LIST_H
+#define SHMCOLL_SHM_LIST_H
 
 #include <stddef.h>
 
