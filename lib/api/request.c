@@ -18,10 +18,11 @@
 
 shmcoll_request *api__req_new(shmcoll_comm *c, const char *fn, enum req_kind kind)
 {
-	shmcoll_request *r = c->free_req;
+	struct shmcoll_link *kept = shmcoll__list_pop(&c->free_req);
+	shmcoll_request *r;
 
-	if (r) {
-		c->free_req = r->next;
+	if (kept) {
+		r = shmcoll__entry(kept, shmcoll_request, link);
 		c->nfree--;
 	} else {
 		r = malloc(sizeof(*r));
@@ -35,7 +36,6 @@ shmcoll_request *api__req_new(shmcoll_comm *c, const char *fn, enum req_kind kin
 	r->recv = 0;
 	r->rc = 0;
 	r->es = 1;
-	r->next = NULL;
 	c->outstanding++;
 	return r;
 }
@@ -51,19 +51,16 @@ static void req_release(shmcoll_request *r)
 		free(r);
 		return;
 	}
-	r->next = c->free_req;
-	c->free_req = r;
+	shmcoll__list_push_front(&c->free_req, &r->link);
 	c->nfree++;
 }
 
 void api__req_drain(shmcoll_comm *c)
 {
-	shmcoll_request *r;
+	struct shmcoll_link *kept;
 
-	while ((r = c->free_req) != NULL) {
-		c->free_req = r->next;
-		free(r);
-	}
+	while ((kept = shmcoll__list_pop(&c->free_req)) != NULL)
+		free(shmcoll__entry(kept, shmcoll_request, link));
 	c->nfree = 0;
 }
 
