@@ -29,7 +29,7 @@ static SHMCOLL_HOT int allgather_inline(struct shmcoll_node *n, struct shmcoll_t
 	size_t bytes = t->count * t->es;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_GATHER:
@@ -52,7 +52,7 @@ static int allgather_cma(struct shmcoll_node *n, struct shmcoll_task *t)
 	uint8_t *own = t->recv + (size_t)n->rank * bytes;
 	int q, rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_READ:
@@ -92,7 +92,7 @@ static int allgather_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	const uint8_t *own = t->recv + (size_t)n->rank * bytes, *src;
 	int p, rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STEP:

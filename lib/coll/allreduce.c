@@ -33,7 +33,7 @@ static SHMCOLL_HOT int allreduce_inline(struct shmcoll_node *n, struct shmcoll_t
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -67,7 +67,7 @@ static int allreduce_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	size_t cap = shmcoll__chunk_elems(n, t->es, 1), es = t->es;
 	int p, rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STEP:

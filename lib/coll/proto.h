@@ -30,8 +30,8 @@ static inline void shmcoll__coll_task(struct shmcoll_task *t, const char *fn,
 static inline int shmcoll__task_run_likely(struct shmcoll_node *n, struct shmcoll_task *t,
                                            shmcoll__advance_fn likely)
 {
-	if (!n->tasks.head && t->advance == likely) {
-		t->blocking = 1;
+	if (!shmcoll__queue_busy(&n->tasks) && t->advance == likely) {
+		t->head.blocking = 1;
 		return likely(n, t);
 	}
 	return shmcoll__task_run(n, t);

@@ -33,7 +33,7 @@ static SHMCOLL_HOT int reduce_inline(struct shmcoll_node *n, struct shmcoll_task
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -75,7 +75,7 @@ static int reduce_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	size_t cap = shmcoll__chunk_elems(n, t->es, 1), es = t->es;
 	int p, rc, is_root = n->rank == t->root, inplace = is_root && t->send == t->recv;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STAGE:

@@ -34,7 +34,7 @@ static SHMCOLL_HOT int reduce_scatter_inline(struct shmcoll_node *n, struct shmc
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -70,7 +70,7 @@ static int reduce_scatter_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	int p, rc, inplace = t->recv == t->send + mine;
 	uint8_t *slot;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STEP:

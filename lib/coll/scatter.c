@@ -31,7 +31,7 @@ static SHMCOLL_HOT int scatter_inline(struct shmcoll_node *n, struct shmcoll_tas
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -64,7 +64,7 @@ static int scatter_cma(struct shmcoll_node *n, struct shmcoll_task *t)
 	const uint8_t *own = n->rank == t->root ? t->send + (size_t)t->root * bytes : NULL;
 	int rc, is_root = n->rank == t->root;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_READ:
@@ -105,7 +105,7 @@ static int scatter_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	const uint8_t *own = n->rank == t->root ? t->send + (size_t)t->root * bytes : NULL;
 	int rc, is_root = n->rank == t->root;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STAGE:

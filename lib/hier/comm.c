@@ -29,7 +29,7 @@ static void free_scratch(struct shmcoll_hier *h)
 
 int shmcoll__hier_destroy(struct shmcoll_hier *h)
 {
-	if (h->tasks.head)
+	if (shmcoll__queue_busy(&h->tasks))
 		return hier__fail(h, -EBUSY,
 		                  "shmcoll_comm_destroy: %u operation(s) still outstanding",
 		                  h->tasks.outstanding);
@@ -155,7 +155,8 @@ static int colocated_oversubscribed(struct shmcoll_hier *h, int ncpus)
 	memcpy(all + idn * (size_t)h->node, id, idn);
 	hier__lead_ag(&l, "shmcoll_init", hier__call_word(KIND_BARRIER, 0, 0, -1, 0),
 	              (uint8_t *)all, (size_t)h->nnodes, idn, 1);
-	rc = hier__lead_advance(h, &l, 1);
+	l.head.blocking = 1;
+	rc = hier__lead_advance(h, &l);
 	if (rc < 0)
 		return rc;
 	for (n = 0; n < h->nnodes; n++)
@@ -217,6 +218,7 @@ int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, struct shmcoll_hier
 		rc = -EINVAL;
 		goto err_free;
 	}
+	hier__queue_init(h);
 	h->rank = cfg->node * cfg->nproc + cfg->lrank;
 	h->size = cfg->nnodes * cfg->nproc;
 	h->nnodes = cfg->nnodes;

@@ -62,7 +62,7 @@ void shmcoll__hier_irecv(struct shmcoll_hier *h, struct hier_p2p_op *op, const c
 	/* Both halves, the local one first: the wire's proxy points at it. */
 	op->where = HP_ANY;
 	shmcoll__p2p_irecv(h->local, &op->node, fn, buf, bytes, P2P_ANY, tag, P2P_CTX_USER);
-	if (op->node.done) {
+	if (op->node.head.done) {
 		/* Matched at once (or the communicator is broken): nothing for the wire. */
 		op->where = HP_LOCAL;
 		return;
@@ -74,7 +74,7 @@ void shmcoll__hier_irecv(struct shmcoll_hier *h, struct hier_p2p_op *op, const c
 /* The results of a completed op in op->node (the sender's global rank) and op->rc. */
 static void finish_local(struct shmcoll_hier *h, struct hier_p2p_op *op)
 {
-	op->rc = op->node.rc;
+	op->rc = op->node.head.rc;
 	if (op->node.kind == P2P_RECV && op->node.src >= 0)
 		op->node.src += h->node * h->nproc;
 	op->finished = 1;
@@ -87,8 +87,8 @@ static void finish_wire(struct hier_p2p_op *op)
 	op->node.rtag = op->wire.rtag;
 	op->node.total = op->wire.total;
 	op->node.got = op->wire.got;
-	op->node.done = 1;
-	op->node.rc = op->rc;
+	op->node.head.done = 1;
+	op->node.head.rc = op->rc;
 	op->finished = 1;
 }
 
@@ -99,7 +99,7 @@ static int hp_done(struct shmcoll_hier *h, struct hier_p2p_op *op)
 		return 1;
 	switch (op->where) {
 	case HP_LOCAL:
-		if (!op->node.done)
+		if (!op->node.head.done)
 			return 0;
 		finish_local(h, op);
 		return 1;
@@ -120,7 +120,7 @@ static int hp_done(struct shmcoll_hier *h, struct hier_p2p_op *op)
 			return 1;
 		}
 	}
-	if (!op->node.done)
+	if (!op->node.head.done)
 		return 0;
 	shmcoll__wire_withdraw(h->wire, &op->wire);
 	finish_local(h, op);
@@ -196,7 +196,7 @@ int shmcoll__hier_p2p_wait(struct shmcoll_hier *h, struct hier_p2p_op *op)
 		if (op->where != HP_LOCAL)
 			shmcoll__wire_withdraw(h->wire, &op->wire);
 		op->rc = rc;
-		op->node.rc = rc;
+		op->node.head.rc = rc;
 		op->finished = 1;
 		return rc;
 	}
