@@ -59,7 +59,7 @@ enum wire_kind { WIRE_SEND = 1, WIRE_RECV };
  *
  * broken: whether the communicator broke or was aborted (its own word, its node's, the node's
  *   shared abort word); only loads, so the wire thread may look every POLL_MS without a lock,
- *   which is how an abort from a signal handler reaches it.
+ *   which is how a break by another rank of the node reaches it.
  * broke: called once when the wire fails (from its thread or a caller's, with the wire's
  *   mutex held) after failing its own operations and shutting its connections; why: a
  *   positive errno.
