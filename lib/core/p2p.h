@@ -120,7 +120,7 @@ void shmcoll__p2p_cancel(struct shmcoll_node *n, struct shmcoll_p2p_op *op);
 int shmcoll__p2p_coll_tag(struct shmcoll_node *n);
 
 /* Wakes this rank if it sleeps in a wait on its bell: for a thread that changed what the
- * wait's ready() looks at (lib/hier/wire.c). Thread-safe; atomics and a futex only. */
+ * wait's ready() looks at (lib/net/wire.c). Thread-safe; atomics and a futex only. */
 void shmcoll__p2p_nudge(struct shmcoll_node *n);
 
 /* Completes every outstanding operation with rc (the communicator broke). */

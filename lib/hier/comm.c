@@ -288,16 +288,10 @@ int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, struct shmcoll_hier
 		struct shmcoll_wire *w;
 		uint16_t port;
 
+		struct shmcoll_wire_cfg wc;
+
 		shmcoll__addr_split(addrs[h->node], host, sizeof(host), &port);
-		struct shmcoll_wire_cfg wc = {.rank = h->rank,
-		                              .size = h->size,
-		                              .nnodes = h->nnodes,
-		                              .node = h->node,
-		                              .nproc = h->nproc,
-		                              .local = h->local,
-		                              .broken = &h->broken,
-		                              .broke = hier__wire_broke,
-		                              .ctx = h};
+		hier__wire_cfg(h, &wc);
 
 		status = shmcoll__wire_open(&wc, host, cfg->token, &w, mine, sizeof(mine));
 		table = calloc((size_t)h->size, sizeof(*table));

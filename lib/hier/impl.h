@@ -25,7 +25,7 @@ struct shmcoll_hier {
 	int nnodes, node, nproc, lrank;
 	struct shmcoll_node *local; /* this node's ranks */
 	struct shmcoll_net *net;    /* the leader's connections, else NULL */
-	struct shmcoll_wire *wire;  /* point-to-point with other nodes' ranks (wire.c) */
+	struct shmcoll_wire *wire;  /* point-to-point with other nodes' ranks (lib/net/wire.h) */
 	_Atomic int broken;         /* non-zero once broken: later calls fail */
 	void *scr[SCR_COUNT];
 	size_t cap[SCR_COUNT];
@@ -44,6 +44,8 @@ int hier__broken(struct shmcoll_hier *h, int rc);
 /* The wire's break (struct shmcoll_wire_cfg): breaks everything but the wire, which has
  * done its part. Async-signal-safe. */
 void hier__wire_broke(void *h, int why);
+/* What the wire of h is given of it at open (p2p.c): its shape, and h's parts it may reach. */
+void hier__wire_cfg(struct shmcoll_hier *h, struct shmcoll_wire_cfg *wc);
 /* Records that bytes of working memory were not to be had, and breaks everything. */
 int hier__oom(struct shmcoll_hier *h, const char *fn, size_t bytes);
 /* Working memory i of at least bytes, or NULL. */

@@ -1,15 +1,72 @@
 /* p2p.c - point-to-point on a multi-node communicator (hier.h): a message between two ranks
  * of one node goes through the node's engine (lib/core/p2p.h, ranks translated), one between
- * nodes over the wire (wire.h). A receive from any source is posted on both: the node's engine
- * holds its local half, the wire a proxy that the caller's thread resolves (wire.c), so it
- * takes exactly one message and MPI's order among the receives holds on both sides. */
+ * nodes over the wire (lib/net/wire.h). A receive from any source is posted on both: the
+ * node's engine holds its local half, the wire a proxy that the caller's thread resolves, so
+ * it takes exactly one message and MPI's order among the receives holds on both sides. The
+ * wire sits below the node communicator and reaches it only through the functions this file
+ * gives it (hier__wire_cfg). */
 #include <errno.h>
 #include <string.h>
 
 #include "lib/core/p2p.h"
 #include "lib/hier/impl.h"
-#include "lib/hier/wire.h"
+#include "lib/net/wire.h"
 #include "shm/atomics.h"
+
+/* The wire matches sources and tags as the node's engine does, and this file hands it the
+ * engine's wildcard and reads the wire's results against it. */
+_Static_assert(WIRE_ANY == P2P_ANY, "the wire's wildcard is the node engine's");
+
+/* The communicator's broken word, its node's, or the node's shared abort word: loads only,
+ * as the wire's thread reads them without a lock. */
+static int wire_broken(void *ctx)
+{
+	const struct shmcoll_hier *h = ctx;
+	const struct shmcoll_node *n = h->local;
+
+	return load_relaxed(&h->broken) || load_relaxed(&n->broken) ||
+	       load_relaxed(&n->arena.hdr->aborted);
+}
+
+static void wire_wake(void *ctx)
+{
+	const struct shmcoll_hier *h = ctx;
+
+	shmcoll__p2p_nudge(h->local);
+}
+
+/* A receive from any source's local half has matched once the node's engine moved it past
+ * posted. */
+static int wire_claimed(void *ctx, void *local)
+{
+	const struct shmcoll_p2p_op *op = local;
+
+	(void)ctx;
+	return op->state != ST_POSTED;
+}
+
+static void wire_cancel(void *ctx, void *local)
+{
+	struct shmcoll_hier *h = ctx;
+
+	shmcoll__p2p_cancel(h->local, local);
+}
+
+void hier__wire_cfg(struct shmcoll_hier *h, struct shmcoll_wire_cfg *wc)
+{
+	*wc = (struct shmcoll_wire_cfg){.rank = h->rank,
+	                                .size = h->size,
+	                                .nnodes = h->nnodes,
+	                                .node = h->node,
+	                                .nproc = h->nproc,
+	                                .nctx = P2P_CTX_COUNT,
+	                                .ctx = h,
+	                                .broken = wire_broken,
+	                                .broke = hier__wire_broke,
+	                                .wake = wire_wake,
+	                                .claimed = wire_claimed,
+	                                .cancel = wire_cancel};
+}
 
 static int local_rank(const struct shmcoll_hier *h, int g)
 {
