@@ -2,8 +2,9 @@
  * An element embeds a struct shmcoll_link and is on at most one list at a time; the list
  * owns nothing (no allocation: pushing and removing cannot fail). Every queue of lib/ is one:
  * the tasks of a communicator (lib/core/queue.h), the point-to-point operations by state and
- * the messages that arrived unmatched (lib/core/p2p.c). It sits in the substrate so that
- * every layer above may use it. */
+ * the messages that arrived unmatched (lib/core/p2p.c, and across nodes lib/net/wire.c), a
+ * communicator's kept requests (lib/api/request.c). It sits in the substrate so that every
+ * layer may use it. */
 #ifndef SHMCOLL_SHM_LIST_H
 #define SHMCOLL_SHM_LIST_H
 

@@ -40,7 +40,7 @@
 
 /* A message that arrived before a receive took it. */
 struct wire_msg {
-	struct wire_msg *next;
+	struct shmcoll_link link; /* on the wire's uq */
 	int src, tag, ctx;
 	uint64_t len;
 	uint8_t data[];
@@ -74,7 +74,7 @@ struct wire_out {
 	uint32_t seq;
 	size_t hello_off; /* bytes of the hello written */
 	uint8_t hello[SHMCOLL_HELLO_BYTES];
-	struct wire_op *head, *tail;
+	struct shmcoll_list ops; /* the sends, in order */
 };
 
 struct shmcoll_wire {
@@ -89,10 +89,10 @@ struct shmcoll_wire {
 	struct wire_out *out; /* per global rank (unused for this node's) */
 	struct wire_in **in;  /* accepted connections */
 	int nin, capin;
-	struct pollfd *pfd; /* the thread's: 2 + size + capin entries */
-	int *pfd_who;       /* what each is: WHO_*, an out's rank (>= 0), else ~in index */
-	struct wire_op *posted, *posted_tail;
-	struct wire_msg *uq, *uq_tail;
+	struct pollfd *pfd;         /* the thread's: 2 + size + capin entries */
+	int *pfd_who;               /* what each is: WHO_*, an out's rank (>= 0), else ~in index */
+	struct shmcoll_list posted; /* receives, in the order they were posted */
+	struct shmcoll_list uq;     /* messages arrived unmatched (wire_msg), in arrival order */
 	unsigned active;
 	int failed;                 /* once non-zero: every operation completes with it */
 	char cause[WIRE_CAUSE_MAX]; /* why, for the caller's thread to report */
@@ -135,28 +135,25 @@ static void complete(struct shmcoll_wire *w, struct wire_op *op, int rc)
 
 /* ---- lists ---- */
 
+/* The operations and messages on the lists of shm/list.h. */
+static struct wire_op *op_at(struct shmcoll_link *e)
+{
+	return e ? shmcoll__entry(e, struct wire_op, link) : NULL;
+}
+
+static struct wire_msg *msg_at(struct shmcoll_link *e)
+{
+	return e ? shmcoll__entry(e, struct wire_msg, link) : NULL;
+}
+
 static void posted_remove(struct shmcoll_wire *w, struct wire_op *op)
 {
-	if (op->prev)
-		op->prev->next = op->next;
-	else
-		w->posted = op->next;
-	if (op->next)
-		op->next->prev = op->prev;
-	else
-		w->posted_tail = op->prev;
-	op->next = op->prev = NULL;
+	shmcoll__list_remove(&w->posted, &op->link);
 }
 
 static void posted_append(struct shmcoll_wire *w, struct wire_op *op)
 {
-	op->next = NULL;
-	op->prev = w->posted_tail;
-	if (w->posted_tail)
-		w->posted_tail->next = op;
-	else
-		w->posted = op;
-	w->posted_tail = op;
+	shmcoll__list_push(&w->posted, &op->link);
 }
 
 static int matches(const struct wire_op *op, int src, int tag, int ctx)
@@ -174,18 +171,13 @@ static void fail_locked(struct shmcoll_wire *w, int rc)
 
 	if (!w->failed)
 		w->failed = rc;
-	while ((op = w->posted) != NULL) {
-		posted_remove(w, op);
+	while ((op = op_at(shmcoll__list_pop(&w->posted))) != NULL)
 		complete(w, op, rc);
-	}
 	for (r = 0; w->out && r < w->job.size; r++) {
 		struct wire_out *o = &w->out[r];
 
-		while ((op = o->head) != NULL) {
-			o->head = op->next;
+		while ((op = op_at(shmcoll__list_pop(&o->ops))) != NULL)
 			complete(w, op, rc);
-		}
-		o->tail = NULL;
 	}
 	/* Receives reading a payload now are the connection's: it fails them. */
 	for (r = 0; r < w->nin; r++) {
@@ -306,7 +298,7 @@ static int out_write(struct shmcoll_wire *w, int r)
 			                                            : -errno;
 		o->hello_off += (size_t)k;
 	}
-	while ((op = o->head) != NULL) {
+	while ((op = op_at(o->ops.head)) != NULL) {
 		struct iovec iov[2];
 		struct msghdr m = {.msg_iov = iov};
 		size_t total = SHMCOLL_FRAME_BYTES + op->bytes, pay;
@@ -333,10 +325,7 @@ static int out_write(struct shmcoll_wire *w, int r)
 		op->off += (size_t)k;
 		if (op->off < total)
 			continue;
-		o->head = op->next;
-		if (!o->head)
-			o->tail = NULL;
-		op->next = NULL;
+		shmcoll__list_remove(&o->ops, &op->link);
 		complete(w, op, 0);
 	}
 	return 0;
@@ -374,7 +363,7 @@ static struct wire_op *match_posted(struct shmcoll_wire *w, int src, int tag, in
 {
 	struct wire_op *op;
 
-	for (op = w->posted; op; op = op->next)
+	for (op = op_at(w->posted.head); op; op = op_at(op->link.next))
 		if (matches(op, src, tag, ctx)) {
 			if (op->any)
 				return NULL;
@@ -396,12 +385,7 @@ static void arrived(struct shmcoll_wire *w, struct wire_msg *m)
 		free(m);
 		return;
 	}
-	m->next = NULL;
-	if (w->uq_tail)
-		w->uq_tail->next = m;
-	else
-		w->uq = m;
-	w->uq_tail = m;
+	shmcoll__list_push(&w->uq, &m->link);
 	nudge(w); /* a receive from WIRE_ANY, or a probe, may want it */
 }
 
@@ -652,8 +636,8 @@ static int build_pollset(struct shmcoll_wire *w)
 
 		/* Only a connection with something to write: a finished one's peer may close it
 		 * (and an error there means nothing to us). */
-		if (o->fd >= 0 &&
-		    (o->head || o->state == OUT_CONNECTING || o->hello_off < SHMCOLL_HELLO_BYTES)) {
+		if (o->fd >= 0 && (o->ops.head || o->state == OUT_CONNECTING ||
+		                   o->hello_off < SHMCOLL_HELLO_BYTES)) {
 			w->pfd[n] = (struct pollfd){.fd = o->fd, .events = POLLOUT};
 			w->pfd_who[n++] = r;
 		}
@@ -804,14 +788,10 @@ void shmcoll__wire_isend(struct shmcoll_wire *w, struct wire_op *op, const char 
 	}
 	f.seq = ++o->seq;
 	shmcoll__frame_encode(op->hdr, &f);
-	if (o->tail)
-		o->tail->next = op;
-	else
-		o->head = op;
-	o->tail = op;
+	shmcoll__list_push(&o->ops, &op->link);
 	/* Written here while the socket takes it: a small message costs no wake of the
 	 * thread. */
-	if (o->head == op && o->state == OUT_READY) {
+	if (o->ops.head == &op->link && o->state == OUT_READY) {
 		rc = out_write(w, dest);
 		if (rc < 0)
 			out_failed(w, dest, rc);
@@ -821,19 +801,14 @@ void shmcoll__wire_isend(struct shmcoll_wire *w, struct wire_op *op, const char 
 	unlock(w);
 }
 
-/* The earliest arrived message matching op, unlinked (prev: its predecessor), or NULL. */
+/* The earliest arrived message matching op, taken off the queue, or NULL. */
 static struct wire_msg *uq_take(struct shmcoll_wire *w, const struct wire_op *op)
 {
-	struct wire_msg *m, *prev = NULL;
+	struct wire_msg *m;
 
-	for (m = w->uq; m; prev = m, m = m->next)
+	for (m = msg_at(w->uq.head); m; m = msg_at(m->link.next))
 		if (matches(op, m->src, m->tag, m->ctx)) {
-			if (prev)
-				prev->next = m->next;
-			else
-				w->uq = m->next;
-			if (w->uq_tail == m)
-				w->uq_tail = prev;
+			shmcoll__list_remove(&w->uq, &m->link);
 			return m;
 		}
 	return NULL;
@@ -852,8 +827,8 @@ static void resolve_locked(struct shmcoll_wire *w)
 	struct wire_op *op, *next;
 	struct wire_msg *m;
 
-	for (op = w->posted; op; op = next) {
-		next = op->next;
+	for (op = op_at(w->posted.head); op; op = next) {
+		next = op_at(op->link.next);
 		if (op->any && w->job.claimed(w->job.ctx, op->any)) {
 			/* Its local half matched a message of the node: the receive is that. */
 			posted_remove(w, op);
@@ -954,7 +929,7 @@ int shmcoll__wire_peek(struct shmcoll_wire *w, int source, int tag, int ctx, int
 	if (!w->started)
 		start_thread(w); /* a probe waits for messages as a receive does */
 	resolve_locked(w);
-	for (m = w->uq; m && !found; m = m->next)
+	for (m = msg_at(w->uq.head); m && !found; m = msg_at(m->link.next))
 		if (matches(&probe, m->src, m->tag, m->ctx)) {
 			*src = m->src;
 			*rtag = m->tag;
@@ -1076,12 +1051,8 @@ void shmcoll__wire_close(struct shmcoll_wire *w)
 		free(w->in[r]->msg);
 		free(w->in[r]);
 	}
-	while (w->uq) {
-		struct wire_msg *m = w->uq;
-
-		w->uq = m->next;
-		free(m);
-	}
+	while (!shmcoll__list_empty(&w->uq))
+		free(msg_at(shmcoll__list_pop(&w->uq)));
 	if (w->lfd >= 0)
 		close(w->lfd);
 	if (w->efd >= 0)

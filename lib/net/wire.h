@@ -39,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shm/list.h"
 #include "lib/net/frame.h"
 
 struct shmcoll_wire;
@@ -84,7 +85,7 @@ struct shmcoll_wire_cfg {
 /* One send or receive over the wire. Between its start and its completion (done, read with
  * acquire) it belongs to the wire; then to the caller again. */
 struct wire_op {
-	struct wire_op *next, *prev; /* the list it is on: posted receives, or its peer's sends */
+	struct shmcoll_link link; /* the list it is on: posted receives, or its peer's sends */
 	const char *fn;
 	int kind;           /* WIRE_SEND or WIRE_RECV */
 	int peer, tag, ctx; /* send: dest; recv: source or WIRE_ANY, tag or WIRE_ANY */
