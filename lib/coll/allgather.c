@@ -141,11 +141,8 @@ void shmcoll__allgather_init(struct shmcoll_node *n, struct shmcoll_task *t, con
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_allgather", shmcoll__nothing, KIND_ALLGATHER, dt,
-	                   SHMCOLL_SUM, -1, send, recv, sendcount);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!sendcount)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_allgather", KIND_ALLGATHER, dt, SHMCOLL_SUM, -1,
+	                         send, recv, sendcount))
 		return;
 	bytes = sendcount * t->es;
 	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes)) {

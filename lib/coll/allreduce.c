@@ -111,11 +111,8 @@ void shmcoll__allreduce_init(struct shmcoll_node *n, struct shmcoll_task *t, con
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_allreduce", shmcoll__nothing, KIND_ALLREDUCE, dt, op, -1,
-	                   send, recv, count);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!count)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_allreduce", KIND_ALLREDUCE, dt, op, -1, send, recv,
+	                         count))
 		return;
 	bytes = count * t->es;
 	t->reduce = shmcoll__reduce_lookup(dt, op);

@@ -176,11 +176,8 @@ void shmcoll__alltoall_init(struct shmcoll_node *n, struct shmcoll_task *t, cons
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_alltoall", shmcoll__nothing, KIND_ALLTOALL, dt, SHMCOLL_SUM,
-	                   -1, send, recv, count);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!count)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_alltoall", KIND_ALLTOALL, dt, SHMCOLL_SUM, -1, send,
+	                         recv, count))
 		return;
 	bytes = count * t->es;
 	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes * (size_t)n->size)) {

@@ -247,11 +247,8 @@ void shmcoll__bcast_init(struct shmcoll_node *n, struct shmcoll_task *t, void *b
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_bcast", shmcoll__nothing, KIND_BCAST, dt, SHMCOLL_SUM, root,
-	                   buf, buf, count);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!count)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_bcast", KIND_BCAST, dt, SHMCOLL_SUM, root, buf, buf,
+	                         count))
 		return;
 	bytes = count * t->es;
 	if (shmcoll__cma_pick(n, KIND_BCAST, bytes)) {

@@ -167,11 +167,8 @@ void shmcoll__gather_init(struct shmcoll_node *n, struct shmcoll_task *t, const 
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_gather", shmcoll__nothing, KIND_GATHER, dt, SHMCOLL_SUM,
-	                   root, send, recv, sendcount);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!sendcount)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_gather", KIND_GATHER, dt, SHMCOLL_SUM, root, send,
+	                         recv, sendcount))
 		return;
 	bytes = sendcount * t->es;
 	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes)) {

@@ -121,11 +121,8 @@ void shmcoll__reduce_init(struct shmcoll_node *n, struct shmcoll_task *t, const 
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_reduce", shmcoll__nothing, KIND_REDUCE, dt, op, root, send,
-	                   recv, count);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!count)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_reduce", KIND_REDUCE, dt, op, root, send, recv,
+	                         count))
 		return;
 	bytes = count * t->es;
 	t->reduce = shmcoll__reduce_lookup(dt, op);

@@ -167,11 +167,8 @@ void shmcoll__scatter_init(struct shmcoll_node *n, struct shmcoll_task *t, const
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_scatter", shmcoll__nothing, KIND_SCATTER, dt, SHMCOLL_SUM,
-	                   root, send, recv, recvcount);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!recvcount)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_scatter", KIND_SCATTER, dt, SHMCOLL_SUM, root, send,
+	                         recv, recvcount))
 		return;
 	bytes = recvcount * t->es;
 	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes * (size_t)n->size)) {
