@@ -125,9 +125,9 @@ int shmcoll__hier_node_rc(struct shmcoll_hier *h, int rc);
  * source through both. Ranks are global; arguments checked, communicator entered. */
 enum { HP_LOCAL, HP_WIRE, HP_ANY };
 struct hier_p2p_op {
+	struct shmcoll_task_head head; /* done, and then rc its result (lib/core/queue.h) */
 	int where;
-	int finished, rc;
-	struct shmcoll_p2p_op node; /* the local half; once finished, the results (src global) */
+	struct shmcoll_p2p_op node; /* the local half; once done, the results (src global) */
 	struct wire_op wire;
 };
 void shmcoll__hier_isend(struct shmcoll_hier *h, struct hier_p2p_op *op, const char *fn,

@@ -81,8 +81,8 @@ static int on_node(const struct shmcoll_hier *h, int g)
 void shmcoll__hier_isend(struct shmcoll_hier *h, struct hier_p2p_op *op, const char *fn,
                          const void *buf, size_t bytes, int dest, int tag)
 {
-	op->finished = 0;
-	op->rc = 0;
+	op->head.done = 0;
+	op->head.rc = 0;
 	if (on_node(h, dest)) {
 		op->where = HP_LOCAL;
 		shmcoll__p2p_isend(h->local, &op->node, fn, buf, bytes, local_rank(h, dest), tag,
@@ -99,8 +99,8 @@ void shmcoll__hier_isend(struct shmcoll_hier *h, struct hier_p2p_op *op, const c
 void shmcoll__hier_irecv(struct shmcoll_hier *h, struct hier_p2p_op *op, const char *fn, void *buf,
                          size_t bytes, int source, int tag)
 {
-	op->finished = 0;
-	op->rc = 0;
+	op->head.done = 0;
+	op->head.rc = 0;
 	if (source != P2P_ANY && on_node(h, source)) {
 		op->where = HP_LOCAL;
 		shmcoll__p2p_irecv(h->local, &op->node, fn, buf, bytes, local_rank(h, source), tag,
@@ -128,31 +128,31 @@ void shmcoll__hier_irecv(struct shmcoll_hier *h, struct hier_p2p_op *op, const c
 	                    &op->node);
 }
 
-/* The results of a completed op in op->node (the sender's global rank) and op->rc. */
+/* The results of a completed op in op->node (the sender's global rank) and op->head.rc. */
 static void finish_local(struct shmcoll_hier *h, struct hier_p2p_op *op)
 {
-	op->rc = op->node.head.rc;
+	op->head.rc = op->node.head.rc;
 	if (op->node.kind == P2P_RECV && op->node.src >= 0)
 		op->node.src += h->node * h->nproc;
-	op->finished = 1;
+	op->head.done = 1;
 }
 
 static void finish_wire(struct hier_p2p_op *op)
 {
-	op->rc = op->wire.rc;
+	op->head.rc = op->wire.rc;
 	op->node.src = op->wire.src;
 	op->node.rtag = op->wire.rtag;
 	op->node.total = op->wire.total;
 	op->node.got = op->wire.got;
 	op->node.head.done = 1;
-	op->node.head.rc = op->rc;
-	op->finished = 1;
+	op->node.head.rc = op->head.rc;
+	op->head.done = 1;
 }
 
 /* Whether op is complete (its results then set), looking without blocking. */
 static int hp_done(struct shmcoll_hier *h, struct hier_p2p_op *op)
 {
-	if (op->finished)
+	if (op->head.done)
 		return 1;
 	switch (op->where) {
 	case HP_LOCAL:
@@ -198,7 +198,7 @@ static void break_all(struct shmcoll_hier *h, int rc)
 static int settle(struct shmcoll_hier *h, struct hier_p2p_op *op)
 {
 	char cause[SHMCOLL_ERR_LEN - 64];
-	int rc = op->rc;
+	int rc = op->head.rc;
 
 	if (rc >= 0 || rc == -EMSGSIZE)
 		return rc;
@@ -225,7 +225,7 @@ static int hp_ready(void *arg)
 
 int shmcoll__hier_p2p_test(struct shmcoll_hier *h, struct hier_p2p_op *op, int *done)
 {
-	if (op->where == HP_LOCAL && !op->finished) {
+	if (op->where == HP_LOCAL && !op->head.done) {
 		shmcoll__p2p_test(h->local, &op->node, done);
 	} else {
 		shmcoll__node_progress(h->local);
@@ -252,9 +252,9 @@ int shmcoll__hier_p2p_wait(struct shmcoll_hier *h, struct hier_p2p_op *op)
 		break_all(h, rc);
 		if (op->where != HP_LOCAL)
 			shmcoll__wire_withdraw(h->wire, &op->wire);
-		op->rc = rc;
+		op->head.rc = rc;
 		op->node.head.rc = rc;
-		op->finished = 1;
+		op->head.done = 1;
 		return rc;
 	}
 	return settle(h, op);
