@@ -285,10 +285,9 @@ int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, struct shmcoll_hier
 	{
 		char host[SHMCOLL_ADDR_MAX], mine[SHMCOLL_ADDR_MAX] = "";
 		char(*table)[SHMCOLL_ADDR_MAX];
+		struct shmcoll_wire_cfg wc;
 		struct shmcoll_wire *w;
 		uint16_t port;
-
-		struct shmcoll_wire_cfg wc;
 
 		shmcoll__addr_split(addrs[h->node], host, sizeof(host), &port);
 		hier__wire_cfg(h, &wc);
