@@ -10,8 +10,11 @@ size, --reps blocks of each backend alternate (which goes first alternates too);
 a barrier then calls timed one by one on rank 0. Prints per size the median, p10 and p99 of
 the calls of each backend and gloo's median over shmcoll's. --hog starts one busy process
 per core beside the job (a loaded machine). --ddp times DistributedDataParallel training
-steps of a small MLP instead (three layers, --width wide, batch 64), the two backends
-alternating in blocks of steps.
+steps of a small MLP instead (three layers, --width wide, batch 64), the backends
+alternating in blocks of steps: gloo, shmcoll as it is (each bucket's all-reduce returns at
+once and completes in the background while backward goes on), and "shmcoll-blocking", the
+same with a communication hook that waits for each bucket's all-reduce before it returns
+(what a backend whose works are complete when returned gives DDP).
 With --csv FILE the rows go there too (impl,bytes,calls,p10_us,p50_us,p99_us,pin,hog)."""
 
 import argparse
@@ -78,8 +81,18 @@ def bench_ddp(a, rank, size, gloo, torch, dist):
         return torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
                                    torch.nn.Linear(width, width), torch.nn.ReLU(),
                                    torch.nn.Linear(width, 10))
+    def blocking_hook(state, bucket):
+        # DDP's default hook (average), but the all-reduce done before the hook returns.
+        t = bucket.buffer().div_(size)
+        dist.all_reduce(t)
+        fut = torch.futures.Future()
+        fut.set_result(t)
+        return fut
+
     ddps = {"shmcoll": torch.nn.parallel.DistributedDataParallel(model()),
+            "shmcoll-blocking": torch.nn.parallel.DistributedDataParallel(model()),
             "gloo": torch.nn.parallel.DistributedDataParallel(model(), process_group=gloo)}
+    ddps["shmcoll-blocking"].register_comm_hook(None, blocking_hook)
     opts = {k: torch.optim.SGD(m.parameters(), lr=0.01) for k, m in ddps.items()}
     x = torch.randn(64, width)
     y = torch.randint(0, 10, (64,))
@@ -141,6 +154,10 @@ def report(a, rows):
         s, g = d["shmcoll"], d["gloo"]
         print("%10d %12.1f %10.1f %10.1f %12.1f %10.1f %10.1f %7.1fx" % (
             nbytes, s[4], s[3], s[5], g[4], g[3], g[5], g[4] / s[4]))
+        b = d.get("shmcoll-blocking")
+        if b:
+            print("%10s %12.1f %10.1f %10.1f   (shmcoll, each bucket waited for in its hook;"
+                  " %.2fx shmcoll's p50)" % ("blocking", b[4], b[3], b[5], b[4] / s[4]))
     if a.csv:
         new = not os.path.exists(a.csv)
         with open(a.csv, "a") as f:

@@ -14,6 +14,7 @@
 #include "lib/core/progress.h"
 #include "lib/hier/hier.h"
 #include "lib/kernels/kernels.h"
+#include "shm/list.h"
 
 enum shmcoll_comm_kind {
 	COMM_NODE, /* the ranks of one node: lib/core, lib/coll */
@@ -39,7 +40,7 @@ struct shmcoll_comm {
 	char *err;            /* this rank's last message: the node's or the hier's buffer */
 	uint32_t splits;      /* shmcoll_comm_split/dup calls so far: names their jobs */
 	unsigned outstanding; /* requests not yet returned by wait or test */
-	struct shmcoll_request *free_req; /* requests kept for reuse (request.c) */
+	struct shmcoll_list free_req; /* requests kept for reuse (request.c), last released first */
 	unsigned nfree;
 	/* Its place in the process's progress (lib/core/progress.h): listed while requests are
 	 * outstanding, so that every wait of the process moves it, and the hold that keeps the
@@ -109,10 +110,10 @@ enum req_kind {
 struct shmcoll_request {
 	shmcoll_comm *comm;
 	enum req_kind kind;
-	int recv;                     /* a receive: fills a status */
-	int rc;                       /* REQ_DONE: the result */
-	size_t es;                    /* a receive's element size */
-	struct shmcoll_request *next; /* on the communicator's free list */
+	int recv;                 /* a receive: fills a status */
+	int rc;                   /* REQ_DONE: the result */
+	size_t es;                /* a receive's element size */
+	struct shmcoll_link link; /* on the communicator's free list */
 	union {
 		struct shmcoll_p2p_op op;
 		struct shmcoll_task task;

@@ -35,7 +35,7 @@ static int advance(shmcoll_comm *c)
 	int more = shmcoll__hier_progress(c->u.hier);
 
 	shmcoll__node_progress(n);
-	return more || n->tasks.head || n->p2p.active;
+	return more || shmcoll__queue_busy(&n->tasks) || n->p2p.active;
 }
 
 /* The entries that only unwrap the communicator and call its kind's collective. */

@@ -38,7 +38,7 @@ static int advance(shmcoll_comm *c)
 	struct shmcoll_node *n = c->u.node;
 
 	shmcoll__node_progress(n);
-	return n->tasks.head || n->p2p.active;
+	return shmcoll__queue_busy(&n->tasks) || n->p2p.active;
 }
 
 /* The entries that only unwrap the communicator and call its kind's collective. */

@@ -30,6 +30,15 @@ static int check_side(shmcoll_comm *c, const char *fn, const void *buf, size_t c
 	return 0;
 }
 
+/* check_side, then entering c for fn: what every call of one side does first. */
+static int side_enter(shmcoll_comm *c, const char *fn, const void *buf, size_t count,
+                      shmcoll_dtype dtype, int peer, int tag, int recv, size_t *bytes)
+{
+	int rc = check_side(c, fn, buf, count, dtype, peer, tag, recv, bytes);
+
+	return rc ? rc : api__enter(c, fn);
+}
+
 /* A blocking send, standard or synchronous (sync: it returns once a receive has matched
  * it; across nodes it is the standard send). */
 static int send(const char *fn, const void *buf, size_t count, shmcoll_dtype dtype, int dest,
@@ -41,9 +50,7 @@ static int send(const char *fn, const void *buf, size_t count, shmcoll_dtype dty
 	if (!c)
 		return -EINVAL;
 	API_HOLD(c);
-	rc = check_side(c, fn, buf, count, dtype, dest, tag, 0, &bytes);
-	if (!rc)
-		rc = api__enter(c, fn);
+	rc = side_enter(c, fn, buf, count, dtype, dest, tag, 0, &bytes);
 	if (rc)
 		return rc;
 	return c->ops->send(c, fn, buf, bytes, dest, tag, sync);
@@ -71,9 +78,7 @@ int shmcoll_recv(void *buf, size_t count, shmcoll_dtype dtype, int source, int t
 	if (!c)
 		return -EINVAL;
 	API_HOLD(c);
-	rc = check_side(c, fn, buf, count, dtype, source, tag, 1, &bytes);
-	if (!rc)
-		rc = api__enter(c, fn);
+	rc = side_enter(c, fn, buf, count, dtype, source, tag, 1, &bytes);
 	if (rc)
 		return rc;
 	return c->ops->recv(c, fn, buf, bytes, source, tag, shmcoll__dtype_size(dtype), status);
@@ -103,8 +108,10 @@ int shmcoll_sendrecv(const void *sendbuf, size_t sendcount, shmcoll_dtype sendty
 	                        recvtag, shmcoll__dtype_size(recvtype), status);
 }
 
-static int isend(const char *fn, const void *buf, size_t count, shmcoll_dtype dtype, int dest,
-                 int tag, shmcoll_comm *c, shmcoll_request **req, int sync)
+/* A non-blocking send (standard, or synchronous: sync) or receive (recv), handed out as a
+ * request. A receive's buf is the writable one shmcoll_irecv was given. */
+static int istart(const char *fn, const void *buf, size_t count, shmcoll_dtype dtype, int peer,
+                  int tag, shmcoll_comm *c, shmcoll_request **req, int recv, int sync)
 {
 	shmcoll_request *r;
 	size_t bytes;
@@ -118,15 +125,19 @@ static int isend(const char *fn, const void *buf, size_t count, shmcoll_dtype dt
 		return api__fail(c, -EINVAL, "%s: req (the out pointer) is NULL", fn);
 	api__arm(c);
 	API_HOLD(c);
-	rc = check_side(c, fn, buf, count, dtype, dest, tag, 0, &bytes);
-	if (!rc)
-		rc = api__enter(c, fn);
+	rc = side_enter(c, fn, buf, count, dtype, peer, tag, recv, &bytes);
 	if (rc)
 		return rc;
 	r = api__req_new(c, fn, c->ops->p2p);
 	if (!r)
 		return -ENOMEM;
-	c->ops->isend(c, r, fn, buf, bytes, dest, tag, sync);
+	if (recv) {
+		r->recv = 1;
+		r->es = shmcoll__dtype_size(dtype);
+		c->ops->irecv(c, r, fn, (void *)(uintptr_t)buf, bytes, peer, tag);
+	} else {
+		c->ops->isend(c, r, fn, buf, bytes, peer, tag, sync);
+	}
 	*req = r;
 	api__kick(c);
 	return 0;
@@ -135,45 +146,19 @@ static int isend(const char *fn, const void *buf, size_t count, shmcoll_dtype dt
 int shmcoll_isend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
                   shmcoll_comm *c, shmcoll_request **req)
 {
-	return isend("shmcoll_isend", buf, count, dtype, dest, tag, c, req, 0);
+	return istart("shmcoll_isend", buf, count, dtype, dest, tag, c, req, 0, 0);
 }
 
 int shmcoll_issend(const void *buf, size_t count, shmcoll_dtype dtype, int dest, int tag,
                    shmcoll_comm *c, shmcoll_request **req)
 {
-	return isend("shmcoll_issend", buf, count, dtype, dest, tag, c, req, 1);
+	return istart("shmcoll_issend", buf, count, dtype, dest, tag, c, req, 0, 1);
 }
 
 int shmcoll_irecv(void *buf, size_t count, shmcoll_dtype dtype, int source, int tag,
                   shmcoll_comm *c, shmcoll_request **req)
 {
-	const char *fn = "shmcoll_irecv";
-	shmcoll_request *r;
-	size_t bytes;
-	int rc;
-
-	if (req)
-		*req = NULL;
-	if (!c)
-		return -EINVAL;
-	if (!req)
-		return api__fail(c, -EINVAL, "%s: req (the out pointer) is NULL", fn);
-	api__arm(c);
-	API_HOLD(c);
-	rc = check_side(c, fn, buf, count, dtype, source, tag, 1, &bytes);
-	if (!rc)
-		rc = api__enter(c, fn);
-	if (rc)
-		return rc;
-	r = api__req_new(c, fn, c->ops->p2p);
-	if (!r)
-		return -ENOMEM;
-	r->recv = 1;
-	r->es = shmcoll__dtype_size(dtype);
-	c->ops->irecv(c, r, fn, buf, bytes, source, tag);
-	*req = r;
-	api__kick(c);
-	return 0;
+	return istart("shmcoll_irecv", buf, count, dtype, source, tag, c, req, 1, 0);
 }
 
 struct probe {
@@ -205,10 +190,8 @@ static int probe_start(shmcoll_comm *c, const char *fn, int source, int tag, shm
                        struct probe *p)
 {
 	size_t bytes;
-	int rc = check_side(c, fn, NULL, 0, dtype, source, tag, 1, &bytes);
+	int rc = side_enter(c, fn, NULL, 0, dtype, source, tag, 1, &bytes);
 
-	if (!rc)
-		rc = api__enter(c, fn);
 	if (rc)
 		return rc;
 	memset(p, 0, sizeof(*p));

@@ -148,7 +148,7 @@ int shmcoll__probe_test(shmcoll_comm *c, struct shmcoll_probe_call *call, int *d
 		return *done ? shmcoll__hier_result(call->hier) : 0;
 	}
 	shmcoll__task_test(c->u.node, &call->node, done);
-	return *done ? call->node.rc : 0;
+	return *done ? call->node.head.rc : 0;
 }
 
 int shmcoll__probe_wait(shmcoll_comm *c, struct shmcoll_probe_call *call)
@@ -195,6 +195,7 @@ static int fake_open(struct fake *f, int me)
 	/* The fiction is another process, so nothing is read at an address it names. */
 	f->n.st.me->proc.pid = (int32_t)getpid();
 	shmcoll__ctrl(&f->n.arena, (uint32_t)!me)->proc.pid = (int32_t)getpid() + 1;
+	shmcoll__task_queue_init(&f->n);
 	f->n.waiter.timeout_ns = -1;
 	f->n.waiter.abort_word = &f->n.arena.hdr->aborted;
 	if (shmcoll__p2p_init(&f->n, err, sizeof(err)) < 0) {

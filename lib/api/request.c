@@ -18,10 +18,11 @@
 
 shmcoll_request *api__req_new(shmcoll_comm *c, const char *fn, enum req_kind kind)
 {
-	shmcoll_request *r = c->free_req;
+	struct shmcoll_link *kept = shmcoll__list_pop(&c->free_req);
+	shmcoll_request *r;
 
-	if (r) {
-		c->free_req = r->next;
+	if (kept) {
+		r = shmcoll__entry(kept, shmcoll_request, link);
 		c->nfree--;
 	} else {
 		r = malloc(sizeof(*r));
@@ -35,7 +36,6 @@ shmcoll_request *api__req_new(shmcoll_comm *c, const char *fn, enum req_kind kin
 	r->recv = 0;
 	r->rc = 0;
 	r->es = 1;
-	r->next = NULL;
 	c->outstanding++;
 	return r;
 }
@@ -51,19 +51,16 @@ static void req_release(shmcoll_request *r)
 		free(r);
 		return;
 	}
-	r->next = c->free_req;
-	c->free_req = r;
+	shmcoll__list_push_front(&c->free_req, &r->link);
 	c->nfree++;
 }
 
 void api__req_drain(shmcoll_comm *c)
 {
-	shmcoll_request *r;
+	struct shmcoll_link *kept;
 
-	while ((r = c->free_req) != NULL) {
-		c->free_req = r->next;
-		free(r);
-	}
+	while ((kept = shmcoll__list_pop(&c->free_req)) != NULL)
+		free(shmcoll__entry(kept, shmcoll_request, link));
 	c->nfree = 0;
 }
 
@@ -129,20 +126,20 @@ static int req_advance(shmcoll_request *r, enum req_how how, shmcoll_comm *held)
 			r->rc = shmcoll__p2p_wait(c->u.node, &r->u.op);
 			break;
 		}
-		if (how == PASS && !r->u.op.done)
+		if (how == PASS && !r->u.op.head.done)
 			shmcoll__p2p_test(c->u.node, &r->u.op, &done);
-		done = r->u.op.done;
-		r->rc = r->u.op.rc;
+		done = r->u.op.head.done;
+		r->rc = r->u.op.head.rc;
 		break;
 	case REQ_NODE:
 		if (how == WAIT) {
 			r->rc = shmcoll__task_wait(c->u.node, &r->u.task);
 			break;
 		}
-		if (how == PASS && !r->u.task.done)
+		if (how == PASS && !r->u.task.head.done)
 			shmcoll__task_test(c->u.node, &r->u.task, &done);
-		done = r->u.task.done;
-		r->rc = r->u.task.rc;
+		done = r->u.task.head.done;
+		r->rc = r->u.task.head.rc;
 		break;
 	case REQ_HIER:
 		if (how == WAIT)

@@ -29,7 +29,7 @@ static SHMCOLL_HOT int allgather_inline(struct shmcoll_node *n, struct shmcoll_t
 	size_t bytes = t->count * t->es;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_GATHER:
@@ -52,7 +52,7 @@ static int allgather_cma(struct shmcoll_node *n, struct shmcoll_task *t)
 	uint8_t *own = t->recv + (size_t)n->rank * bytes;
 	int q, rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_READ:
@@ -92,7 +92,7 @@ static int allgather_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	const uint8_t *own = t->recv + (size_t)n->rank * bytes, *src;
 	int p, rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STEP:
@@ -141,11 +141,8 @@ void shmcoll__allgather_init(struct shmcoll_node *n, struct shmcoll_task *t, con
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_allgather", shmcoll__nothing, KIND_ALLGATHER, dt,
-	                   SHMCOLL_SUM, -1, send, recv, sendcount);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!sendcount)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_allgather", KIND_ALLGATHER, dt, SHMCOLL_SUM, -1,
+	                         send, recv, sendcount))
 		return;
 	bytes = sendcount * t->es;
 	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes)) {

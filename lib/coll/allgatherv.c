@@ -27,7 +27,7 @@ static int allgatherv_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -69,7 +69,7 @@ static int allgatherv_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	uint8_t *own = t->recv + t->rdispls[n->rank] * es;
 	int p, rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STEP:

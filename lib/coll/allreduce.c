@@ -33,7 +33,7 @@ static SHMCOLL_HOT int allreduce_inline(struct shmcoll_node *n, struct shmcoll_t
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -67,7 +67,7 @@ static int allreduce_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	size_t cap = shmcoll__chunk_elems(n, t->es, 1), es = t->es;
 	int p, rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STEP:
@@ -111,11 +111,8 @@ void shmcoll__allreduce_init(struct shmcoll_node *n, struct shmcoll_task *t, con
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_allreduce", shmcoll__nothing, KIND_ALLREDUCE, dt, op, -1,
-	                   send, recv, count);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!count)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_allreduce", KIND_ALLREDUCE, dt, op, -1, send, recv,
+	                         count))
 		return;
 	bytes = count * t->es;
 	t->reduce = shmcoll__reduce_lookup(dt, op);

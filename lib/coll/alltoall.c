@@ -35,7 +35,7 @@ static SHMCOLL_HOT int alltoall_inline(struct shmcoll_node *n, struct shmcoll_ta
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -73,7 +73,7 @@ static int alltoall_cma(struct shmcoll_node *n, struct shmcoll_task *t)
 	uint8_t *copy;
 	int q, rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_READ:
@@ -129,7 +129,7 @@ static int alltoall_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	size_t cap = shmcoll__chunk_elems(n, es, (size_t)n->size);
 	int p, rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STEP:
@@ -176,11 +176,8 @@ void shmcoll__alltoall_init(struct shmcoll_node *n, struct shmcoll_task *t, cons
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_alltoall", shmcoll__nothing, KIND_ALLTOALL, dt, SHMCOLL_SUM,
-	                   -1, send, recv, count);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!count)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_alltoall", KIND_ALLTOALL, dt, SHMCOLL_SUM, -1, send,
+	                         recv, count))
 		return;
 	bytes = count * t->es;
 	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes * (size_t)n->size)) {

@@ -137,7 +137,7 @@ static int alltoallv_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	size_t w = shmcoll__chunk_elems(n, t->es, (size_t)n->size);
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_CGUARD:
 		goto cguard;
 	case AT_CSTEP:
@@ -306,7 +306,7 @@ static int later_windows(struct shmcoll_node *n, struct shmcoll_task *t)
 	size_t w = shmcoll__chunk_elems(n, t->es, (size_t)n->size);
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_SGUARD:
 		goto sguard;
 	case AT_STEP:
@@ -335,7 +335,7 @@ static int alltoallv_msg(struct shmcoll_node *n, struct shmcoll_task *t)
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_MGUARD:
 		goto mguard;
 	case AT_GUARD:
@@ -382,7 +382,7 @@ mguard:
 	n->st.clean = n->st.seq - 1;
 	if (t->nchunks < 2)
 		return 0;
-	t->at = 0;
+	t->head.at = 0;
 	return later_windows(n, t);
 }
 

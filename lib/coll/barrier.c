@@ -32,7 +32,7 @@ static SHMCOLL_HOT int barrier_inline(struct shmcoll_node *n, struct shmcoll_tas
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -61,7 +61,7 @@ static int barrier_tree(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_CHILD:
@@ -104,7 +104,7 @@ static int barrier_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STEP:

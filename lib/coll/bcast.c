@@ -45,7 +45,7 @@ static SHMCOLL_HOT int bcast_inline(struct shmcoll_node *n, struct shmcoll_task 
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -76,7 +76,7 @@ static int bcast_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	uint8_t *b = t->recv;
 	int rc, is_root = n->rank == t->root;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STAGE:
@@ -132,7 +132,7 @@ static int bcast_cma(struct shmcoll_node *n, struct shmcoll_task *t)
 	size_t bytes = t->count * t->es;
 	int rc, is_root = n->rank == t->root;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_READ:
@@ -182,7 +182,7 @@ static int bcast_tree(struct shmcoll_node *n, struct shmcoll_task *t)
 	uint8_t *b = t->recv;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_CHILDREN:
 		goto children;
 	case AT_GUARD:
@@ -247,11 +247,8 @@ void shmcoll__bcast_init(struct shmcoll_node *n, struct shmcoll_task *t, void *b
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_bcast", shmcoll__nothing, KIND_BCAST, dt, SHMCOLL_SUM, root,
-	                   buf, buf, count);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!count)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_bcast", KIND_BCAST, dt, SHMCOLL_SUM, root, buf, buf,
+	                         count))
 		return;
 	bytes = count * t->es;
 	if (shmcoll__cma_pick(n, KIND_BCAST, bytes)) {

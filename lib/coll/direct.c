@@ -47,7 +47,7 @@ int shmcoll__direct_advance(struct shmcoll_node *n, struct shmcoll_task *t)
 
 	if (t->count * es >= SHMCOLL_NT_MIN_BYTES && n->tune.nt_stores)
 		copy_out = nt_copy;
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STEP:

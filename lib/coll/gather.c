@@ -34,7 +34,7 @@ static SHMCOLL_HOT int gather_inline(struct shmcoll_node *n, struct shmcoll_task
 	size_t bytes = t->count * t->es;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_GATHER:
@@ -61,7 +61,7 @@ static int gather_cma(struct shmcoll_node *n, struct shmcoll_task *t)
 	int rc, is_root = n->rank == t->root;
 	uint8_t *to;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_READ:
@@ -105,7 +105,7 @@ static int gather_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	int lagged = bytes * (size_t)n->size < GATHER_LAGGED_MAX;
 	const uint8_t *own = is_root ? t->recv + (size_t)t->root * bytes : NULL, *src;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STAGE:
@@ -167,11 +167,8 @@ void shmcoll__gather_init(struct shmcoll_node *n, struct shmcoll_task *t, const 
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_gather", shmcoll__nothing, KIND_GATHER, dt, SHMCOLL_SUM,
-	                   root, send, recv, sendcount);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!sendcount)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_gather", KIND_GATHER, dt, SHMCOLL_SUM, root, send,
+	                         recv, sendcount))
 		return;
 	bytes = sendcount * t->es;
 	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes)) {

@@ -59,7 +59,7 @@ static int gatherv_msg(struct shmcoll_node *n, struct shmcoll_task *t)
 	uint8_t *own;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_SGUARD:

@@ -5,6 +5,7 @@
 
 #include "lib/core/algo.h"
 #include "lib/core/engine.h"
+#include "lib/coll/coll.h"
 
 /* Fills the arguments every collective's task has; es from dtype. */
 static inline void shmcoll__coll_task(struct shmcoll_task *t, const char *fn,
@@ -24,14 +25,26 @@ static inline void shmcoll__coll_task(struct shmcoll_task *t, const char *fn,
 	t->es = shmcoll__dtype_size(dt);
 }
 
+/* The start of every fixed-count collective's init: t filled as shmcoll__coll_task does,
+ * advancing by shmcoll__nothing; whether a protocol is still to be chosen (not when this
+ * rank is alone, shmcoll__alone having set t up, nor for a count of 0). */
+static inline int shmcoll__coll_begin(struct shmcoll_node *n, struct shmcoll_task *t,
+                                      const char *fn, uint32_t kind, shmcoll_dtype dt,
+                                      shmcoll_op op, int root, const void *send, void *recv,
+                                      size_t count)
+{
+	shmcoll__coll_task(t, fn, shmcoll__nothing, kind, dt, op, root, send, recv, count);
+	return !shmcoll__alone(n, t) && count;
+}
+
 /* The blocking run of t (node.h's shmcoll__task_run) with likely, the protocol most small
  * calls take, called directly: the compiler inlines it where the call is run, and the
  * blocking API's shortest path has no indirect call. */
 static inline int shmcoll__task_run_likely(struct shmcoll_node *n, struct shmcoll_task *t,
                                            shmcoll__advance_fn likely)
 {
-	if (!n->tasks.head && t->advance == likely) {
-		t->blocking = 1;
+	if (!shmcoll__queue_busy(&n->tasks) && t->advance == likely) {
+		t->head.blocking = 1;
 		return likely(n, t);
 	}
 	return shmcoll__task_run(n, t);

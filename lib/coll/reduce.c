@@ -33,7 +33,7 @@ static SHMCOLL_HOT int reduce_inline(struct shmcoll_node *n, struct shmcoll_task
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -75,7 +75,7 @@ static int reduce_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	size_t cap = shmcoll__chunk_elems(n, t->es, 1), es = t->es;
 	int p, rc, is_root = n->rank == t->root, inplace = is_root && t->send == t->recv;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STAGE:
@@ -121,11 +121,8 @@ void shmcoll__reduce_init(struct shmcoll_node *n, struct shmcoll_task *t, const 
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_reduce", shmcoll__nothing, KIND_REDUCE, dt, op, root, send,
-	                   recv, count);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!count)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_reduce", KIND_REDUCE, dt, op, root, send, recv,
+	                         count))
 		return;
 	bytes = count * t->es;
 	t->reduce = shmcoll__reduce_lookup(dt, op);

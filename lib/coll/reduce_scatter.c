@@ -34,7 +34,7 @@ static SHMCOLL_HOT int reduce_scatter_inline(struct shmcoll_node *n, struct shmc
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -70,7 +70,7 @@ static int reduce_scatter_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	int p, rc, inplace = t->recv == t->send + mine;
 	uint8_t *slot;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STEP:
@@ -121,11 +121,8 @@ void shmcoll__reduce_scatter_init(struct shmcoll_node *n, struct shmcoll_task *t
 {
 	size_t total;
 
-	shmcoll__coll_task(t, "shmcoll_reduce_scatter", shmcoll__nothing, KIND_REDUCE_SCATTER, dt,
-	                   op, -1, send, recv, recvcount);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!recvcount)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_reduce_scatter", KIND_REDUCE_SCATTER, dt, op, -1,
+	                         send, recv, recvcount))
 		return;
 	total = recvcount * t->es * (size_t)n->size;
 	t->reduce = shmcoll__reduce_lookup(dt, op);

@@ -41,7 +41,7 @@ static int reduce_scatterv_inline(struct shmcoll_node *n, struct shmcoll_task *t
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -81,7 +81,7 @@ static int reduce_scatterv_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	mine = block_off(t->rcounts, n->rank);
 	own = t->send + mine * es;
 	inplace = t->recv == own;
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STEP:

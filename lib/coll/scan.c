@@ -31,7 +31,7 @@ static int scan_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -66,7 +66,7 @@ static int scan_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	size_t es = t->es, cap = shmcoll__chunk_elems(n, es, 1);
 	int p, rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STEP:

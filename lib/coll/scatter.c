@@ -31,7 +31,7 @@ static SHMCOLL_HOT int scatter_inline(struct shmcoll_node *n, struct shmcoll_tas
 	const uint8_t *m;
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_PEER:
@@ -64,7 +64,7 @@ static int scatter_cma(struct shmcoll_node *n, struct shmcoll_task *t)
 	const uint8_t *own = n->rank == t->root ? t->send + (size_t)t->root * bytes : NULL;
 	int rc, is_root = n->rank == t->root;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_READ:
@@ -105,7 +105,7 @@ static int scatter_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 	const uint8_t *own = n->rank == t->root ? t->send + (size_t)t->root * bytes : NULL;
 	int rc, is_root = n->rank == t->root;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STAGE:
@@ -167,11 +167,8 @@ void shmcoll__scatter_init(struct shmcoll_node *n, struct shmcoll_task *t, const
 {
 	size_t bytes;
 
-	shmcoll__coll_task(t, "shmcoll_scatter", shmcoll__nothing, KIND_SCATTER, dt, SHMCOLL_SUM,
-	                   root, send, recv, recvcount);
-	if (shmcoll__alone(n, t))
-		return;
-	if (!recvcount)
+	if (!shmcoll__coll_begin(n, t, "shmcoll_scatter", KIND_SCATTER, dt, SHMCOLL_SUM, root, send,
+	                         recv, recvcount))
 		return;
 	bytes = recvcount * t->es;
 	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes * (size_t)n->size)) {

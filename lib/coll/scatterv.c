@@ -110,7 +110,7 @@ static int scatterv_msg(struct shmcoll_node *n, struct shmcoll_task *t)
 	uint32_t head;
 	int q, rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_SGUARD:

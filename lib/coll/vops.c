@@ -33,7 +33,7 @@ int shmcoll__vops_finish(struct shmcoll_node *n, struct shmcoll_task *t, int nop
 		op = &t->ops[i];
 		if (!op->kind)
 			continue; /* this rank's own block: never a message */
-		if (t->blocking) {
+		if (t->head.blocking) {
 			shmcoll__p2p_wait(n, op);
 		} else {
 			shmcoll__p2p_test(n, op, &done);
@@ -46,8 +46,8 @@ int shmcoll__vops_finish(struct shmcoll_node *n, struct shmcoll_task *t, int nop
 		op = &t->ops[i];
 		if (!op->kind)
 			continue;
-		if (op->rc < 0 && op->rc != -EMSGSIZE)
-			rc = op->rc;
+		if (op->head.rc < 0 && op->head.rc != -EMSGSIZE)
+			rc = op->head.rc;
 		else if (expect && op->total != expect[i] * t->es) {
 			shmcoll__node_break(n, EPROTO);
 			rc = shmcoll__node_fail(

@@ -119,7 +119,7 @@ static int show_advance(struct shmcoll_node *n, struct shmcoll_task *t)
 	const struct shmcoll_desc *pd;
 	int p, rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_GUARD:
 		goto guard;
 	case AT_STEP:

@@ -143,7 +143,7 @@ static int pending(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint32
 
 int shmcoll__await_rank(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint32_t want)
 {
-	if (t->blocking)
+	if (t->head.blocking)
 		return wait_rank(n, t->fn, p, want);
 	if (!seq_reached(load_relaxed(&shmcoll__ctrl(&n->arena, (uint32_t)p)->seq), want))
 		return pending(n, t, p, want);
@@ -372,7 +372,7 @@ int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, co
 	const struct shmcoll_msg *m = shmcoll__msg(n, p, step);
 	int i, rc;
 
-	if (t->blocking) {
+	if (t->head.blocking) {
 		/* Spin on the message line itself. With more ranks than CPUs, or after the spin
 		 * budget, the ordinary wait on seq (yield, futex, timeout, abort) takes over; seq
 		 * is published after the message, so the message is there then. */

@@ -60,6 +60,7 @@ int shmcoll__node_create(const struct shmcoll_node_cfg *cfg, struct shmcoll_node
 	}
 	n->rank = cfg->rank;
 	n->size = cfg->size;
+	shmcoll__task_queue_init(n);
 	n->st.srcs = calloc((size_t)n->size, sizeof(*n->st.srcs));
 	n->st.zc = calloc((size_t)n->size, sizeof(*n->st.zc));
 	n->st.zr = calloc((size_t)n->size, sizeof(*n->st.zr));
@@ -140,7 +141,7 @@ err_free:
 
 int shmcoll__node_destroy(struct shmcoll_node *n)
 {
-	if (n->tasks.head || n->p2p.active)
+	if (shmcoll__queue_busy(&n->tasks) || n->p2p.active)
 		return shmcoll__node_fail(n, -EBUSY,
 		                          "shmcoll_comm_destroy: %u operation(s) still outstanding",
 		                          n->tasks.outstanding + n->p2p.active);

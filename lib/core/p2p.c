@@ -94,7 +94,7 @@ struct p2p_ctl {
 
 /* A message that arrived before any receive matched it. */
 struct p2p_unexp {
-	struct p2p_unexp *next;
+	struct shmcoll_link link; /* on the node's uq */
 	int kind, src, tag;
 	uint16_t ctx;
 	uint64_t total, id;
@@ -117,35 +117,32 @@ struct p2p_unexp {
 
 /* ---- lists ---- */
 
-static void list_push(struct p2p_list *l, struct shmcoll_p2p_op *op)
+/* The operations and unmatched messages on the lists of lib/core/list.h. */
+static struct shmcoll_p2p_op *op_at(struct shmcoll_link *e)
 {
-	op->next = NULL;
-	op->prev = l->tail;
-	if (l->tail)
-		l->tail->next = op;
-	else
-		l->head = op;
-	l->tail = op;
+	return e ? shmcoll__entry(e, struct shmcoll_p2p_op, head.link) : NULL;
 }
 
-static void list_remove(struct p2p_list *l, struct shmcoll_p2p_op *op)
+static struct p2p_unexp *unexp_at(struct shmcoll_link *e)
 {
-	if (op->prev)
-		op->prev->next = op->next;
-	else
-		l->head = op->next;
-	if (op->next)
-		op->next->prev = op->prev;
-	else
-		l->tail = op->prev;
-	op->next = op->prev = NULL;
+	return e ? shmcoll__entry(e, struct p2p_unexp, link) : NULL;
+}
+
+static void list_push(struct shmcoll_list *l, struct shmcoll_p2p_op *op)
+{
+	shmcoll__list_push(l, &op->head.link);
+}
+
+static void list_remove(struct shmcoll_list *l, struct shmcoll_p2p_op *op)
+{
+	shmcoll__list_remove(l, &op->head.link);
 }
 
 static void complete(struct shmcoll_node *n, struct shmcoll_p2p_op *op, int rc)
 {
 	op->state = ST_DONE;
-	op->rc = rc;
-	op->done = 1;
+	op->head.rc = rc;
+	op->head.done = 1;
 	n->p2p.active--;
 }
 
@@ -178,18 +175,18 @@ static void await_readers(struct shmcoll_node *n)
 void shmcoll__p2p_fail_all(struct shmcoll_node *n, int rc)
 {
 	struct shmcoll_p2p *q = &n->p2p;
-	struct p2p_list *lists[] = {&q->posted, &q->rdv, &q->pulls};
+	struct shmcoll_list *lists[] = {&q->posted, &q->rdv, &q->pulls};
 	struct shmcoll_p2p_op *op;
 	struct p2p_unexp *u;
 	unsigned i, k;
 	int p;
 
 	for (i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
-		while ((op = lists[i]->head) != NULL) {
+		while ((op = op_at(lists[i]->head)) != NULL) {
 			list_remove(lists[i], op);
 			complete(n, op, rc);
 		}
-	for (u = q->uq; u; u = u->next)
+	for (u = unexp_at(q->uq.head); u; u = unexp_at(u->link.next))
 		if (u->sync) {
 			complete(n, u->sync,
 			         rc); /* a synchronous send to this rank, never matched */
@@ -198,7 +195,7 @@ void shmcoll__p2p_fail_all(struct shmcoll_node *n, int rc)
 	for (p = 0; p < n->size; p++) {
 		struct p2p_peer *pr = &q->peers[p];
 
-		while ((op = pr->out.head) != NULL) {
+		while ((op = op_at(pr->out.head)) != NULL) {
 			list_remove(&pr->out, op);
 			complete(n, op, rc);
 		}
@@ -470,19 +467,13 @@ static int flush(struct shmcoll_node *n, const char *fn, int p)
 		memmove(pr->ctl, pr->ctl + k, (pr->nctl - k) * sizeof(*pr->ctl));
 		pr->nctl -= k;
 	}
-	while (pr->nctl == 0 && (op = pr->out.head) != NULL) {
+	while (pr->nctl == 0 && (op = op_at(pr->out.head)) != NULL) {
 		if (op->state == ST_QUEUED) {
 			list_remove(&pr->out, op);
 			rc = send_first(n, fn, op);
 			if (rc <= 0) {
 				/* Back at the head: nothing was written. */
-				op->next = pr->out.head;
-				op->prev = NULL;
-				if (pr->out.head)
-					pr->out.head->prev = op;
-				else
-					pr->out.tail = op;
-				pr->out.head = op;
+				shmcoll__list_push_front(&pr->out, &op->head.link);
 				break;
 			}
 			continue;
@@ -556,7 +547,7 @@ static struct shmcoll_p2p_op *match_posted(struct shmcoll_node *n, int src, int 
 {
 	struct shmcoll_p2p_op *op;
 
-	for (op = n->p2p.posted.head; op; op = op->next)
+	for (op = op_at(n->p2p.posted.head); op; op = op_at(op->head.link.next))
 		if (matches(op, src, tag, ctx)) {
 			list_remove(&n->p2p.posted, op);
 			return op;
@@ -564,11 +555,11 @@ static struct shmcoll_p2p_op *match_posted(struct shmcoll_node *n, int src, int 
 	return NULL;
 }
 
-static struct shmcoll_p2p_op *find_id(struct p2p_list *l, int peer, uint64_t id)
+static struct shmcoll_p2p_op *find_id(struct shmcoll_list *l, int peer, uint64_t id)
 {
 	struct shmcoll_p2p_op *op;
 
-	for (op = l->head; op; op = op->next)
+	for (op = op_at(l->head); op; op = op_at(op->head.link.next))
 		if (op->id == id && (op->kind == P2P_SEND ? op->peer : op->src) == peer)
 			return op;
 	return NULL;
@@ -645,7 +636,7 @@ static int start_pull(struct shmcoll_node *n, const char *fn, struct shmcoll_p2p
 {
 	int rc = pull(n, fn, op, rts);
 
-	if (rc < 0 && !op->done)
+	if (rc < 0 && !op->head.done)
 		complete(n, op, rc);
 	return rc;
 }
@@ -705,7 +696,6 @@ static int handle(struct shmcoll_node *n, const char *fn, int p, const struct p2
 		u = malloc(sizeof(*u) + (h->kind == F_EAGER ? h->len : 0));
 		if (!u)
 			return 1;
-		u->next = NULL;
 		u->sync = NULL; /* a peer's synchronous send completes by its FIN */
 		u->kind = h->kind;
 		u->src = h->src;
@@ -717,11 +707,7 @@ static int handle(struct shmcoll_node *n, const char *fn, int p, const struct p2
 			ring_read(ring, n->p2p.cap, pos, u->data, h->len);
 		else
 			u->rts = rts;
-		if (n->p2p.uq_tail)
-			n->p2p.uq_tail->next = u;
-		else
-			n->p2p.uq = u;
-		n->p2p.uq_tail = u;
+		shmcoll__list_push(&n->p2p.uq, &u->link);
 		return 0;
 	case F_CTS:
 		op = find_id(&n->p2p.rdv, p, h->id);
@@ -873,7 +859,7 @@ void shmcoll__node_progress(struct shmcoll_node *n)
 {
 	if (p2p_in_use(n))
 		p2p_progress(n, "shmcoll (progress)");
-	if (n->tasks.head)
+	if (shmcoll__queue_busy(&n->tasks))
 		shmcoll__progress(n);
 }
 
@@ -924,11 +910,7 @@ static void send_self(struct shmcoll_node *n, struct shmcoll_p2p_op *op)
 	u->total = op->bytes;
 	if (op->bytes)
 		memcpy(u->data, op->buf, op->bytes);
-	if (n->p2p.uq_tail)
-		n->p2p.uq_tail->next = u;
-	else
-		n->p2p.uq = u;
-	n->p2p.uq_tail = u;
+	shmcoll__list_push(&n->p2p.uq, &u->link);
 	if (op->sync)
 		u->sync = op; /* complete when a receive takes it */
 	else
@@ -1027,8 +1009,9 @@ int shmcoll__p2p_recv_fast(struct shmcoll_node *n, struct shmcoll_p2p_op *op, vo
 
 	/* Only when nothing else needs moving while it waits, and nothing arrived before that
 	 * the message could be overtaking. */
-	if (source == P2P_ANY || source == n->rank || n->p2p.active || n->p2p.uq || n->p2p.nbusy ||
-	    n->tasks.head || load_relaxed(&n->broken) || load_relaxed(&n->arena.hdr->aborted))
+	if (source == P2P_ANY || source == n->rank || n->p2p.active ||
+	    !shmcoll__list_empty(&n->p2p.uq) || n->p2p.nbusy || shmcoll__queue_busy(&n->tasks) ||
+	    load_relaxed(&n->broken) || load_relaxed(&n->arena.hdr->aborted))
 		return 0;
 	use(n);
 	for (i = 0;; i++) {
@@ -1062,16 +1045,11 @@ int shmcoll__p2p_recv_fast(struct shmcoll_node *n, struct shmcoll_p2p_op *op, vo
 /* The earliest unexpected message that op matches, taken off the queue. */
 static struct p2p_unexp *match_unexp(struct shmcoll_node *n, const struct shmcoll_p2p_op *op)
 {
-	struct p2p_unexp *u, *prev = NULL;
+	struct p2p_unexp *u;
 
-	for (u = n->p2p.uq; u; prev = u, u = u->next)
+	for (u = unexp_at(n->p2p.uq.head); u; u = unexp_at(u->link.next))
 		if (matches(op, u->src, u->tag, u->ctx)) {
-			if (prev)
-				prev->next = u->next;
-			else
-				n->p2p.uq = u->next;
-			if (n->p2p.uq_tail == u)
-				n->p2p.uq_tail = prev;
+			shmcoll__list_remove(&n->p2p.uq, &u->link);
 			return u;
 		}
 	return NULL;
@@ -1110,7 +1088,7 @@ int shmcoll__p2p_peek(struct shmcoll_node *n, int source, int tag, int ctx, int 
 	struct shmcoll_p2p_op probe = {.peer = source, .tag = tag, .ctx = (uint16_t)ctx};
 	const struct p2p_unexp *u;
 
-	for (u = n->p2p.uq; u; u = u->next)
+	for (u = unexp_at(n->p2p.uq.head); u; u = unexp_at(u->link.next))
 		if (matches(&probe, u->src, u->tag, u->ctx)) {
 			*src = u->src;
 			*rtag = u->tag;
@@ -1137,7 +1115,7 @@ int shmcoll__p2p_coll_tag(struct shmcoll_node *n)
 
 static int op_ready(void *arg)
 {
-	return ((const struct shmcoll_p2p_op *)arg)->done;
+	return ((const struct shmcoll_p2p_op *)arg)->head.done;
 }
 
 /* What a wait for peer finds when it looks for dead peers (every SHMCOLL_CHECK_NS): 0, or
@@ -1166,7 +1144,7 @@ void shmcoll__p2p_test(struct shmcoll_node *n, struct shmcoll_p2p_op *op, int *d
 	int64_t now;
 
 	shmcoll__node_progress(n);
-	if (!op->done && n->waiter.check) {
+	if (!op->head.done && n->waiter.check) {
 		now = shmcoll__now_ns();
 		if (!n->p2p.checked)
 			n->p2p.checked = now;
@@ -1175,7 +1153,7 @@ void shmcoll__p2p_test(struct shmcoll_node *n, struct shmcoll_p2p_op *op, int *d
 			look_for_dead(n, op->fn, op->peer);
 		}
 	}
-	*done = op->done;
+	*done = op->head.done;
 }
 
 int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready)(void *),
@@ -1247,7 +1225,8 @@ int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready
 			sched_yield();
 			continue;
 		}
-		slice = n->tasks.head || others ? SLEEP_SLICE_MIX_NS : SLEEP_SLICE_NS;
+		slice =
+		    shmcoll__queue_busy(&n->tasks) || others ? SLEEP_SLICE_MIX_NS : SLEEP_SLICE_NS;
 		if (w->timeout_ns >= 0 && w->timeout_ns - (now - start) < slice)
 			slice = w->timeout_ns - (now - start);
 		/* The sleeper's half of the bell's pattern (publish(), drain()): count
@@ -1267,10 +1246,10 @@ int shmcoll__p2p_wait(struct shmcoll_node *n, struct shmcoll_p2p_op *op)
 {
 	int rc;
 
-	if (op->done)
-		return op->rc;
+	if (op->head.done)
+		return op->head.rc;
 	rc = shmcoll__node_wait_until(n, op->fn, op_ready, op, op->peer);
-	return op->done ? op->rc : rc;
+	return op->head.done ? op->head.rc : rc;
 }
 
 /* ---- life cycle ---- */
@@ -1348,11 +1327,8 @@ void shmcoll__p2p_fini(struct shmcoll_node *n)
 	struct p2p_unexp *u;
 	int p;
 
-	while ((u = q->uq) != NULL) {
-		q->uq = u->next;
+	while ((u = unexp_at(shmcoll__list_pop(&q->uq))) != NULL)
 		free(u);
-	}
-	q->uq_tail = NULL;
 	if (q->peers)
 		for (p = 0; p < n->size; p++)
 			free(q->peers[p].ctl);

@@ -37,10 +37,13 @@ enum p2p_state {
 };
 
 struct shmcoll_p2p_op {
-	struct shmcoll_p2p_op *next, *prev; /* the list it is on, by state */
-	const char *fn;                     /* the public function, for messages */
+	/* The engine's head (lib/core/queue.h): its link is the list the operation is on, by
+	 * state; once done, rc is 0, -EMSGSIZE (a truncated receive) or the error. It is never
+	 * on a queue and has no resume point: the frames that arrive move it, state says how
+	 * far. */
+	struct shmcoll_task_head head;
+	const char *fn; /* the public function, for messages */
 	int kind, state;
-	int done, rc; /* once done: 0, -EMSGSIZE (truncated receive) or the error */
 	uint16_t ctx;
 	int peer, tag; /* send: dest and tag; recv: source and tag, or P2P_ANY */
 	uint8_t *buf;
@@ -117,7 +120,7 @@ void shmcoll__p2p_cancel(struct shmcoll_node *n, struct shmcoll_p2p_op *op);
 int shmcoll__p2p_coll_tag(struct shmcoll_node *n);
 
 /* Wakes this rank if it sleeps in a wait on its bell: for a thread that changed what the
- * wait's ready() looks at (lib/hier/wire.c). Thread-safe; atomics and a futex only. */
+ * wait's ready() looks at (lib/net/wire.c). Thread-safe; atomics and a futex only. */
 void shmcoll__p2p_nudge(struct shmcoll_node *n);
 
 /* Completes every outstanding operation with rc (the communicator broke). */

@@ -13,6 +13,7 @@
 #include "shm/arena.h"
 #include "shm/proc.h"
 #include "shm/wait.h"
+#include "lib/core/queue.h"
 #include "lib/core/tuning.h"
 
 struct shmcoll_task;
@@ -74,25 +75,21 @@ struct shmcoll_live {
 	int next;                   /* the next rank a check looks at */
 };
 
-struct p2p_list {
-	struct shmcoll_p2p_op *head, *tail;
-};
-
 struct p2p_ctl;
 struct p2p_unexp;
 
 /* This rank's side of each pair. */
 struct p2p_peer {
-	uint32_t head;       /* ring to the peer: bytes published */
-	uint32_t tail_seen;  /* the peer's tail of that ring, as last read */
-	uint32_t tail;       /* ring from the peer: bytes consumed */
-	uint32_t given;      /* ring from the peer: bytes handed back (tails[] word) */
-	uint64_t pos, salt;  /* ring to the peer: head as 64 bits, and its stamps' salt */
-	uint64_t pos_in;     /* ring from the peer: tail as 64 bits */
-	uint64_t salt_in;    /* and its stamps' salt */
-	int busy;            /* on the list of peers with frames waiting to go */
-	struct p2p_list out; /* sends waiting for room, in order */
-	struct p2p_ctl *ctl; /* control frames waiting for room */
+	uint32_t head;           /* ring to the peer: bytes published */
+	uint32_t tail_seen;      /* the peer's tail of that ring, as last read */
+	uint32_t tail;           /* ring from the peer: bytes consumed */
+	uint32_t given;          /* ring from the peer: bytes handed back (tails[] word) */
+	uint64_t pos, salt;      /* ring to the peer: head as 64 bits, and its stamps' salt */
+	uint64_t pos_in;         /* ring from the peer: tail as 64 bits */
+	uint64_t salt_in;        /* and its stamps' salt */
+	int busy;                /* on the list of peers with frames waiting to go */
+	struct shmcoll_list out; /* sends waiting for room, in order */
+	struct p2p_ctl *ctl;     /* control frames waiting for room */
 	unsigned nctl, capctl;
 };
 
@@ -106,21 +103,14 @@ struct shmcoll_p2p {
 	struct p2p_peer *peers; /* size entries */
 	int *busy;              /* the peers with frames waiting to go */
 	int nbusy;
-	struct p2p_list posted;         /* receives waiting, in the order they were posted */
-	struct p2p_list rdv;            /* sends waiting for a clear-to-send or a finish */
-	struct p2p_list pulls;          /* receives reading streamed data */
-	struct p2p_unexp *uq, *uq_tail; /* arrived, unmatched, in arrival order */
+	struct shmcoll_list posted; /* receives waiting, in the order they were posted */
+	struct shmcoll_list rdv;    /* sends waiting for a clear-to-send or a finish */
+	struct shmcoll_list pulls;  /* receives reading streamed data */
+	struct shmcoll_list uq;     /* messages arrived unmatched (p2p_unexp), in arrival order */
 	uint64_t next_id;
 	uint32_t coll_seq; /* collectives on point-to-point so far: their tags */
 	unsigned active;   /* operations started and not done */
 	int64_t checked;   /* when a test last looked for dead peers */
-};
-
-/* The queue of a node communicator (task.c owns it). */
-struct shmcoll_tasks {
-	struct shmcoll_task *head, *tail; /* head: the one running */
-	unsigned outstanding;
-	int running; /* inside the head's advance: a wait there must not advance the queue */
 };
 
 #define SHMCOLL_ERR_LEN 320
@@ -143,7 +133,7 @@ struct shmcoll_node {
 	struct shmcoll_waiter waiter;
 	_Atomic int broken;         /* non-zero once broken: later calls fail */
 	struct shmcoll_steps st;    /* engine.c */
-	struct shmcoll_tasks tasks; /* task.c */
+	struct shmcoll_queue tasks; /* task.c: its collectives */
 	struct shmcoll_tuning tune; /* algo.c */
 	struct shmcoll_cma cma;     /* cma.c */
 	struct shmcoll_heap heap;   /* heap.c */

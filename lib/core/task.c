@@ -1,86 +1,52 @@
-/* task.c - the life cycle of tasks (task.h): the queue of a node communicator, and advancing
- * it with and without blocking. */
-#include <errno.h>
-
+/* task.c - a node communicator's queue (queue.h) of collectives (task.h). */
 #include "lib/core/task.h"
 
-static void finish(struct shmcoll_node *n, struct shmcoll_task *t, int rc)
+static int node_enter(struct shmcoll_queue *q, struct shmcoll_task_head *h)
 {
-	t->rc = rc;
-	t->done = 1;
-	n->tasks.head = t->next;
-	if (!n->tasks.head)
-		n->tasks.tail = NULL;
-	n->tasks.outstanding--;
+	struct shmcoll_node *n = shmcoll__entry(q, struct shmcoll_node, tasks);
+
+	return shmcoll__node_enter(n, shmcoll__entry(h, struct shmcoll_task, head)->fn);
 }
 
-static void enqueue(struct shmcoll_node *n, struct shmcoll_task *t)
+static int node_advance(struct shmcoll_queue *q, struct shmcoll_task_head *h)
 {
-	t->next = NULL;
-	t->done = 0;
-	t->rc = 0;
-	t->wait_since = 0;
-	if (n->tasks.tail)
-		n->tasks.tail->next = t;
-	else
-		n->tasks.head = t;
-	n->tasks.tail = t;
-	n->tasks.outstanding++;
+	struct shmcoll_task *t = shmcoll__entry(h, struct shmcoll_task, head);
+
+	return t->advance(shmcoll__entry(q, struct shmcoll_node, tasks), t);
 }
 
-/* Advances the head task once. A task that reaches the head of the queue finds the
- * communicator as the tasks before it left it: if one of them broke it, it fails as a call
- * entering a broken communicator does, before touching anything shared. */
-static int advance_head(struct shmcoll_node *n, int blocking)
-{
-	struct shmcoll_task *t = n->tasks.head;
-	int rc;
+static const struct shmcoll_queue_class node_tasks = {node_enter, node_advance};
 
-	t->blocking = blocking;
-	rc = t->at == 0 ? shmcoll__node_enter(n, t->fn) : 0;
-	if (rc == 0) {
-		n->tasks.running = 1;
-		rc = t->advance(n, t);
-		n->tasks.running = 0;
-	}
-	if (rc != SHMCOLL_PENDING)
-		finish(n, t, rc);
-	return rc;
+void shmcoll__task_queue_init(struct shmcoll_node *n)
+{
+	n->tasks.cls = &node_tasks;
 }
 
 int shmcoll__task_run_queued(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	enqueue(n, t);
-	return shmcoll__task_wait(n, t);
+	t->wait_since = 0;
+	return shmcoll__queue_run(&n->tasks, &t->head);
 }
 
 void shmcoll__progress(struct shmcoll_node *n)
 {
-	if (n->tasks.running)
-		return;
-	while (n->tasks.head)
-		if (advance_head(n, 0) == SHMCOLL_PENDING)
-			return;
+	shmcoll__queue_progress(&n->tasks);
 }
 
 void shmcoll__task_start(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	enqueue(n, t);
-	shmcoll__progress(n);
+	t->wait_since = 0;
+	shmcoll__queue_start(&n->tasks, &t->head);
 }
 
 void shmcoll__task_test(struct shmcoll_node *n, struct shmcoll_task *t, int *done)
 {
-	shmcoll__progress(n);
-	*done = t->done;
+	*done = shmcoll__queue_test(&n->tasks, &t->head);
 }
 
 int shmcoll__task_wait(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	/* The tasks before t first, each to its end: they hold the steps before t's. */
-	while (!t->done)
-		advance_head(n, 1);
-	return t->rc;
+	return shmcoll__queue_wait(&n->tasks, &t->head);
 }
 
 int shmcoll__nothing(struct shmcoll_node *n, struct shmcoll_task *t)

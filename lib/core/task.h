@@ -1,14 +1,9 @@
-/* task.h - resumable operations. Every collective of a node communicator is a task: its
+/* task.h - the collectives of a node communicator as tasks of the engine (queue.h): its
  * init function records the arguments and picks the protocol; its advance function runs
- * the protocol's steps from where it last stopped. A task advances in one of two modes:
- *   blocking      it waits wherever its protocol waits (the bounded wait of shm/wait.h) and
- *                 returns only when it is complete: the blocking API is init + this;
- *   non-blocking  at the first wait that is not satisfied yet it records where it stopped
- *                 (`at`) and returns SHMCOLL_PENDING, doing nothing that must not be redone.
- * Tasks of one communicator run one at a time, in the order they were started (the steps
- * of the engine are one sequence per rank, and every rank starts collectives in the same
- * order), but any number may be outstanding: a queue holds them, and any call into the
- * communicator advances it. docs/ARCHITECTURE.md ("Tasks") has the life cycle. */
+ * the protocol's steps from where it last stopped, blocking where its protocol waits (the
+ * bounded wait of shm/wait.h; the blocking API is init + this) or not. The node's queue
+ * (state.h's tasks) runs them in the order they were started: the steps of the engine are
+ * one sequence per rank. docs/ARCHITECTURE.md ("Tasks") has the life cycle. */
 #ifndef SHMCOLL_CORE_TASK_H
 #define SHMCOLL_CORE_TASK_H
 
@@ -19,24 +14,18 @@
 #include "shm/arena.h"
 #include "lib/kernels/kernels.h"
 #include "lib/sched/sched.h"
+#include "lib/core/queue.h"
 #include "lib/core/state.h"
-
-/* What an advance returns when it stopped at an unsatisfied wait (not an errno). */
-#define SHMCOLL_PENDING 1
 
 struct shmcoll_task;
 
 typedef int (*shmcoll__advance_fn)(struct shmcoll_node *n, struct shmcoll_task *t);
 
 struct shmcoll_task {
-	/* The life cycle (task.c). */
+	/* The life cycle (queue.h): where it resumes, whether it blocks, its result. */
+	struct shmcoll_task_head head;
 	shmcoll__advance_fn advance;
-	struct shmcoll_task *next; /* the communicator's queue */
-	const char *fn;            /* the public function, for messages */
-	int blocking;              /* waits block (else they return SHMCOLL_PENDING) */
-	int at;                    /* where advance resumes: 0 at the start */
-	int done;                  /* complete: rc is the result */
-	int rc;
+	const char *fn; /* the public function, for messages */
 
 	/* The call, set by its init function. */
 	uint32_t kind;
@@ -77,20 +66,18 @@ struct shmcoll_task {
  * having recorded where to resume if the await is pending. */
 static inline int shmcoll__suspend(struct shmcoll_task *t, int at, int rc)
 {
-	if (rc == SHMCOLL_PENDING)
-		t->at = at;
-	return rc;
+	return shmcoll__suspend_at(&t->head, at, rc);
 }
 
 /* The common part of every init: the task is new, for the public function fn. */
 static inline void shmcoll__task_init(struct shmcoll_task *t, const char *fn,
                                       shmcoll__advance_fn advance)
 {
-	/* What the queue needs (next, done, rc, wait_since) it sets when the task joins it: the
+	/* What the queue needs (done, rc, wait_since) it sets when the task joins it: the
 	 * blocking API's tasks never do. */
 	t->advance = advance;
 	t->fn = fn;
-	t->at = 0;
+	t->head.at = 0;
 	t->k = 0;
 }
 
@@ -103,8 +90,8 @@ int shmcoll__task_run_queued(struct shmcoll_node *n, struct shmcoll_task *t);
  * (the caller entered), one call of its advance. */
 static inline int shmcoll__task_run(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	if (!n->tasks.head) {
-		t->blocking = 1;
+	if (!shmcoll__queue_busy(&n->tasks)) {
+		t->head.blocking = 1;
 		return t->advance(n, t);
 	}
 	return shmcoll__task_run_queued(n, t);
@@ -113,18 +100,15 @@ static inline int shmcoll__task_run(struct shmcoll_node *n, struct shmcoll_task 
 /* The advance of a call with nothing to do (count 0): it completes at once. */
 int shmcoll__nothing(struct shmcoll_node *n, struct shmcoll_task *t);
 
-/* Starts t behind the tasks outstanding and advances the queue without blocking. t belongs
- * to the communicator until shmcoll__task_test says it is done or shmcoll__task_wait
+/* The node's queue (queue.h) on task t: start, test (*done), wait, and the queue's progress.
+ * t belongs to the communicator from its start until a test says it is done or a wait
  * returns. */
 void shmcoll__task_start(struct shmcoll_node *n, struct shmcoll_task *t);
-
-/* Advances the queue without blocking; *done = whether t is complete. */
 void shmcoll__task_test(struct shmcoll_node *n, struct shmcoll_task *t, int *done);
-
-/* Advances the queue, blocking, until t is complete; returns its result. */
 int shmcoll__task_wait(struct shmcoll_node *n, struct shmcoll_task *t);
-
-/* Advances every outstanding task as far as it goes without blocking. */
 void shmcoll__progress(struct shmcoll_node *n);
+
+/* Makes n's queue: its tasks are collectives of n (at create). */
+void shmcoll__task_queue_init(struct shmcoll_node *n);
 
 #endif

@@ -86,7 +86,10 @@ static size_t reduce_chunk(const struct wide *w)
  * leave it in flight while the node works, and finish it later (AT_FINISH). */
 static int lead_post(struct shmcoll_hier *h, struct hier_task *t)
 {
-	int rc = hier__lead_advance(h, &t->lead, 0);
+	int rc;
+
+	t->lead.head.blocking = 0;
+	rc = hier__lead_advance(h, &t->lead);
 
 	t->lead_on = rc == SHMCOLL_PENDING;
 	return rc == SHMCOLL_PENDING ? 0 : rc;
@@ -154,7 +157,7 @@ static int barrier_advance(struct shmcoll_hier *h, struct hier_task *t)
 {
 	int rc, to, from;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_NODE1:
 		goto node1;
 	case AT_LEAD1:
@@ -198,7 +201,7 @@ static int allreduce_advance(struct shmcoll_hier *h, struct hier_task *t)
 	uint8_t *win;
 	int rc, lead = h->lrank == 0, b;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_NODE1:
 		goto reduce;
 	case AT_FINISH:
@@ -281,7 +284,7 @@ static int reduce_advance(struct shmcoll_hier *h, struct hier_task *t)
 	int N = h->nnodes, q, nx, home = h->node == nr, b;
 	uint8_t *win, *wres, *part, *fold;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_NODE1:
 		goto reduce_away;
 	case AT_FINISH:
@@ -425,7 +428,7 @@ static int bcast_advance(struct shmcoll_hier *h, struct hier_task *t)
 	size_t es = t->es, cap = CHUNK_BYTES / es, lo, n;
 	int rc, nr = t->root / h->nproc, q, nx, lead = h->lrank == 0;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_LEAD1:
 		goto first;
 	case AT_NODE1:
@@ -522,7 +525,7 @@ static int allgather_advance(struct shmcoll_hier *h, struct hier_task *t)
 	size_t block = (size_t)h->nproc * t->count * t->es;
 	int rc, lead = h->lrank == 0;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_NODE1:
 		goto gather;
 	case AT_LEAD1:
@@ -560,7 +563,7 @@ static int reduce_scatter_advance(struct shmcoll_hier *h, struct hier_task *t)
 	uint8_t *win = (uint8_t *)t->send;
 	int rc, lead = h->lrank == 0;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_NODE1:
 		goto reduce;
 	case AT_LEAD1:
@@ -611,7 +614,7 @@ static int gather_advance(struct shmcoll_hier *h, struct hier_task *t)
 	int lead = h->lrank == 0;
 	uint8_t *dst;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_NODE1:
 		goto gather_away;
 	case AT_LEAD1:
@@ -694,7 +697,7 @@ static int scatter_advance(struct shmcoll_hier *h, struct hier_task *t)
 	int lead = h->lrank == 0;
 	const uint8_t *src;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_LEAD1:
 		goto receive;
 	case AT_NODE1:
@@ -786,7 +789,7 @@ static int alltoall_advance(struct shmcoll_hier *h, struct hier_task *t)
 	int rc, N = h->nnodes, lead = h->lrank == 0, m, k;
 	uint8_t *G = h->scr[SCR_IN], *O = h->scr[SCR_RES], *I = h->scr[SCR_NET];
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_NODE1:
 		goto gather;
 	case AT_LEAD1:

@@ -30,7 +30,7 @@ static void free_scratch(struct shmcoll_hier *h)
 
 int shmcoll__hier_destroy(struct shmcoll_hier *h)
 {
-	if (h->tasks.head)
+	if (shmcoll__queue_busy(&h->tasks))
 		return hier__fail(h, -EBUSY,
 		                  "shmcoll_comm_destroy: %u operation(s) still outstanding",
 		                  h->tasks.outstanding);
@@ -157,7 +157,8 @@ static int colocated_oversubscribed(struct shmcoll_hier *h, int ncpus)
 	memcpy(all + idn * (size_t)h->node, id, idn);
 	hier__lead_ag(&l, "shmcoll_init", hier__call_word(KIND_BARRIER, 0, 0, -1, 0),
 	              (uint8_t *)all, (size_t)h->nnodes, idn, 1);
-	rc = hier__lead_advance(h, &l, 1);
+	l.head.blocking = 1;
+	rc = hier__lead_advance(h, &l);
 	if (rc < 0)
 		return rc;
 	for (n = 0; n < h->nnodes; n++)
@@ -219,6 +220,7 @@ int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, struct shmcoll_hier
 		rc = -EINVAL;
 		goto err_free;
 	}
+	hier__queue_init(h);
 	h->rank = cfg->node * cfg->nproc + cfg->lrank;
 	h->size = cfg->nnodes * cfg->nproc;
 	h->nnodes = cfg->nnodes;
@@ -285,19 +287,12 @@ int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, struct shmcoll_hier
 	{
 		char host[SHMCOLL_ADDR_MAX], mine[SHMCOLL_ADDR_MAX] = "";
 		char(*table)[SHMCOLL_ADDR_MAX];
+		struct shmcoll_wire_cfg wc;
 		struct shmcoll_wire *w;
 		uint16_t port;
 
 		shmcoll__addr_split(addrs[h->node], host, sizeof(host), &port);
-		struct shmcoll_wire_cfg wc = {.rank = h->rank,
-		                              .size = h->size,
-		                              .nnodes = h->nnodes,
-		                              .node = h->node,
-		                              .nproc = h->nproc,
-		                              .local = h->local,
-		                              .broken = &h->broken,
-		                              .broke = hier__wire_broke,
-		                              .ctx = h};
+		hier__wire_cfg(h, &wc);
 
 		status = shmcoll__wire_open(&wc, host, cfg->token, &w, mine, sizeof(mine));
 		table = calloc((size_t)h->size, sizeof(*table));

@@ -10,7 +10,7 @@
 
 #include "shmcoll.h"
 #include "lib/core/p2p.h"
-#include "lib/hier/wire.h"
+#include "lib/net/wire.h"
 
 struct shmcoll_hier;
 struct shmcoll_node;
@@ -130,13 +130,13 @@ int shmcoll__hier_vrun(struct shmcoll_hier *h, struct hier_task *t);
 int shmcoll__hier_node_rc(struct shmcoll_hier *h, int rc);
 
 /* Point-to-point (p2p.c): an operation to or from a rank of this node goes through the
- * node's engine, one to or from another node over the wire (wire.h), a receive from any
+ * node's engine, one to or from another node over the wire (lib/net/wire.h), a receive from any
  * source through both. Ranks are global; arguments checked, communicator entered. */
 enum { HP_LOCAL, HP_WIRE, HP_ANY };
 struct hier_p2p_op {
+	struct shmcoll_task_head head; /* done, and then rc its result (lib/core/queue.h) */
 	int where;
-	int finished, rc;
-	struct shmcoll_p2p_op node; /* the local half; once finished, the results (src global) */
+	struct shmcoll_p2p_op node; /* the local half; once done, the results (src global) */
 	struct wire_op wire;
 };
 void shmcoll__hier_isend(struct shmcoll_hier *h, struct hier_p2p_op *op, const char *fn,

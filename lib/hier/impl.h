@@ -17,13 +17,6 @@
 
 struct hier_task;
 
-/* The calls of a multi-node communicator, run one at a time in the order they were started
- * (hier.c), as a node communicator's tasks are. */
-struct hier_tasks {
-	struct hier_task *head, *tail;
-	unsigned outstanding;
-};
-
 /* Working memory of the compositions, grown on demand and kept. */
 enum { SCR_IN, SCR_RES, SCR_TMP, SCR_NET, SCR_MOVE, SCR_COUNT };
 
@@ -33,12 +26,12 @@ struct shmcoll_hier {
 	struct shmcoll_node *local; /* this node's ranks */
 	int borrowed;               /* local is the caller's (hosted): not destroyed with this */
 	struct shmcoll_net *net;    /* the leader's connections, else NULL */
-	struct shmcoll_wire *wire;  /* point-to-point with other nodes' ranks (wire.c) */
+	struct shmcoll_wire *wire;  /* point-to-point with other nodes' ranks (lib/net/wire.h) */
 	_Atomic int broken;         /* non-zero once broken: later calls fail */
 	void *scr[SCR_COUNT];
 	size_t cap[SCR_COUNT];
-	struct hier_tasks tasks;   /* the calls outstanding (hier.c) */
-	struct shmcoll_xfer px[2]; /* the exchange in flight of a leaders' algorithm */
+	struct shmcoll_queue tasks; /* the calls outstanding (hier.c) */
+	struct shmcoll_xfer px[2];  /* the exchange in flight of a leaders' algorithm */
 	char err[SHMCOLL_ERR_LEN];
 	char cause[SHMCOLL_ERR_LEN];
 };
@@ -52,6 +45,8 @@ int hier__broken(struct shmcoll_hier *h, int rc);
 /* The wire's break (struct shmcoll_wire_cfg): breaks everything but the wire, which has
  * done its part. Async-signal-safe. */
 void hier__wire_broke(void *h, int why);
+/* What the wire of h is given of it at open (p2p.c): its shape, and h's parts it may reach. */
+void hier__wire_cfg(struct shmcoll_hier *h, struct shmcoll_wire_cfg *wc);
 /* Records that bytes of working memory were not to be had, and breaks everything. */
 int hier__oom(struct shmcoll_hier *h, const char *fn, size_t bytes);
 /* Working memory i of at least bytes, or NULL. */
@@ -88,7 +83,8 @@ void hier__wide_in(const struct wide *w, void *dst, const void *src, size_t n, s
 void hier__wide_out(const struct wide *w, void *dst, const void *src, size_t n, shmcoll_dtype dt,
                     shmcoll_op op, uint64_t S);
 
-/* A leaders' algorithm in progress (lead.c), advanced like a task (lib/core/task.h): one set
+/* A leaders' algorithm in progress (lead.c), a task of the engine (lib/core/queue.h) that a
+ * call runs as one of its stages, never queued itself: one set
  * of transfers, recursive doubling, the ring's reduce-scatter or allgather, or an allreduce
  * (recursive doubling for small vectors, the ring for large ones). Its first advance posts
  * its first exchange, so a composition can leave it in flight while the node works and
@@ -96,8 +92,8 @@ void hier__wide_out(const struct wide *w, void *dst, const void *src, size_t n, 
  * of a reduction, or bytes). */
 enum { LEAD_XFER, LEAD_RS, LEAD_AG, LEAD_ALLREDUCE };
 struct lead {
+	struct shmcoll_task_head head; /* where it resumes, whether it blocks, its result */
 	int kind;
-	int at;     /* where it resumes: 0 at the start */
 	int posted; /* its exchange is in flight */
 	const char *fn;
 	uint64_t call;
@@ -122,18 +118,18 @@ void hier__lead_rs(struct lead *l, const char *fn, const struct wide *w, uint64_
 void hier__lead_ag(struct lead *l, const char *fn, uint64_t call, uint8_t *buf, size_t m, size_t es,
                    size_t seg);
 
-/* Advances l: 0 once complete, SHMCOLL_PENDING with its exchange in flight (not blocking), or
- * a negative errno (everything broken). */
-int hier__lead_advance(struct shmcoll_hier *h, struct lead *l, int blocking);
+/* Advances l, blocking as l->head.blocking says: 0 once complete, SHMCOLL_PENDING with its
+ * exchange in flight (not blocking), or a negative errno (everything broken). */
+int hier__lead_advance(struct shmcoll_hier *h, struct lead *l);
 
-/* A call of a multi-node communicator (colls.c), advanced like a node task: blocking, or
- * not (then it returns SHMCOLL_PENDING where a stage is not done yet). Its stages are node
- * collectives (a task of the node communicator) and leaders' algorithms. */
+/* A call of a multi-node communicator (colls.c), a task of the engine (lib/core/queue.h) on
+ * the communicator's queue: blocking, or not (then it returns SHMCOLL_PENDING where a stage
+ * is not done yet). Its stages are node collectives (a task of the node communicator's
+ * queue) and leaders' algorithms (struct lead). */
 struct hier_task {
+	struct shmcoll_task_head head;
 	int (*advance)(struct shmcoll_hier *h, struct hier_task *t);
-	struct hier_task *next;
 	const char *fn;
-	int blocking, at, done, rc;
 	/* the call */
 	const uint8_t *send;
 	uint8_t *recv;
@@ -182,12 +178,13 @@ int hier__task_run(struct shmcoll_hier *h, struct hier_task *t);
 int hier__await_node(struct shmcoll_hier *h, struct hier_task *t);
 int hier__await_lead(struct shmcoll_hier *h, struct hier_task *t);
 
-/* After an await returned rc != 0 at resume point at (task.h's shmcoll__suspend). */
+/* After an await returned rc != 0 at resume point at (queue.h's shmcoll__suspend_at). */
 static inline int hier__suspend(struct hier_task *t, int at, int rc)
 {
-	if (rc == SHMCOLL_PENDING)
-		t->at = at;
-	return rc;
+	return shmcoll__suspend_at(&t->head, at, rc);
 }
+
+/* Makes h's queue: its tasks are calls of h (at create). */
+void hier__queue_init(struct shmcoll_hier *h);
 
 #endif

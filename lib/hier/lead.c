@@ -16,7 +16,8 @@ enum { AT_EXTRA_SEND = 1, AT_EXTRA_RECV, AT_FOLD_EXTRA, AT_ROUND, AT_ANSWER, AT_
 void hier__lead_xfer(struct lead *l, const char *fn, struct shmcoll_xfer *x, int nx)
 {
 	l->kind = LEAD_XFER;
-	l->at = 0;
+	l->head.at = 0;
+	l->head.done = 0;
 	l->posted = 0;
 	l->fn = fn;
 	l->x = x;
@@ -27,7 +28,8 @@ static void lead_init(struct lead *l, int kind, const char *fn, const struct wid
                       uint8_t *buf, size_t m)
 {
 	l->kind = kind;
-	l->at = 0;
+	l->head.at = 0;
+	l->head.done = 0;
 	l->posted = 0;
 	l->fn = fn;
 	l->w = *w;
@@ -62,17 +64,9 @@ void hier__lead_ag(struct lead *l, const char *fn, uint64_t call, uint8_t *buf, 
 	l->seg = seg;
 }
 
-static int suspend(struct lead *l, int at, int rc)
-{
-	if (rc == SHMCOLL_PENDING)
-		l->at = at;
-	return rc;
-}
-
 /* Moves x[0..nx): posts them the first time, then completes them (blocking) or sees how far
  * they got. */
-static int xchg(struct shmcoll_hier *h, struct lead *l, struct shmcoll_xfer *x, int nx,
-                int blocking)
+static int xchg(struct shmcoll_hier *h, struct lead *l, struct shmcoll_xfer *x, int nx)
 {
 	char err[SHMCOLL_ERR_LEN - 64];
 	int rc = 0, done = 1;
@@ -84,7 +78,7 @@ static int xchg(struct shmcoll_hier *h, struct lead *l, struct shmcoll_xfer *x, 
 	/* MPI's progress rule: while other communicators of the process have work, a blocking
 	 * exchange is tested between passes over them (yielding), and slept on only once they
 	 * have none (lib/core/progress.h). */
-	if (rc == 0 && blocking) {
+	if (rc == 0 && l->head.blocking) {
 		while (shmcoll__progress_all()) {
 			rc = shmcoll__net_test(h->net, &done, err, sizeof(err));
 			if (rc || done)
@@ -132,7 +126,7 @@ static void fold2(const struct wide *w, void *buf, const void *a, const void *b,
 
 /* Recursive doubling. Each round folds into the other of buf and a scratch vector, so
  * nothing is copied; the last fold goes to final instead if given (distinct from buf). */
-static int lead_rd(struct shmcoll_hier *h, struct lead *l, int blocking)
+static int lead_rd(struct shmcoll_hier *h, struct lead *l)
 {
 	const struct wide *w = &l->w;
 	size_t bytes = l->m * w->es;
@@ -140,7 +134,7 @@ static int lead_rd(struct shmcoll_hier *h, struct lead *l, int blocking)
 	uint8_t *dst;
 	int peer, rc;
 
-	switch (l->at) {
+	switch (l->head.at) {
 	case AT_EXTRA_SEND:
 		goto extra_send;
 	case AT_EXTRA_RECV:
@@ -164,20 +158,20 @@ static int lead_rd(struct shmcoll_hier *h, struct lead *l, int blocking)
 		l->res = l->final ? l->final : l->buf;
 		sendrecv(h, l, l->rd.extra, l->buf, bytes, -1, NULL, 0);
 	extra_send:
-		rc = xchg(h, l, h->px, 1, blocking);
+		rc = xchg(h, l, h->px, 1);
 		if (rc)
-			return suspend(l, AT_EXTRA_SEND, rc);
+			return shmcoll__suspend_at(&l->head, AT_EXTRA_SEND, rc);
 		sendrecv(h, l, -1, NULL, 0, l->rd.extra, l->res, bytes);
 	extra_recv:
-		rc = xchg(h, l, h->px, 1, blocking);
-		return suspend(l, AT_EXTRA_RECV, rc);
+		rc = xchg(h, l, h->px, 1);
+		return shmcoll__suspend_at(&l->head, AT_EXTRA_RECV, rc);
 	}
 	if (l->rd.extra >= 0) {
 		sendrecv(h, l, -1, NULL, 0, l->rd.extra, l->in, bytes);
 	fold_extra:
-		rc = xchg(h, l, h->px, 1, blocking);
+		rc = xchg(h, l, h->px, 1);
 		if (rc)
-			return suspend(l, AT_FOLD_EXTRA, rc);
+			return shmcoll__suspend_at(&l->head, AT_FOLD_EXTRA, rc);
 		srcs[0] = l->cur;
 		srcs[1] = l->in;
 		w->fold(l->other, srcs, 2, l->m);
@@ -188,9 +182,9 @@ static int lead_rd(struct shmcoll_hier *h, struct lead *l, int blocking)
 		peer = shmcoll__rd_peer(h->node, l->r);
 		sendrecv(h, l, peer, l->cur, bytes, peer, l->in, bytes);
 	round:
-		rc = xchg(h, l, h->px, 2, blocking);
+		rc = xchg(h, l, h->px, 2);
 		if (rc)
-			return suspend(l, AT_ROUND, rc);
+			return shmcoll__suspend_at(&l->head, AT_ROUND, rc);
 		peer = shmcoll__rd_peer(h->node, l->r);
 		dst = l->r == l->rd.rounds - 1 && l->final ? l->final : l->other;
 		/* The lower node's partial first, on both sides: the same bits. */
@@ -205,8 +199,8 @@ static int lead_rd(struct shmcoll_hier *h, struct lead *l, int blocking)
 		return 0;
 	sendrecv(h, l, l->rd.extra, l->cur, bytes, -1, NULL, 0);
 answer:
-	rc = xchg(h, l, h->px, 1, blocking);
-	return suspend(l, AT_ANSWER, rc);
+	rc = xchg(h, l, h->px, 1);
+	return shmcoll__suspend_at(&l->head, AT_ANSWER, rc);
 }
 
 /* Block k's elements: [k * seg, +seg) if seg, else the even segment k of m. */
@@ -221,14 +215,14 @@ static void block(const struct lead *l, int N, int k, size_t *lo, size_t *len)
 }
 
 /* Ring reduce-scatter: node n ends holding the fold of block n of every node's buf. */
-static int lead_rs(struct shmcoll_hier *h, struct lead *l, int blocking)
+static int lead_rs(struct shmcoll_hier *h, struct lead *l)
 {
 	const struct wide *w = &l->w;
 	int N = h->nnodes, rc;
 	size_t most = l->seg ? l->seg : l->m / (size_t)N + 1, slo, slen, rlo, rlen;
 	struct shmcoll_ring_step st;
 
-	if (l->at == AT_RS)
+	if (l->head.at == AT_RS)
 		goto step;
 	l->in = hier__scratch(h, SCR_NET, 2 * most * w->es);
 	if (!l->in)
@@ -240,9 +234,9 @@ static int lead_rs(struct shmcoll_hier *h, struct lead *l, int blocking)
 		sendrecv(h, l, st.to, l->buf + slo * w->es, slen * w->es, st.from, l->in,
 		         rlen * w->es);
 	step:
-		rc = xchg(h, l, h->px, 2, blocking);
+		rc = xchg(h, l, h->px, 2);
 		if (rc)
-			return suspend(l, AT_RS, rc);
+			return shmcoll__suspend_at(&l->head, AT_RS, rc);
 		shmcoll__ring_rs(h->node, N, l->s, &st);
 		block(l, N, st.recv, &rlo, &rlen);
 		fold2(w, l->buf + rlo * w->es, l->in, l->buf + rlo * w->es, l->in + most * w->es,
@@ -252,13 +246,13 @@ static int lead_rs(struct shmcoll_hier *h, struct lead *l, int blocking)
 }
 
 /* Ring allgather: node n has block n and ends with all of them. */
-static int lead_ag(struct shmcoll_hier *h, struct lead *l, int blocking)
+static int lead_ag(struct shmcoll_hier *h, struct lead *l)
 {
 	size_t es = l->w.es, slo, slen, rlo, rlen;
 	int N = h->nnodes, rc;
 	struct shmcoll_ring_step st;
 
-	if (l->at == AT_AG)
+	if (l->head.at == AT_AG)
 		goto step;
 	for (l->s = 0; l->s < N - 1; l->s++) {
 		shmcoll__ring_ag(h->node, N, l->s, &st);
@@ -267,9 +261,9 @@ static int lead_ag(struct shmcoll_hier *h, struct lead *l, int blocking)
 		sendrecv(h, l, st.to, l->buf + slo * es, slen * es, st.from, l->buf + rlo * es,
 		         rlen * es);
 	step:
-		rc = xchg(h, l, h->px, 2, blocking);
+		rc = xchg(h, l, h->px, 2);
 		if (rc)
-			return suspend(l, AT_AG, rc);
+			return shmcoll__suspend_at(&l->head, AT_AG, rc);
 	}
 	return 0;
 }
@@ -278,20 +272,20 @@ static int lead_ag(struct shmcoll_hier *h, struct lead *l, int blocking)
  * even for two nodes, where both move the same bytes: two exchanges of half the vector
  * measured faster than one of all of it (2 x 2 ranks, 1-16 MiB: 1.2-1.5x). The allgather
  * fills final straight from the wire: only this node's own segment is copied there. */
-static int lead_allreduce(struct shmcoll_hier *h, struct lead *l, int blocking)
+static int lead_allreduce(struct shmcoll_hier *h, struct lead *l)
 {
 	size_t lo, len;
 	int rc;
 
-	if (l->at == 0)
+	if (l->head.at == 0)
 		l->ring = l->m * l->w.es >= LEAD_RING_MIN && l->m >= (size_t)h->nnodes;
 	if (!l->ring)
-		return lead_rd(h, l, blocking);
-	if (l->at != AT_AG) {
-		rc = lead_rs(h, l, blocking);
+		return lead_rd(h, l);
+	if (l->head.at != AT_AG) {
+		rc = lead_rs(h, l);
 		if (rc)
 			return rc;
-		l->at = 0;
+		l->head.at = 0;
 		l->res = l->final ? l->final : l->buf;
 		if (l->final) {
 			shmcoll__segment(l->m, h->nnodes, h->node, &lo, &len);
@@ -299,19 +293,30 @@ static int lead_allreduce(struct shmcoll_hier *h, struct lead *l, int blocking)
 		}
 		l->buf = l->res;
 	}
-	return lead_ag(h, l, blocking);
+	return lead_ag(h, l);
 }
 
-int hier__lead_advance(struct shmcoll_hier *h, struct lead *l, int blocking)
+int hier__lead_advance(struct shmcoll_hier *h, struct lead *l)
 {
+	int rc;
+
 	switch (l->kind) {
 	case LEAD_XFER:
-		return xchg(h, l, l->x, l->nx, blocking);
+		rc = xchg(h, l, l->x, l->nx);
+		break;
 	case LEAD_RS:
-		return lead_rs(h, l, blocking);
+		rc = lead_rs(h, l);
+		break;
 	case LEAD_AG:
-		return lead_ag(h, l, blocking);
+		rc = lead_ag(h, l);
+		break;
 	default:
-		return lead_allreduce(h, l, blocking);
+		rc = lead_allreduce(h, l);
+		break;
 	}
+	if (rc != SHMCOLL_PENDING) {
+		l->head.done = 1;
+		l->head.rc = rc;
+	}
+	return rc;
 }

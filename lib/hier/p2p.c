@@ -1,15 +1,72 @@
 /* p2p.c - point-to-point on a multi-node communicator (hier.h): a message between two ranks
  * of one node goes through the node's engine (lib/core/p2p.h, ranks translated), one between
- * nodes over the wire (wire.h). A receive from any source is posted on both: the node's engine
- * holds its local half, the wire a proxy that the caller's thread resolves (wire.c), so it
- * takes exactly one message and MPI's order among the receives holds on both sides. */
+ * nodes over the wire (lib/net/wire.h). A receive from any source is posted on both: the
+ * node's engine holds its local half, the wire a proxy that the caller's thread resolves, so
+ * it takes exactly one message and MPI's order among the receives holds on both sides. The
+ * wire sits below the node communicator and reaches it only through the functions this file
+ * gives it (hier__wire_cfg). */
 #include <errno.h>
 #include <string.h>
 
 #include "lib/core/p2p.h"
 #include "lib/hier/impl.h"
-#include "lib/hier/wire.h"
+#include "lib/net/wire.h"
 #include "shm/atomics.h"
+
+/* The wire matches sources and tags as the node's engine does, and this file hands it the
+ * engine's wildcard and reads the wire's results against it. */
+_Static_assert(WIRE_ANY == P2P_ANY, "the wire's wildcard is the node engine's");
+
+/* The communicator's broken word, its node's, or the node's shared abort word: loads only,
+ * as the wire's thread reads them without a lock. */
+static int wire_broken(void *ctx)
+{
+	const struct shmcoll_hier *h = ctx;
+	const struct shmcoll_node *n = h->local;
+
+	return load_relaxed(&h->broken) || load_relaxed(&n->broken) ||
+	       load_relaxed(&n->arena.hdr->aborted);
+}
+
+static void wire_wake(void *ctx)
+{
+	const struct shmcoll_hier *h = ctx;
+
+	shmcoll__p2p_nudge(h->local);
+}
+
+/* A receive from any source's local half has matched once the node's engine moved it past
+ * posted. */
+static int wire_claimed(void *ctx, void *local)
+{
+	const struct shmcoll_p2p_op *op = local;
+
+	(void)ctx;
+	return op->state != ST_POSTED;
+}
+
+static void wire_cancel(void *ctx, void *local)
+{
+	struct shmcoll_hier *h = ctx;
+
+	shmcoll__p2p_cancel(h->local, local);
+}
+
+void hier__wire_cfg(struct shmcoll_hier *h, struct shmcoll_wire_cfg *wc)
+{
+	*wc = (struct shmcoll_wire_cfg){.rank = h->rank,
+	                                .size = h->size,
+	                                .nnodes = h->nnodes,
+	                                .node = h->node,
+	                                .nproc = h->nproc,
+	                                .nctx = P2P_CTX_COUNT,
+	                                .ctx = h,
+	                                .broken = wire_broken,
+	                                .broke = hier__wire_broke,
+	                                .wake = wire_wake,
+	                                .claimed = wire_claimed,
+	                                .cancel = wire_cancel};
+}
 
 static int local_rank(const struct shmcoll_hier *h, int g)
 {
@@ -24,8 +81,8 @@ static int on_node(const struct shmcoll_hier *h, int g)
 void shmcoll__hier_isend(struct shmcoll_hier *h, struct hier_p2p_op *op, const char *fn,
                          const void *buf, size_t bytes, int dest, int tag)
 {
-	op->finished = 0;
-	op->rc = 0;
+	op->head.done = 0;
+	op->head.rc = 0;
 	if (on_node(h, dest)) {
 		op->where = HP_LOCAL;
 		shmcoll__p2p_isend(h->local, &op->node, fn, buf, bytes, local_rank(h, dest), tag,
@@ -42,8 +99,8 @@ void shmcoll__hier_isend(struct shmcoll_hier *h, struct hier_p2p_op *op, const c
 void shmcoll__hier_irecv(struct shmcoll_hier *h, struct hier_p2p_op *op, const char *fn, void *buf,
                          size_t bytes, int source, int tag)
 {
-	op->finished = 0;
-	op->rc = 0;
+	op->head.done = 0;
+	op->head.rc = 0;
 	if (source != P2P_ANY && on_node(h, source)) {
 		op->where = HP_LOCAL;
 		shmcoll__p2p_irecv(h->local, &op->node, fn, buf, bytes, local_rank(h, source), tag,
@@ -62,7 +119,7 @@ void shmcoll__hier_irecv(struct shmcoll_hier *h, struct hier_p2p_op *op, const c
 	/* Both halves, the local one first: the wire's proxy points at it. */
 	op->where = HP_ANY;
 	shmcoll__p2p_irecv(h->local, &op->node, fn, buf, bytes, P2P_ANY, tag, P2P_CTX_USER);
-	if (op->node.done) {
+	if (op->node.head.done) {
 		/* Matched at once (or the communicator is broken): nothing for the wire. */
 		op->where = HP_LOCAL;
 		return;
@@ -71,35 +128,35 @@ void shmcoll__hier_irecv(struct shmcoll_hier *h, struct hier_p2p_op *op, const c
 	                    &op->node);
 }
 
-/* The results of a completed op in op->node (the sender's global rank) and op->rc. */
+/* The results of a completed op in op->node (the sender's global rank) and op->head.rc. */
 static void finish_local(struct shmcoll_hier *h, struct hier_p2p_op *op)
 {
-	op->rc = op->node.rc;
+	op->head.rc = op->node.head.rc;
 	if (op->node.kind == P2P_RECV && op->node.src >= 0)
 		op->node.src += h->node * h->nproc;
-	op->finished = 1;
+	op->head.done = 1;
 }
 
 static void finish_wire(struct hier_p2p_op *op)
 {
-	op->rc = op->wire.rc;
+	op->head.rc = op->wire.rc;
 	op->node.src = op->wire.src;
 	op->node.rtag = op->wire.rtag;
 	op->node.total = op->wire.total;
 	op->node.got = op->wire.got;
-	op->node.done = 1;
-	op->node.rc = op->rc;
-	op->finished = 1;
+	op->node.head.done = 1;
+	op->node.head.rc = op->head.rc;
+	op->head.done = 1;
 }
 
 /* Whether op is complete (its results then set), looking without blocking. */
 static int hp_done(struct shmcoll_hier *h, struct hier_p2p_op *op)
 {
-	if (op->finished)
+	if (op->head.done)
 		return 1;
 	switch (op->where) {
 	case HP_LOCAL:
-		if (!op->node.done)
+		if (!op->node.head.done)
 			return 0;
 		finish_local(h, op);
 		return 1;
@@ -120,7 +177,7 @@ static int hp_done(struct shmcoll_hier *h, struct hier_p2p_op *op)
 			return 1;
 		}
 	}
-	if (!op->node.done)
+	if (!op->node.head.done)
 		return 0;
 	shmcoll__wire_withdraw(h->wire, &op->wire);
 	finish_local(h, op);
@@ -141,7 +198,7 @@ static void break_all(struct shmcoll_hier *h, int rc)
 static int settle(struct shmcoll_hier *h, struct hier_p2p_op *op)
 {
 	char cause[SHMCOLL_ERR_LEN - 64];
-	int rc = op->rc;
+	int rc = op->head.rc;
 
 	if (rc >= 0 || rc == -EMSGSIZE)
 		return rc;
@@ -168,7 +225,7 @@ static int hp_ready(void *arg)
 
 int shmcoll__hier_p2p_test(struct shmcoll_hier *h, struct hier_p2p_op *op, int *done)
 {
-	if (op->where == HP_LOCAL && !op->finished) {
+	if (op->where == HP_LOCAL && !op->head.done) {
 		shmcoll__p2p_test(h->local, &op->node, done);
 	} else {
 		shmcoll__node_progress(h->local);
@@ -195,9 +252,9 @@ int shmcoll__hier_p2p_wait(struct shmcoll_hier *h, struct hier_p2p_op *op)
 		break_all(h, rc);
 		if (op->where != HP_LOCAL)
 			shmcoll__wire_withdraw(h->wire, &op->wire);
-		op->rc = rc;
-		op->node.rc = rc;
-		op->finished = 1;
+		op->head.rc = rc;
+		op->node.head.rc = rc;
+		op->head.done = 1;
 		return rc;
 	}
 	return settle(h, op);

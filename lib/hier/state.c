@@ -1,9 +1,9 @@
 /* state.c - a multi-node communicator's failure state and what every file of lib/hier uses
  * below its stages: recording a message, breaking everything (the leader's connections, the
  * node communicator, the wire), entering it, a node stage's result as the communicator's,
- * the working memory and the call word. It calls nothing in lib/hier but the wire's break
- * (wire.c), so the files read in one order: comm.c, colls.c and vcolls.c, hier.c, lead.c,
- * p2p.c, state.c, wire.c and wide.c.
+ * the working memory and the call word. It calls nothing else in lib/hier (the wire's break
+ * is lib/net's), so the files read in one order: comm.c, colls.c and vcolls.c, hier.c,
+ * lead.c, p2p.c, state.c and wide.c.
  *
  * A failure anywhere breaks the whole communicator: the leader shuts its connections (the
  * other nodes' leaders fail at once and break their nodes) and breaks its node communicator

@@ -49,7 +49,7 @@ static void sub_init(struct hier_task *t, uint32_t kind, const void *send, void 
 /* Advances t->sub in t's mode: 0 once done, SHMCOLL_PENDING, or its error. */
 static int sub_run(struct shmcoll_hier *h, struct hier_task *t)
 {
-	t->sub->blocking = t->blocking;
+	t->sub->head.blocking = t->head.blocking;
 	return t->sub->advance(h, t->sub);
 }
 
@@ -292,7 +292,7 @@ static int vcall_advance(struct shmcoll_hier *h, struct hier_task *t)
 {
 	int rc;
 
-	switch (t->at) {
+	switch (t->head.at) {
 	case AT_AGREE:
 		goto agree;
 	case AT_MOVE:

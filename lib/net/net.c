@@ -158,6 +158,19 @@ invalid:
 	return -EINVAL;
 }
 
+/* The posted call is over with rc (a wait's, or a test's once done): unposted, and on
+ * failure n broken with the message (a call cancelled by an earlier break says so). */
+static int ended(struct shmcoll_net *n, int rc, char *err, size_t errlen)
+{
+	unpost(n);
+	if (rc == 0)
+		return 0;
+	if (rc == -ECANCELED && n->broken)
+		shmcoll__net_say(err, errlen, "the connection to the other nodes was broken: %s",
+		                 n->cause);
+	return shmcoll__net_fail(n, rc, err);
+}
+
 int shmcoll__net_wait(struct shmcoll_net *n, char *err, size_t errlen)
 {
 	int rc;
@@ -165,15 +178,7 @@ int shmcoll__net_wait(struct shmcoll_net *n, char *err, size_t errlen)
 	if (n->posted < 0)
 		return 0;
 	rc = n->be->wait(n, n->posted, err, errlen);
-	unpost(n);
-	if (rc < 0) {
-		if (rc == -ECANCELED && n->broken)
-			shmcoll__net_say(err, errlen,
-			                 "the connection to the other nodes was broken: %s",
-			                 n->cause);
-		return shmcoll__net_fail(n, rc, err);
-	}
-	return 0;
+	return ended(n, rc, err, errlen);
 }
 
 int shmcoll__net_test(struct shmcoll_net *n, int *done, char *err, size_t errlen)
@@ -186,16 +191,8 @@ int shmcoll__net_test(struct shmcoll_net *n, int *done, char *err, size_t errlen
 	rc = n->be->test(n, n->posted, done, err, errlen);
 	if (rc == 0 && !*done)
 		return 0;
-	unpost(n);
-	if (rc < 0) {
-		*done = 1;
-		if (rc == -ECANCELED && n->broken)
-			shmcoll__net_say(err, errlen,
-			                 "the connection to the other nodes was broken: %s",
-			                 n->cause);
-		return shmcoll__net_fail(n, rc, err);
-	}
-	return 0;
+	*done = 1;
+	return ended(n, rc, err, errlen);
 }
 
 int shmcoll__net_run(struct shmcoll_net *n, struct shmcoll_xfer *x, int nx, char *err,

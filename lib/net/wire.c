@@ -1,9 +1,10 @@
-/* wire.c - point-to-point across nodes (wire.h): the listener and the address exchange, the
- * connections, the thread that moves their bytes, and the matching of what arrives.
+/* wire.c - point-to-point across nodes (wire.h): the connections, the thread that moves their
+ * bytes, and the matching of what arrives.
  *
  * Everything below is guarded by the wire's mutex, taken by the caller's thread for a start,
  * a test or the caller's half of matching, and by the wire thread for everything it does but
- * its poll(). Sockets are non-blocking: no one holds the mutex while waiting on one. */
+ * its poll(). Sockets are non-blocking: no one holds the mutex while waiting on one. The
+ * communicator above is reached only through the cfg's functions (wire.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -22,22 +23,24 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "lib/core/node.h"
-#include "lib/core/p2p.h"
-#include "lib/hier/wire.h"
+#include "lib/net/wire.h"
+#include "lib/net/sock.h"
 #include "shm/atomics.h"
+#include "shm/wait.h"
 
 /* The most payload one system call moves (as the leaders' transport). */
 #define WIRE_CHUNK ((size_t)1 << 30)
 /* Bytes a cut-short receive reads and drops at a time. */
 #define SINK_BYTES ((size_t)64 << 10)
-/* How long the thread sleeps in poll() at most: it looks at the communicator's broken word
- * between sleeps (a signal handler's abort cannot take the mutex to tell it). */
+/* How long the thread sleeps in poll() at most: it looks at the communicator's broken words
+ * between sleeps (a break by another rank of the node writes no eventfd of ours). */
 #define POLL_MS 50
+/* How long the last frame may take to be written at close. */
+#define BYE_NS 1000000000LL
 
 /* A message that arrived before a receive took it. */
 struct wire_msg {
-	struct wire_msg *next;
+	struct shmcoll_link link; /* on the wire's uq */
 	int src, tag, ctx;
 	uint64_t len;
 	uint8_t data[];
@@ -71,7 +74,7 @@ struct wire_out {
 	uint32_t seq;
 	size_t hello_off; /* bytes of the hello written */
 	uint8_t hello[SHMCOLL_HELLO_BYTES];
-	struct wire_op *head, *tail;
+	struct shmcoll_list ops; /* the sends, in order */
 };
 
 struct shmcoll_wire {
@@ -86,13 +89,13 @@ struct shmcoll_wire {
 	struct wire_out *out; /* per global rank (unused for this node's) */
 	struct wire_in **in;  /* accepted connections */
 	int nin, capin;
-	struct pollfd *pfd; /* the thread's: 2 + size + capin entries */
-	int *pfd_who;       /* what each is: WHO_*, an out's rank (>= 0), else ~in index */
-	struct wire_op *posted, *posted_tail;
-	struct wire_msg *uq, *uq_tail;
+	struct pollfd *pfd;         /* the thread's: 2 + size + capin entries */
+	int *pfd_who;               /* what each is: WHO_*, an out's rank (>= 0), else ~in index */
+	struct shmcoll_list posted; /* receives, in the order they were posted */
+	struct shmcoll_list uq;     /* messages arrived unmatched (wire_msg), in arrival order */
 	unsigned active;
-	int failed;                       /* once non-zero: every operation completes with it */
-	char cause[SHMCOLL_ERR_LEN - 64]; /* why, for the caller's thread to report */
+	int failed;                 /* once non-zero: every operation completes with it */
+	char cause[WIRE_CAUSE_MAX]; /* why, for the caller's thread to report */
 	int stop;
 	uint8_t *sink;
 };
@@ -119,7 +122,7 @@ static void wake_thread(struct shmcoll_wire *w)
 /* Wakes the caller's thread if it sleeps in a wait on the node's bell. */
 static void nudge(struct shmcoll_wire *w)
 {
-	shmcoll__p2p_nudge(w->job.local);
+	w->job.wake(w->job.ctx);
 }
 
 static void complete(struct shmcoll_wire *w, struct wire_op *op, int rc)
@@ -132,34 +135,31 @@ static void complete(struct shmcoll_wire *w, struct wire_op *op, int rc)
 
 /* ---- lists ---- */
 
+/* The operations and messages on the lists of shm/list.h. */
+static struct wire_op *op_at(struct shmcoll_link *e)
+{
+	return e ? shmcoll__entry(e, struct wire_op, link) : NULL;
+}
+
+static struct wire_msg *msg_at(struct shmcoll_link *e)
+{
+	return e ? shmcoll__entry(e, struct wire_msg, link) : NULL;
+}
+
 static void posted_remove(struct shmcoll_wire *w, struct wire_op *op)
 {
-	if (op->prev)
-		op->prev->next = op->next;
-	else
-		w->posted = op->next;
-	if (op->next)
-		op->next->prev = op->prev;
-	else
-		w->posted_tail = op->prev;
-	op->next = op->prev = NULL;
+	shmcoll__list_remove(&w->posted, &op->link);
 }
 
 static void posted_append(struct shmcoll_wire *w, struct wire_op *op)
 {
-	op->next = NULL;
-	op->prev = w->posted_tail;
-	if (w->posted_tail)
-		w->posted_tail->next = op;
-	else
-		w->posted = op;
-	w->posted_tail = op;
+	shmcoll__list_push(&w->posted, &op->link);
 }
 
 static int matches(const struct wire_op *op, int src, int tag, int ctx)
 {
-	return op->ctx == ctx && (op->peer == P2P_ANY || op->peer == src) &&
-	       (op->tag == P2P_ANY || op->tag == tag);
+	return op->ctx == ctx && (op->peer == WIRE_ANY || op->peer == src) &&
+	       (op->tag == WIRE_ANY || op->tag == tag);
 }
 
 /* ---- failure ---- */
@@ -171,18 +171,13 @@ static void fail_locked(struct shmcoll_wire *w, int rc)
 
 	if (!w->failed)
 		w->failed = rc;
-	while ((op = w->posted) != NULL) {
-		posted_remove(w, op);
+	while ((op = op_at(shmcoll__list_pop(&w->posted))) != NULL)
 		complete(w, op, rc);
-	}
 	for (r = 0; w->out && r < w->job.size; r++) {
 		struct wire_out *o = &w->out[r];
 
-		while ((op = o->head) != NULL) {
-			o->head = op->next;
+		while ((op = op_at(shmcoll__list_pop(&o->ops))) != NULL)
 			complete(w, op, rc);
-		}
-		o->tail = NULL;
 	}
 	/* Receives reading a payload now are the connection's: it fails them. */
 	for (r = 0; r < w->nin; r++) {
@@ -303,7 +298,7 @@ static int out_write(struct shmcoll_wire *w, int r)
 			                                            : -errno;
 		o->hello_off += (size_t)k;
 	}
-	while ((op = o->head) != NULL) {
+	while ((op = op_at(o->ops.head)) != NULL) {
 		struct iovec iov[2];
 		struct msghdr m = {.msg_iov = iov};
 		size_t total = SHMCOLL_FRAME_BYTES + op->bytes, pay;
@@ -330,10 +325,7 @@ static int out_write(struct shmcoll_wire *w, int r)
 		op->off += (size_t)k;
 		if (op->off < total)
 			continue;
-		o->head = op->next;
-		if (!o->head)
-			o->tail = NULL;
-		op->next = NULL;
+		shmcoll__list_remove(&o->ops, &op->link);
 		complete(w, op, 0);
 	}
 	return 0;
@@ -365,13 +357,13 @@ static void take(struct wire_op *op, int src, int tag, uint64_t len)
 }
 
 /* The receive posted here that a message (src, tag, ctx) goes to, taken off the list; NULL
- * when none does, or when the first that matches is a receive from P2P_ANY: those the
+ * when none does, or when the first that matches is a receive from WIRE_ANY: those the
  * caller's thread decides (its local half may have matched already). */
 static struct wire_op *match_posted(struct shmcoll_wire *w, int src, int tag, int ctx)
 {
 	struct wire_op *op;
 
-	for (op = w->posted; op; op = op->next)
+	for (op = op_at(w->posted.head); op; op = op_at(op->link.next))
 		if (matches(op, src, tag, ctx)) {
 			if (op->any)
 				return NULL;
@@ -393,13 +385,8 @@ static void arrived(struct shmcoll_wire *w, struct wire_msg *m)
 		free(m);
 		return;
 	}
-	m->next = NULL;
-	if (w->uq_tail)
-		w->uq_tail->next = m;
-	else
-		w->uq = m;
-	w->uq_tail = m;
-	nudge(w); /* a receive from P2P_ANY, or a probe, may want it */
+	shmcoll__list_push(&w->uq, &m->link);
+	nudge(w); /* a receive from WIRE_ANY, or a probe, may want it */
 }
 
 /* The header in in->buf is in: checks it and starts its payload. 0 or a negative errno with
@@ -428,7 +415,7 @@ static int in_header(struct shmcoll_wire *w, struct wire_in *in)
 		in->state = IN_BYE;
 		return 0;
 	}
-	if (f->call >> 32 >= P2P_CTX_COUNT || (uint32_t)f->call > INT_MAX) {
+	if (f->call >> 32 >= (uint64_t)h->nctx || (uint32_t)f->call > INT_MAX) {
 		wire_failed(w, -EPROTO, "rank %d sent rank %d a message with call word %016llx",
 		            in->rank, h->rank, (unsigned long long)f->call);
 		return -EPROTO;
@@ -631,10 +618,7 @@ static void accept_all(struct shmcoll_wire *w)
 
 static int broken(const struct shmcoll_wire *w)
 {
-	const struct shmcoll_node *n = w->job.local;
-
-	return load_relaxed(w->job.broken) || load_relaxed(&n->broken) ||
-	       load_relaxed(&n->arena.hdr->aborted);
+	return w->job.broken(w->job.ctx);
 }
 
 static int build_pollset(struct shmcoll_wire *w)
@@ -652,8 +636,8 @@ static int build_pollset(struct shmcoll_wire *w)
 
 		/* Only a connection with something to write: a finished one's peer may close it
 		 * (and an error there means nothing to us). */
-		if (o->fd >= 0 &&
-		    (o->head || o->state == OUT_CONNECTING || o->hello_off < SHMCOLL_HELLO_BYTES)) {
+		if (o->fd >= 0 && (o->ops.head || o->state == OUT_CONNECTING ||
+		                   o->hello_off < SHMCOLL_HELLO_BYTES)) {
 			w->pfd[n] = (struct pollfd){.fd = o->fd, .events = POLLOUT};
 			w->pfd_who[n++] = r;
 		}
@@ -749,8 +733,8 @@ static void op_init(struct wire_op *op, const char *fn, int kind, const void *bu
 	op->peer = peer;
 	op->tag = tag;
 	op->ctx = ctx;
-	op->src = P2P_ANY;
-	op->rtag = P2P_ANY;
+	op->src = WIRE_ANY;
+	op->rtag = WIRE_ANY;
 }
 
 /* A start that cannot go on: op completes with rc, the communicator breaks. */
@@ -769,11 +753,11 @@ static int op_begin(struct shmcoll_wire *w, struct wire_op *op)
 {
 	int rc = start_thread(w);
 
-	if (rc == 0 && !w->failed && op->kind == P2P_SEND && w->out[op->peer].fd < 0)
+	if (rc == 0 && !w->failed && op->kind == WIRE_SEND && w->out[op->peer].fd < 0)
 		rc = out_open(w, op->peer);
 	if (rc < 0) {
 		start_failed(w, op, rc,
-		             op->kind == P2P_SEND
+		             op->kind == WIRE_SEND
 		                 ? "could not open a connection to another node"
 		                 : "could not start the thread of messages between nodes");
 		return 0;
@@ -796,7 +780,7 @@ void shmcoll__wire_isend(struct shmcoll_wire *w, struct wire_op *op, const char 
 	                          .len = bytes};
 	int rc;
 
-	op_init(op, fn, P2P_SEND, buf, bytes, dest, tag, ctx);
+	op_init(op, fn, WIRE_SEND, buf, bytes, dest, tag, ctx);
 	lock(w);
 	if (!op_begin(w, op)) {
 		unlock(w);
@@ -804,14 +788,10 @@ void shmcoll__wire_isend(struct shmcoll_wire *w, struct wire_op *op, const char 
 	}
 	f.seq = ++o->seq;
 	shmcoll__frame_encode(op->hdr, &f);
-	if (o->tail)
-		o->tail->next = op;
-	else
-		o->head = op;
-	o->tail = op;
+	shmcoll__list_push(&o->ops, &op->link);
 	/* Written here while the socket takes it: a small message costs no wake of the
 	 * thread. */
-	if (o->head == op && o->state == OUT_READY) {
+	if (o->ops.head == &op->link && o->state == OUT_READY) {
 		rc = out_write(w, dest);
 		if (rc < 0)
 			out_failed(w, dest, rc);
@@ -821,19 +801,14 @@ void shmcoll__wire_isend(struct shmcoll_wire *w, struct wire_op *op, const char 
 	unlock(w);
 }
 
-/* The earliest arrived message matching op, unlinked (prev: its predecessor), or NULL. */
+/* The earliest arrived message matching op, taken off the queue, or NULL. */
 static struct wire_msg *uq_take(struct shmcoll_wire *w, const struct wire_op *op)
 {
-	struct wire_msg *m, *prev = NULL;
+	struct wire_msg *m;
 
-	for (m = w->uq; m; prev = m, m = m->next)
+	for (m = msg_at(w->uq.head); m; m = msg_at(m->link.next))
 		if (matches(op, m->src, m->tag, m->ctx)) {
-			if (prev)
-				prev->next = m->next;
-			else
-				w->uq = m->next;
-			if (w->uq_tail == m)
-				w->uq_tail = prev;
+			shmcoll__list_remove(&w->uq, &m->link);
 			return m;
 		}
 	return NULL;
@@ -849,13 +824,12 @@ static void deliver(struct shmcoll_wire *w, struct wire_op *op, struct wire_msg 
 
 static void resolve_locked(struct shmcoll_wire *w)
 {
-	struct shmcoll_node *n = w->job.local;
 	struct wire_op *op, *next;
 	struct wire_msg *m;
 
-	for (op = w->posted; op; op = next) {
-		next = op->next;
-		if (op->any && op->any->state != ST_POSTED) {
+	for (op = op_at(w->posted.head); op; op = next) {
+		next = op_at(op->link.next);
+		if (op->any && w->job.claimed(w->job.ctx, op->any)) {
 			/* Its local half matched a message of the node: the receive is that. */
 			posted_remove(w, op);
 			continue;
@@ -865,7 +839,7 @@ static void resolve_locked(struct shmcoll_wire *w)
 			continue;
 		posted_remove(w, op);
 		if (op->any) {
-			shmcoll__p2p_cancel(n, op->any); /* still posted: this takes it back */
+			w->job.cancel(w->job.ctx, op->any); /* still posted: this takes it back */
 			op->any = NULL;
 		}
 		deliver(w, op, m);
@@ -873,9 +847,9 @@ static void resolve_locked(struct shmcoll_wire *w)
 }
 
 void shmcoll__wire_irecv(struct shmcoll_wire *w, struct wire_op *op, const char *fn, void *buf,
-                         size_t bytes, int source, int tag, int ctx, struct shmcoll_p2p_op *local)
+                         size_t bytes, int source, int tag, int ctx, void *local)
 {
-	op_init(op, fn, P2P_RECV, buf, bytes, source, tag, ctx);
+	op_init(op, fn, WIRE_RECV, buf, bytes, source, tag, ctx);
 	op->any = local;
 	lock(w);
 	if (!op_begin(w, op)) {
@@ -896,7 +870,7 @@ static void help_locked(struct shmcoll_wire *w, struct wire_op *op)
 
 	if (w->failed || op->peer < 0)
 		return;
-	if (op->kind == P2P_SEND) {
+	if (op->kind == WIRE_SEND) {
 		if (w->out[op->peer].state == OUT_READY && (rc = out_write(w, op->peer)) < 0)
 			out_failed(w, op->peer, rc);
 		return;
@@ -950,12 +924,12 @@ int shmcoll__wire_peek(struct shmcoll_wire *w, int source, int tag, int ctx, int
 	struct wire_msg *m;
 	int found = 0;
 
-	op_init(&probe, NULL, P2P_RECV, NULL, 0, source, tag, ctx);
+	op_init(&probe, NULL, WIRE_RECV, NULL, 0, source, tag, ctx);
 	lock(w);
 	if (!w->started)
 		start_thread(w); /* a probe waits for messages as a receive does */
 	resolve_locked(w);
-	for (m = w->uq; m && !found; m = m->next)
+	for (m = msg_at(w->uq.head); m && !found; m = msg_at(m->link.next))
 		if (matches(&probe, m->src, m->tag, m->ctx)) {
 			*src = m->src;
 			*rtag = m->tag;
@@ -997,43 +971,6 @@ void shmcoll__wire_break(struct shmcoll_wire *w)
 
 /* ---- set-up and the end ---- */
 
-/* A listener on host, any port: its fd and "host:port" in addr. */
-static int listen_on(const char *host, char *addr, size_t len)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
-	struct addrinfo *ai = NULL;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char h[NI_MAXHOST], p[NI_MAXSERV];
-	int fd, rc, one = 1;
-
-	rc = getaddrinfo(host, "0", &hints, &ai);
-	if (rc)
-		return rc == EAI_MEMORY ? -ENOMEM : -EADDRNOTAVAIL;
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0) {
-		rc = -errno;
-		goto out;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
-	    getnameinfo((struct sockaddr *)&ss, sl, h, sizeof(h), p, sizeof(p),
-	                NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-		rc = -EADDRNOTAVAIL;
-		close(fd);
-		goto out;
-	}
-	rc = snprintf(addr, len, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, p) >= (int)len
-	         ? -ENAMETOOLONG
-	         : fd;
-	if (rc < 0)
-		close(fd);
-out:
-	freeaddrinfo(ai);
-	return rc;
-}
-
 int shmcoll__wire_open(const struct shmcoll_wire_cfg *cfg, const char *host, const char *token,
                        struct shmcoll_wire **out, char *addr, size_t addrlen)
 {
@@ -1058,7 +995,7 @@ int shmcoll__wire_open(const struct shmcoll_wire_cfg *cfg, const char *host, con
 	}
 	for (r = 0; r < h->size; r++)
 		w->out[r].fd = -1;
-	rc = listen_on(host, addr, addrlen);
+	rc = shmcoll__listen_any(host, addr, addrlen);
 	if (rc < 0)
 		goto err;
 	w->lfd = rc;
@@ -1102,17 +1039,10 @@ void shmcoll__wire_close(struct shmcoll_wire *w)
 			struct shmcoll_frame f = {
 			    .type = FRAME_BYE, .node = (uint16_t)w->job.node, .seq = o->seq + 1};
 			uint8_t b[SHMCOLL_FRAME_BYTES];
-			struct pollfd pf = {.fd = o->fd, .events = POLLOUT};
-			size_t off = 0;
 
 			shmcoll__frame_encode(b, &f);
-			while (off < sizeof(b) && poll(&pf, 1, 1000) > 0) {
-				ssize_t k = send(o->fd, b + off, sizeof(b) - off, MSG_NOSIGNAL);
-
-				if (k <= 0)
-					break;
-				off += (size_t)k;
-			}
+			/* A peer that takes nothing for a second learns of the end by the close. */
+			shmcoll__send_all(o->fd, b, sizeof(b), shmcoll__now_ns() + BYE_NS);
 		}
 		close(o->fd);
 	}
@@ -1121,12 +1051,8 @@ void shmcoll__wire_close(struct shmcoll_wire *w)
 		free(w->in[r]->msg);
 		free(w->in[r]);
 	}
-	while (w->uq) {
-		struct wire_msg *m = w->uq;
-
-		w->uq = m->next;
-		free(m);
-	}
+	while (!shmcoll__list_empty(&w->uq))
+		free(msg_at(shmcoll__list_pop(&w->uq)));
 	if (w->lfd >= 0)
 		close(w->lfd);
 	if (w->efd >= 0)
