@@ -568,6 +568,43 @@ SHMCOLL_API int shmcoll_comm_split(shmcoll_comm *comm, int color, int key, shmco
  * spans nodes always -ENOTSUP. */
 SHMCOLL_API int shmcoll_comm_dup(shmcoll_comm *comm, shmcoll_comm **newcomm);
 
+/* Advanced: the leaders' transport of shmcoll_comm_create_hosted, supplied by a host that
+ * already connects the nodes (an MPI library: its point-to-point among the node leaders).
+ * Only each node's leader (rank 0 of its node communicator) calls it, and only on the thread
+ * that is in a call on the communicator: never the progress thread. A transfer moves len
+ * bytes at buf to (send != 0) or from peer's leader (a node index, never the caller's own);
+ * slot (0 .. 2 * nnodes - 1: 2 * peer, + 1 for a receive) names it from start until test
+ * said done, wait returned or cancel was called. At most one send and one receive per peer
+ * are in flight, and the k-th send to a peer must meet the peer's k-th receive from this
+ * node (the host keeps its messages ordered per pair and apart from any other traffic:
+ * its own tag or connection); an empty transfer (len 0) may have buf NULL. Each returns 0
+ * (test: 1 done, 0 not yet) or a negative errno; a receive of another length than len is
+ * -EPROTO. */
+typedef struct shmcoll_transport {
+	void *ctx;
+	int (*start)(void *ctx, int slot, int peer, int send, void *buf, size_t len);
+	int (*test)(void *ctx, int slot);
+	int (*wait)(void *ctx, int slot);
+	/* Abandons a transfer in flight after a failure: its buffer is the caller's again once
+	 * this returns. */
+	void (*cancel)(void *ctx, int slot);
+} shmcoll_transport;
+
+/* Advanced, collective over every rank of every node: a communicator over nnodes nodes,
+ * each node's ranks being node (a communicator from shmcoll_comm_create, which must have
+ * the same size on every node), this rank's node being node_index (0 .. nnodes - 1), and
+ * the leaders moving data between nodes through t (copied; t->ctx must outlive the new
+ * communicator). Its ranks are node-major: rank = node_index * size of node + rank in
+ * node. The new communicator borrows node (destroy it first; node stays usable
+ * between its calls) and runs the blocking collectives, the variable-count ones, the
+ * prefix reductions and shmcoll_malloc/free; its non-blocking collectives and all its
+ * point-to-point calls return -ENOTSUP, as no progress may call t off the caller's
+ * thread. Errors: -EINVAL: a NULL argument or function, nnodes out of 2 .. 1024,
+ * node_index out of range, node not a communicator of one node, or (on every rank) nodes
+ * of different sizes. -ENOMEM. Otherwise the failure of t or of node, on every rank. */
+SHMCOLL_API int shmcoll_comm_create_hosted(shmcoll_comm *node, int nnodes, int node_index,
+                                           const shmcoll_transport *t, shmcoll_comm **newcomm);
+
 #ifdef __cplusplus
 }
 #endif

@@ -177,16 +177,30 @@ static struct cstate *setup(MPI_Comm comm, int kv)
 	ok = rc == 0 && !alone;
 	if (PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
 		ok = 0;
+	/* Nodes of one size (lib/hier's ranks are node-major over equal nodes): shmcoll's own
+	 * composition over all of comm, which every rank makes or none keeps. Its failure
+	 * leaves shm broken, so the communicator goes to PMPI. */
+	if (ok && st->multi && st->nnodes * st->max_node == st->size) {
+		rc = wide_create(st);
+		if (rc < 0)
+			debug("rank %d: %s", st->rank, shmcoll_last_error(NULL));
+		ok = rc == 0;
+		if (PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+			ok = 0;
+	}
 	busy = 0;
 	if (ok) {
 		st->usable = 1;
 		if (st->rank == 0)
 			debug("a communicator of size %d: %s", st->size,
-			      st->multi ? "shmcoll in each node, PMPI among leaders" : "shmcoll");
+			      st->wide    ? "shmcoll across nodes, PMPI as its leaders' transport"
+			      : st->multi ? "shmcoll in each node, PMPI among leaders"
+			                  : "shmcoll");
 	} else {
 		if (st->rank == 0)
 			debug("a communicator of size %d: %s; PMPI", st->size,
 			      alone ? "every rank is a node of its own" : "setup failed");
+		wide_destroy(st);
 		if (st->shm)
 			shmcoll_comm_destroy(st->shm);
 		st->shm = NULL;

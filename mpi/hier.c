@@ -1,7 +1,14 @@
-/* hier.c - the two-level composition of a communicator that spans nodes:
- * shmcoll inside each node, PMPI among the nodes' leaders. Each *_multi runs
- * the shmcoll part of one blocking collective after its wrapper decided the
- * path and prepared the buffers. */
+/* hier.c - the collectives of a communicator that spans nodes. Each *_multi runs the shmcoll
+ * part of one blocking collective after its wrapper decided the path and prepared the
+ * buffers. Where the nodes are of one size, lib/hier composes them (st->wide, lead.c: shmcoll
+ * in each node, PMPI as its leaders' transport): the four whose ranks' order does not
+ * matter (allreduce, reduce, bcast, barrier) always, the five that move blocks by rank
+ * (allgather, reduce_scatter_block, gather, scatter, alltoall) where node order is rank order
+ * (ordered), as lib/hier's ranks are node-major. The rest is composed here, shmcoll inside
+ * each node and PMPI's collectives among the nodes' leaders: nodes of different sizes, the
+ * block calls over interleaved nodes (lib/hier has no rank map), and the variable-count calls
+ * (whose leaders' counts are PMPI's v-collectives', or, in gatherv and scatterv, known to the
+ * root only, which lib/hier's forms, padding every block to the largest, would not keep). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +21,9 @@ int allreduce_multi(struct cstate *st, const void *in, void *out, int count, MPI
 {
 	int rc;
 
+	if (st->wide)
+		return shm_done(st, C_ALLREDUCE, "shmcoll_allreduce",
+		                shmcoll_allreduce(in, out, (size_t)count, sdt, sop, st->wide));
 	rc = shmcoll_reduce(in, st->lrank == 0 ? out : NULL, (size_t)count, sdt, sop, 0, st->shm);
 	if (rc < 0)
 		return fail(st, C_ALLREDUCE, "shmcoll_reduce", rc);
@@ -39,6 +49,10 @@ int reduce_multi(struct cstate *st, const void *in, void *out, int count, MPI_Da
 	int rnode = st->node_of[root], rlocal = st->lrank_of[root], rc = MPI_SUCCESS;
 	char *part = NULL, *dst = NULL;
 
+	if (st->wide)
+		return shm_done(st, C_REDUCE, "shmcoll_reduce",
+		                shmcoll_reduce(in, out, (size_t)count, sdt, sop,
+		                               wide_rank(st, root), st->wide));
 	if (st->lrank == 0) {
 		/* The root's node's leader needs a second buffer unless it is the root. */
 		part = scratch(st, 0, st->my_node == rnode && rlocal != 0 ? 2 * bytes : bytes);
@@ -75,6 +89,10 @@ int bcast_multi(struct cstate *st, void *buf, int root, size_t bytes)
 	int rnode = st->node_of[root], rc = MPI_SUCCESS;
 	size_t at, k;
 
+	if (st->wide)
+		return shm_done(
+		    st, C_BCAST, "shmcoll_bcast",
+		    shmcoll_bcast(buf, bytes, SHMCOLL_UINT8, wide_rank(st, root), st->wide));
 	if (st->my_node == rnode) {
 		rc = shmcoll_bcast(buf, bytes, SHMCOLL_UINT8, st->lrank_of[root], st->shm);
 		if (rc < 0)
@@ -100,6 +118,8 @@ int barrier_multi(struct cstate *st)
 {
 	int rc;
 
+	if (st->wide)
+		return shm_done(st, C_BARRIER, "shmcoll_barrier", shmcoll_barrier(st->wide));
 	rc = shmcoll_barrier(st->shm);
 	if (rc < 0)
 		return fail(st, C_BARRIER, "shmcoll_barrier", rc);
@@ -176,6 +196,9 @@ int allgather_multi(struct cstate *st, const void *own, void *recvbuf, size_t b)
 	char *all = recvbuf, *mine = NULL;
 	int rc;
 
+	if (st->wide && st->ordered)
+		return shm_done(st, C_ALLGATHER, "shmcoll_allgather",
+		                shmcoll_allgather(own, recvbuf, b, SHMCOLL_UINT8, st->wide));
 	if (st->lrank == 0) {
 		if (!st->ordered && !(all = scratch(st, 0, (size_t)st->size * b)))
 			return fail(st, C_ALLGATHER, "scratch buffer", MPI_ERR_NO_MEM);
@@ -213,6 +236,16 @@ int reduce_scatter_multi(struct cstate *st, const void *in, void *out, int count
 	char *part = NULL, *vec = NULL, *res = NULL;
 	int n, rc;
 
+	/* MPI's in place (the vector in out) is not shmcoll's (the result at this rank's block
+	 * of the vector): there, the block moves to out after. */
+	if (st->wide && st->ordered) {
+		char *at = in == out ? (char *)out + (size_t)st->rank * b : out;
+
+		rc = shmcoll_reduce_scatter(in, at, (size_t)count, sdt, sop, st->wide);
+		if (rc == 0 && at != out)
+			memmove(out, at, b);
+		return shm_done(st, C_REDUCE_SCATTER_BLOCK, "shmcoll_reduce_scatter", rc);
+	}
 	if (st->lrank == 0) {
 		part = scratch(st, 0, all);
 		res = scratch(st, 1, st->ordered ? (size_t)node_size(st, st->my_node) * b : all);
@@ -257,6 +290,9 @@ int gather_multi(struct cstate *st, const void *own, void *recvbuf, size_t b, in
 	size_t all = (size_t)st->size * b;
 	char *nodes = NULL, *ranked = NULL, *mine = NULL;
 
+	if (st->wide && st->ordered)
+		return shm_done(st, C_GATHER, "shmcoll_gather",
+		                shmcoll_gather(own, recvbuf, b, SHMCOLL_UINT8, root, st->wide));
 	if (st->lrank == 0 && st->my_node != rnode) {
 		mine = scratch(st, 0, (size_t)node_size(st, st->my_node) * b);
 		if (!mine)
@@ -313,6 +349,12 @@ int scatter_multi(struct cstate *st, const void *sendbuf, void *own, size_t b, i
 	const char *nodes = NULL;
 	char *mine = NULL, *ranked = NULL, *buf = NULL;
 
+	/* An in-place root's block stays where shmcoll's in-place form has it. */
+	if (st->wide && st->ordered)
+		return shm_done(st, C_SCATTER, "shmcoll_scatter",
+		                shmcoll_scatter(sendbuf,
+		                                own ? own : (char *)sendbuf + (size_t)root * b, b,
+		                                SHMCOLL_UINT8, root, st->wide));
 	if (st->lrank == 0 && st->my_node != rnode) {
 		mine = scratch(st, 0, (size_t)node_size(st, st->my_node) * b);
 		if (!mine)
@@ -387,6 +429,9 @@ int alltoall_multi(struct cstate *st, const void *in, void *recvbuf, size_t b)
 	size_t row = (size_t)st->size * b, mine = (size_t)ln * row;
 	char *a = NULL, *x = NULL, *piece;
 
+	if (st->wide && st->ordered)
+		return shm_done(st, C_ALLTOALL, "shmcoll_alltoall",
+		                shmcoll_alltoall(in, recvbuf, b, SHMCOLL_UINT8, st->wide));
 	if (st->lrank == 0) {
 		a = scratch(st, 0, mine);
 		x = scratch(st, 1, mine);

@@ -96,6 +96,8 @@ int via_shm(enum coll c)
  * not matter. */
 void release(struct cstate *st)
 {
+	/* The wide communicator borrows shm: it goes first. */
+	wide_destroy(st);
 	if (st->shm)
 		shmcoll_comm_destroy(st->shm);
 	if (st->node != MPI_COMM_NULL)
@@ -183,13 +185,15 @@ int get_keyval(void)
 int fail(struct cstate *st, enum coll c, const char *what, int rc)
 {
 	char msg[MPI_MAX_ERROR_STRING];
+	/* A call through the wide communicator has its message there. */
+	shmcoll_comm *sc = st->wide && *shmcoll_last_error(st->wide) ? st->wide : st->shm;
 	int len = 0;
 
 	if (rc < 0) {
 		/* shmcoll's own message names the function. */
-		if (*shmcoll_last_error(st->shm))
+		if (*shmcoll_last_error(sc))
 			fprintf(stderr, "shmcoll-mpi: %s on rank %d: %s\n", coll_names[c], st->rank,
-			        shmcoll_last_error(st->shm));
+			        shmcoll_last_error(sc));
 		else
 			fprintf(stderr, "shmcoll-mpi: %s on rank %d: %s: %s\n", coll_names[c],
 			        st->rank, what, shmcoll_strerror(rc));
@@ -199,6 +203,8 @@ int fail(struct cstate *st, enum coll c, const char *what, int rc)
 		fprintf(stderr, "shmcoll-mpi: %s on rank %d: %s: %s\n", coll_names[c], st->rank,
 		        what, msg);
 	}
+	if (st->wide)
+		shmcoll_comm_abort(st->wide);
 	shmcoll_comm_abort(st->shm);
 	st->usable = 0;
 	PMPI_Comm_call_errhandler(st->comm, rc);

@@ -52,7 +52,11 @@
  * A communicator that spans nodes also gets a communicator of the node
  * leaders (local rank 0), and composes every one of the nine, and the
  * blocking MPI_Allgatherv, MPI_Reduce_scatter, MPI_Gatherv and MPI_Scatterv:
- * shmcoll inside each node, PMPI among the leaders. A node's ranks need not
+ * shmcoll inside each node, PMPI among the leaders. Where every node has as
+ * many ranks, the nodes' shmcoll communicators are also joined into one of
+ * shmcoll's own over all of them (lead.c), with PMPI's point-to-point among
+ * the leaders as its transport, and the calls it covers run through it
+ * (hier.c says which); the rest is composed here. A node's ranks need not
  * be consecutive in the communicator, so the collectives that move blocks
  * by rank (allgather, reduce_scatter_block, gather, scatter, alltoall,
  * allgatherv, reduce_scatter) have the leaders exchange whole node blocks in
@@ -159,6 +163,11 @@ struct cstate {
 	size_t *vz;       /* 4 * size: a v-collective's byte counts and displacements (vside_of) */
 	void *scratch[4]; /* multi: a leader's partial results and reordered blocks (0, 1); */
 	size_t scratch_bytes[4]; /* packed forms of what this rank sends and receives (2, 3) */
+
+	/* multi, every node as large: shmcoll over all of comm, each node's shm joined with
+	 * PMPI among the leaders as the leaders' transport (lead.c); else NULL. */
+	shmcoll_comm *wide;
+	struct lead_net *lead_net; /* its transport's state */
 };
 
 /* One side of a data movement call, count elements of a datatype: what a
@@ -302,6 +311,13 @@ int loc_reduce_scatter(enum coll c, const void *sendbuf, void *recvbuf, const in
                        MPI_Datatype dt, MPI_Op op, MPI_Comm comm);
 int loc_scan(int ex, const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
              MPI_Comm comm);
+
+/* lead.c: st->wide. Create: collective over comm (multi, every node of max_node ranks),
+ * 0 or shmcoll's error (its message in shmcoll_last_error(NULL)). Rank: a rank of comm's
+ * rank in st->wide (node-major). */
+int wide_create(struct cstate *st);
+void wide_destroy(struct cstate *st);
+int wide_rank(const struct cstate *st, int rank);
 
 /* hier.c */
 int allreduce_multi(struct cstate *st, const void *in, void *out, int count, MPI_Datatype dt,

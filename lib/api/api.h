@@ -159,7 +159,8 @@ struct api_ops {
 
 	/* A call of any kind (lib/coll/kinds.c) run to the end: the variable-count ones. */
 	int (*run)(shmcoll_comm *c, const struct shmcoll_args *a);
-	/* Starts a call of any kind as r, of kind coll (below): 0, or -ENOMEM with r untouched. */
+	/* Starts a call of any kind as r, of kind coll (below): 0, or -ENOMEM with r untouched,
+	 * or another negative errno with c's message set (a call the kind refuses). */
 	int (*start)(shmcoll_comm *c, shmcoll_request *r, const struct shmcoll_args *a);
 	enum req_kind coll, p2p; /* what its collectives' and its messages' requests are */
 
@@ -184,6 +185,11 @@ struct api_ops {
 };
 
 extern const struct api_ops api__node_ops, api__hier_ops;
+/* A communicator over several nodes whose leaders use a host's transport
+ * (shmcoll_comm_create_hosted): api__hier_ops but for what would have a transfer advanced
+ * off the caller's thread or needs the wire: its non-blocking calls and point-to-point,
+ * refused with -ENOTSUP. */
+extern const struct api_ops api__hosted_ops;
 
 /* The table entries that only unwrap the communicator (c->u.MEMBER) and call the
  * collective of its kind (PREFIX_allreduce ...): the same for both kinds but for those two
@@ -259,6 +265,8 @@ void api__status(shmcoll_status *st, const struct shmcoll_p2p_op *op, size_t es,
 /* Wraps a node or hier communicator in a public one. NULL when out of memory. */
 shmcoll_comm *api__wrap_node(struct shmcoll_node *n);
 shmcoll_comm *api__wrap_hier(struct shmcoll_hier *h);
+/* One over a host's transport (shmcoll_comm_create_hosted): api__hosted_ops. */
+shmcoll_comm *api__wrap_hosted(struct shmcoll_hier *h);
 
 /* shmcoll_comm_create without clearing the calling thread's create message first. */
 int api__create(const shmcoll_config *cfg, shmcoll_comm **out);

@@ -70,6 +70,15 @@ shmcoll_comm *api__wrap_hier(struct shmcoll_hier *h)
 	return c;
 }
 
+shmcoll_comm *api__wrap_hosted(struct shmcoll_hier *h)
+{
+	shmcoll_comm *c = api__wrap_hier(h);
+
+	if (c)
+		c->ops = &api__hosted_ops;
+	return c;
+}
+
 int api__fail(shmcoll_comm *c, int rc, const char *fmt, ...)
 {
 	va_list ap;

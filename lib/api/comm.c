@@ -131,6 +131,43 @@ static int init_nodes(long long rank, long long size, long long nnodes, const ch
 	return 0;
 }
 
+int shmcoll_comm_create_hosted(shmcoll_comm *node, int nnodes, int node_index,
+                               const shmcoll_transport *t, shmcoll_comm **out)
+{
+	const char *fn = "shmcoll_comm_create_hosted";
+	char err[SHMCOLL_ERR_LEN - 64];
+	struct shmcoll_hier *h;
+	int rc;
+
+	api__create_fail(0, "%s", "");
+	if (!out)
+		return api__create_fail(-EINVAL, "%s: newcomm (the out pointer) is NULL", fn);
+	*out = NULL;
+	if (!node || !t || !t->start || !t->test || !t->wait || !t->cancel)
+		return api__create_fail(-EINVAL, "%s: node, t or one of t's functions is NULL", fn);
+	if (node->ops != &api__node_ops)
+		return api__create_fail(-EINVAL, "%s: node is not a communicator of one node", fn);
+	if (nnodes < 2 || nnodes > SHMCOLL_NODES_MAX)
+		return api__create_fail(-EINVAL, "%s: nnodes %d out of range 2..%d", fn, nnodes,
+		                        SHMCOLL_NODES_MAX);
+	if (node_index < 0 || node_index >= nnodes)
+		return api__create_fail(-EINVAL, "%s: node_index %d out of range 0..%d", fn,
+		                        node_index, nnodes - 1);
+	API_HOLD(node);
+	rc = api__enter(node, fn);
+	if (rc < 0)
+		return api__create_fail(rc, "%s: %s", fn, node->err);
+	rc = shmcoll__hier_create_hosted(node->u.node, nnodes, node_index, t, &h, err, sizeof(err));
+	if (rc < 0)
+		return api__create_fail(rc, "%s: %s", fn, err);
+	*out = api__wrap_hosted(h);
+	if (!*out) {
+		shmcoll__hier_destroy(h);
+		return api__create_fail(-ENOMEM, "%s: out of memory", fn);
+	}
+	return 0;
+}
+
 /* shmcoll_init under shmcoll-run: SHMCOLL_RANK, SHMCOLL_SIZE and SHMCOLL_JOB, all three. */
 static int init_own(shmcoll_comm **out)
 {

@@ -169,3 +169,102 @@ const struct api_ops api__hier_ops = {
     .peek = peek,
     .wait_until = wait_until,
 };
+
+/* A hosted communicator's refusals: its transport is the host's, called only on the thread
+ * in a call (a non-blocking call would be advanced by the progress thread or another
+ * communicator's wait), and it has no wire for messages between nodes' ranks. */
+static int refuse(shmcoll_comm *c, const char *fn)
+{
+	return api__fail(c, -ENOTSUP,
+	                 "%s: not on a communicator over a host's transport "
+	                 "(shmcoll_comm_create_hosted): blocking collectives only",
+	                 fn);
+}
+
+static int hosted_start(shmcoll_comm *c, shmcoll_request *r, const struct shmcoll_args *a)
+{
+	(void)r;
+	return refuse(c, a->fn);
+}
+
+static int hosted_send(shmcoll_comm *c, const char *fn, const void *buf, size_t bytes, int dest,
+                       int tag, int sync)
+{
+	(void)buf, (void)bytes, (void)dest, (void)tag, (void)sync;
+	return refuse(c, fn);
+}
+
+static int hosted_recv(shmcoll_comm *c, const char *fn, void *buf, size_t bytes, int source,
+                       int tag, size_t es, shmcoll_status *status)
+{
+	(void)buf, (void)bytes, (void)source, (void)tag, (void)es, (void)status;
+	return refuse(c, fn);
+}
+
+static int hosted_sendrecv(shmcoll_comm *c, const char *fn, const void *sbuf, size_t sbytes,
+                           int dest, int stag, void *rbuf, size_t rbytes, int source, int rtag,
+                           size_t es, shmcoll_status *status)
+{
+	(void)sbuf, (void)sbytes, (void)dest, (void)stag, (void)rbuf, (void)rbytes;
+	(void)source, (void)rtag, (void)es, (void)status;
+	return refuse(c, fn);
+}
+
+/* r is a request of kind REQ_DONE (the table's p2p): its wait returns the refusal. */
+static void hosted_isend(shmcoll_comm *c, shmcoll_request *r, const char *fn, const void *buf,
+                         size_t bytes, int dest, int tag, int sync)
+{
+	(void)buf, (void)bytes, (void)dest, (void)tag, (void)sync;
+	r->rc = refuse(c, fn);
+}
+
+static void hosted_irecv(shmcoll_comm *c, shmcoll_request *r, const char *fn, void *buf,
+                         size_t bytes, int source, int tag)
+{
+	(void)buf, (void)bytes, (void)source, (void)tag;
+	r->rc = refuse(c, fn);
+}
+
+/* Nothing ever arrives (shmcoll_iprobe finds nothing), and shmcoll_probe is refused. */
+static int hosted_peek(shmcoll_comm *c, int source, int tag, int *src, int *rtag, uint64_t *bytes)
+{
+	(void)c, (void)source, (void)tag, (void)src, (void)rtag, (void)bytes;
+	return 0;
+}
+
+static int hosted_wait_until(shmcoll_comm *c, const char *fn, int (*ready)(void *), void *arg,
+                             int source)
+{
+	(void)ready, (void)arg, (void)source;
+	return refuse(c, fn);
+}
+
+const struct api_ops api__hosted_ops = {
+    .enter = enter,
+    .brk = brk,
+    .abort = abort_,
+    .destroy = destroy,
+    .advance = advance,
+    .allreduce = allreduce,
+    .reduce = reduce,
+    .bcast = bcast,
+    .allgather = allgather,
+    .reduce_scatter = reduce_scatter,
+    .gather = gather,
+    .scatter = scatter,
+    .alltoall = alltoall,
+    .barrier = barrier,
+    .malloc = malloc_,
+    .free = free_,
+    .run = run,
+    .start = hosted_start,
+    .coll = REQ_HIER,
+    .p2p = REQ_DONE,
+    .send = hosted_send,
+    .recv = hosted_recv,
+    .sendrecv = hosted_sendrecv,
+    .isend = hosted_isend,
+    .irecv = hosted_irecv,
+    .peek = hosted_peek,
+    .wait_until = hosted_wait_until,
+};

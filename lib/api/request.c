@@ -86,13 +86,16 @@ void api__status(shmcoll_status *st, const struct shmcoll_p2p_op *op, size_t es,
 int api__istart(shmcoll_comm *c, const struct shmcoll_args *a, int none, shmcoll_request **req)
 {
 	shmcoll_request *r = api__req_new(c, a->fn, none ? REQ_DONE : c->ops->coll);
+	int rc;
 
 	if (!r)
 		return -ENOMEM;
-	if (r->kind != REQ_DONE && c->ops->start(c, r, a) < 0) {
+	if (r->kind != REQ_DONE && (rc = c->ops->start(c, r, a)) < 0) {
 		r->kind = REQ_DONE;
 		req_release(r);
-		return api__fail(c, -ENOMEM, "%s: out of memory for the call", a->fn);
+		/* A table that refuses the call (-ENOTSUP) has said why. */
+		return rc == -ENOMEM ? api__fail(c, rc, "%s: out of memory for the call", a->fn)
+		                     : rc;
 	}
 	*req = r;
 	return 0;

@@ -1,7 +1,8 @@
 /* comm.c - one communicator over the ranks of several nodes: shared memory inside each node
  * (a node communicator of its own), and one leader per node (its local rank 0) that talks to
  * the other nodes' leaders over lib/net. This file makes and ends it (the leaders' mesh, the
- * wire's addresses, gathered here with its own collectives before the wire is set up),
+ * wire's addresses, gathered here with its own collectives before the wire is set up; or,
+ * hosted, a node communicator of the caller's and a transport of the host's, no wire),
  * allocates its symmetric memory and answers what it is. */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,7 +41,8 @@ int shmcoll__hier_destroy(struct shmcoll_hier *h)
 		                  shmcoll__wire_active(h->wire));
 	shmcoll__wire_close(h->wire);
 	shmcoll__net_close(h->net);
-	shmcoll__node_destroy(h->local);
+	if (!h->borrowed)
+		shmcoll__node_destroy(h->local);
 	free_scratch(h);
 	free(h);
 	return 0;
@@ -325,6 +327,88 @@ err_local:
 err_free:
 	free(addrs);
 	free_scratch(h); /* the leader's probe of the CPUs may have used one */
+	free(h);
+	return rc;
+}
+
+int shmcoll__hier_create_hosted(struct shmcoll_node *local, int nnodes, int node,
+                                const shmcoll_transport *t, struct shmcoll_hier **out, char *err,
+                                size_t errlen)
+{
+	char nerr[SHMCOLL_ERR_LEN - 64];
+	struct shmcoll_hier *h;
+	int32_t sizes[2];
+	int rc, status = 0;
+
+	*out = NULL;
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	h->nnodes = nnodes;
+	h->node = node;
+	h->nproc = local->size;
+	h->lrank = local->rank;
+	h->rank = node * h->nproc + h->lrank;
+	h->size = nnodes * h->nproc;
+	h->local = local;
+	h->borrowed = 1;
+	/* The host's transport has nothing to connect: opening it fails only on arguments every
+	 * leader shares, or out of a few bytes of memory, so the leaders' exchange below is
+	 * reached by all of them or by none. */
+	if (h->lrank == 0) {
+		status = shmcoll__net_open_host(nnodes, node, t, local->waiter.timeout_ns, &h->net,
+		                                nerr, sizeof(nerr));
+		if (status < 0)
+			snprintf(err, errlen, "node %d's leader (rank %d): %s", node, h->rank,
+			         nerr);
+		if (status == 0) {
+			status = colocated_oversubscribed(h, online_cpus());
+			if (status < 0)
+				snprintf(err, errlen, "node %d's leader (rank %d): %s", node,
+				         h->rank, h->err);
+		}
+	}
+	rc = shmcoll__node_bcast(h->local, &status, 1, SHMCOLL_INT32, 0);
+	if (rc < 0) {
+		snprintf(err, errlen, "node %d: %s", node, h->local->err);
+		goto err;
+	}
+	if (status < 0) {
+		if (h->lrank != 0)
+			snprintf(err, errlen,
+			         "node %d's leader could not use the host's transport (%s)", node,
+			         shmcoll__strerror(status));
+		rc = status;
+		goto err;
+	}
+	if (status > 0)
+		h->local->waiter.oversubscribed = 1;
+	/* The ranks are node-major over nodes of one size: one allreduce tells every rank
+	 * whether the sizes agree (the largest of each size and of its negation). */
+	sizes[0] = h->nproc;
+	sizes[1] = -h->nproc;
+	rc = shmcoll__hier_allreduce(h, (const uint8_t *)sizes, (uint8_t *)sizes, 2, SHMCOLL_INT32,
+	                             SHMCOLL_MAX);
+	if (rc < 0) {
+		snprintf(err, errlen, "rank %d: %s", h->rank, h->err);
+		goto err;
+	}
+	if (sizes[0] != -sizes[1]) {
+		snprintf(err, errlen,
+		         "the nodes have from %d to %d ranks: a hosted communicator "
+		         "needs as many on each",
+		         -sizes[1], sizes[0]);
+		rc = -EINVAL;
+		goto err;
+	}
+	*out = h;
+	return 0;
+
+err:
+	shmcoll__net_close(h->net);
+	free_scratch(h);
 	free(h);
 	return rc;
 }

@@ -37,6 +37,15 @@ struct shmcoll_hier_cfg {
  * connect. Returns 0 or a negative errno with a message in err. */
 int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, struct shmcoll_hier **out, char *err,
                          size_t errlen);
+/* Creates this rank's communicator over nnodes nodes from local, its node's communicator
+ * (borrowed: it outlives the new one, which breaks it on failure as its own), node being
+ * this node's index, the leaders' exchanges going through t (net.h's shmcoll__net_open_host)
+ * and no wire: point-to-point with other nodes is not to be called on it. Collective over
+ * every rank of every node; every node must have as many ranks (-EINVAL on every rank).
+ * Returns 0 or a negative errno with a message in err. */
+int shmcoll__hier_create_hosted(struct shmcoll_node *local, int nnodes, int node,
+                                const shmcoll_transport *t, struct shmcoll_hier **out, char *err,
+                                size_t errlen);
 /* Local, as shmcoll__node_destroy: -EBUSY (and nothing changes) with calls outstanding. */
 int shmcoll__hier_destroy(struct shmcoll_hier *h);
 /* Async-signal-safe. */

@@ -24,6 +24,7 @@ struct shmcoll_hier {
 	int rank, size; /* global: node-major, rank = node * nproc + lrank */
 	int nnodes, node, nproc, lrank;
 	struct shmcoll_node *local; /* this node's ranks */
+	int borrowed;               /* local is the caller's (hosted): not destroyed with this */
 	struct shmcoll_net *net;    /* the leader's connections, else NULL */
 	struct shmcoll_wire *wire;  /* point-to-point with other nodes' ranks (lib/net/wire.h) */
 	_Atomic int broken;         /* non-zero once broken: later calls fail */

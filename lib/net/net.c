@@ -1,6 +1,7 @@
 /* net.c - the leaders' transport (net.h): the mesh and its handshake, and
  * net_post/wait/test over the backend net_open chose (net_uring.c or
- * net_poll.c, through their tables in net_impl.h). What both backends share
+ * net_poll.c, through their tables in net_impl.h), or net_host.c's for a net
+ * net_open_host made over a host's transport. What the socket backends share
  * is below them, in net_op.c.
  *
  * Mesh: node i first connects to every lower node (which answer once they
@@ -733,6 +734,62 @@ static int backend(struct shmcoll_net *n, int kind, char *err, size_t errlen)
 	return 0;
 }
 
+/* A net of nnodes with no connection yet (every fd -1) and no backend, or NULL when out of
+ * memory. */
+static struct shmcoll_net *net_new(int nnodes, int node, int64_t timeout_ns)
+{
+	struct shmcoll_net *n = calloc(1, sizeof(*n));
+	int i;
+
+	if (!n)
+		return NULL;
+	n->nnodes = nnodes;
+	n->node = node;
+	n->timeout_ns = timeout_ns;
+	n->posted = -1;
+	n->fd = malloc(sizeof(*n->fd) * (size_t)n->nnodes);
+	n->tx_seq = calloc((size_t)n->nnodes, sizeof(*n->tx_seq));
+	n->rx_seq = calloc((size_t)n->nnodes, sizeof(*n->rx_seq));
+	n->ops = calloc(2 * (size_t)n->nnodes, sizeof(*n->ops));
+	n->live = calloc(2 * (size_t)n->nnodes, sizeof(*n->live));
+	if (!n->fd || !n->tx_seq || !n->rx_seq || !n->ops || !n->live) {
+		shmcoll__net_close(n);
+		return NULL;
+	}
+	for (i = 0; i < n->nnodes; i++)
+		n->fd[i] = -1;
+	for (i = 0; i < 2 * n->nnodes; i++) {
+		n->ops[i].peer = i / 2;
+		n->ops[i].dir = i % 2;
+		n->ops[i].fd = -1;
+	}
+	return n;
+}
+
+int shmcoll__net_open_host(int nnodes, int node, const shmcoll_transport *t, int64_t timeout_ns,
+                           struct shmcoll_net **out, char *err, size_t errlen)
+{
+	struct shmcoll_net *n;
+
+	*out = NULL;
+	if (nnodes < 2 || nnodes > SHMCOLL_NODES_MAX || node < 0 || node >= nnodes || !t ||
+	    !t->start || !t->test || !t->wait || !t->cancel) {
+		shmcoll__net_say(err, errlen, "invalid host transport");
+		return -EINVAL;
+	}
+	n = net_new(nnodes, node, timeout_ns);
+	if (!n) {
+		shmcoll__net_say(err, errlen, "out of memory for the transport of %d nodes",
+		                 nnodes);
+		return -ENOMEM;
+	}
+	n->host = *t;
+	n->be = &shmcoll__net_host;
+	n->kind = NET_HOST;
+	*out = n;
+	return 0;
+}
+
 int shmcoll__net_open(const struct shmcoll_net_cfg *cfg, struct shmcoll_net **out, char *err,
                       size_t errlen)
 {
@@ -760,34 +817,18 @@ int shmcoll__net_open(const struct shmcoll_net_cfg *cfg, struct shmcoll_net **ou
 	if (kind < 0)
 		return kind;
 	rc = -ENOMEM;
-	n = calloc(1, sizeof(*n));
+	n = net_new(cfg->nnodes, cfg->node, cfg->timeout_ns);
 	if (!n)
 		goto err_mem;
-	n->nnodes = cfg->nnodes;
-	n->node = cfg->node;
 	n->nproc = cfg->nproc;
-	n->timeout_ns = cfg->timeout_ns;
-	n->posted = -1;
-	n->fd = malloc(sizeof(*n->fd) * (size_t)n->nnodes);
-	n->tx_seq = calloc((size_t)n->nnodes, sizeof(*n->tx_seq));
-	n->rx_seq = calloc((size_t)n->nnodes, sizeof(*n->rx_seq));
-	n->ops = calloc(2 * (size_t)n->nnodes, sizeof(*n->ops));
-	n->live = calloc(2 * (size_t)n->nnodes, sizeof(*n->live));
-	if (!n->fd || !n->tx_seq || !n->rx_seq || !n->ops || !n->live)
-		goto err_mem;
-	for (i = 0; i < n->nnodes; i++)
-		n->fd[i] = -1;
 	rc = backend(n, kind, err, errlen);
 	if (rc < 0)
 		goto err;
 	rc = mesh(n, cfg, err, errlen);
 	if (rc < 0)
 		goto err;
-	for (i = 0; i < 2 * n->nnodes; i++) {
-		n->ops[i].peer = i / 2;
-		n->ops[i].dir = i % 2;
+	for (i = 0; i < 2 * n->nnodes; i++)
 		n->ops[i].fd = n->fd[i / 2];
-	}
 	*out = n;
 	return 0;
 

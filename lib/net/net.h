@@ -16,11 +16,13 @@
 
 #include "lib/net/frame.h"
 #include "lib/net/xfer.h"
+#include "shmcoll.h"
 
 enum shmcoll_net_kind {
 	NET_AUTO,  /* io_uring, else poll where io_uring_setup fails (EPERM, ENOSYS) */
 	NET_URING, /* io_uring or fail */
 	NET_POLL,  /* poll() */
+	NET_HOST,  /* the host's transport (shmcoll__net_open_host): never from a cfg */
 };
 
 struct shmcoll_net_cfg {
@@ -47,6 +49,18 @@ struct shmcoll_net;
  * the socket calls, with a message in err. */
 int shmcoll__net_open(const struct shmcoll_net_cfg *cfg, struct shmcoll_net **out, char *err,
                       size_t errlen);
+
+/* A net over a transport the host supplies (shmcoll_transport, include/shmcoll.h; the
+ * backend is net_host.c) instead of sockets: nothing to connect, every transfer handed to
+ * t's functions, which run on the thread of the post, test or wait that calls them. No
+ * frame travels: the host's messages are reliable and ordered per pair already, so the
+ * sequence checks have nothing to find, and the call word is not carried (a receive's got
+ * is its own call: a host's program is held to matching calls by the host's rules). A wait
+ * with timeout_ns >= 0 tests until the deadline instead of calling t's wait, which has
+ * none. Returns 0, -EINVAL (a NULL function, nnodes or node out of range) or -ENOMEM, with
+ * a message in err. */
+int shmcoll__net_open_host(int nnodes, int node, const shmcoll_transport *t, int64_t timeout_ns,
+                           struct shmcoll_net **out, char *err, size_t errlen);
 
 /* Closes every socket and frees n (NULL: nothing). */
 void shmcoll__net_close(struct shmcoll_net *n);

@@ -13,6 +13,7 @@
 
 #include "lib/net/frame.h"
 #include "lib/net/xfer.h"
+#include "shmcoll.h"
 
 /* The most payload one system call or SQE is given: io_uring's send and recv
  * lengths are 32 bits, and the kernel caps one transfer below 2 GiB anyway. */
@@ -69,6 +70,9 @@ struct shmcoll_net {
 	int posted;           /* ops of a posted call (net_post), or -1: none */
 	int64_t deadline;     /* the posted call's */
 	struct net_uring *ur; /* io_uring: NULL for the poll backend */
+
+	/* The host's backend (net_host.c): what moves the bytes. */
+	shmcoll_transport host;
 };
 
 /* Starts op on x: a send encodes its header (the next seq), a receive expects
@@ -130,6 +134,7 @@ struct net_backend {
 
 extern const struct net_backend shmcoll__net_uring; /* net_uring.c */
 extern const struct net_backend shmcoll__net_poll;  /* net_poll.c */
+extern const struct net_backend shmcoll__net_host;  /* net_host.c */
 
 /* CQEs that reached n's ring after the call that caused them returned (the
  * tests' check that a failed call left nothing in flight); 0 without a ring. */

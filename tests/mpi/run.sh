@@ -32,7 +32,10 @@ trap 'rm -f "$log"' EXIT
 # Expectations: none (no interposer, so no statistics at all), all (exactly
 # the calls mpi_check expects the interposer to take ran through shmcoll, and
 # exactly the others fell back), off (none ran through shmcoll). Across
-# simulated nodes (SHMCOLL_MPI_NODE_SPLIT) it is all as well: every
+# simulated nodes (SHMCOLL_MPI_NODE_SPLIT) it is all as well, with the path
+# the whole communicator's setup took (SHMCOLL_MPI_DEBUG=1): all:wide, through
+# shmcoll's own multi-node communicator over PMPI (nodes of one size), or
+# all:composed, the interposer's own composition (nodes of different sizes); every
 # collective that composes there (the nine, and the blocking MPI_Allgatherv,
 # MPI_Reduce_scatter, MPI_Gatherv and MPI_Scatterv) must, and a call that fell
 # back to PMPI on a communicator that spans nodes would show as one fallback
@@ -42,7 +45,7 @@ if [ $sanitized = 1 ]; then
 	# Last: a later setting of an option wins (scripts/test sets detect_leaks=1).
 	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 	cases+=("2|1||all|P=2 with the interposer, ASan+UBSan")
-	cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=2|all|P=4 on 2 nodes of 2 ranks, ASan+UBSan")
+	cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=2|all:wide|P=4 on 2 nodes of 2 ranks, ASan+UBSan")
 	cases+=("2|1|MPI_CHECK_ARGS=--threads|all|P=2, two threads at once, ASan+UBSan")
 else
 	# Without the interposer: mpi_check's own reference against the MPI, at a
@@ -55,10 +58,10 @@ else
 		cases+=("$p|1||all|P=$p with the interposer")
 	done
 	cases+=("2|1|SHMCOLL_MPI=0|off|P=2 with the interposer switched off (SHMCOLL_MPI=0)")
-	cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=2|all|P=4 on 2 nodes of 2 ranks (SHMCOLL_MPI_NODE_SPLIT=2)")
-	cases+=("3|1|SHMCOLL_MPI_NODE_SPLIT=2|all|P=3 on nodes of 2 and 1 ranks (SHMCOLL_MPI_NODE_SPLIT=2)")
-	cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=cyclic:2|all|P=4 on 2 interleaved nodes (SHMCOLL_MPI_NODE_SPLIT=cyclic:2)")
-	cases+=("3|1|SHMCOLL_MPI_NODE_SPLIT=cyclic:2|all|P=3 on interleaved nodes of 2 and 1 ranks (SHMCOLL_MPI_NODE_SPLIT=cyclic:2)")
+	cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=2|all:wide|P=4 on 2 nodes of 2 ranks (SHMCOLL_MPI_NODE_SPLIT=2)")
+	cases+=("3|1|SHMCOLL_MPI_NODE_SPLIT=2|all:composed|P=3 on nodes of 2 and 1 ranks (SHMCOLL_MPI_NODE_SPLIT=2)")
+	cases+=("4|1|SHMCOLL_MPI_NODE_SPLIT=cyclic:2|all:wide|P=4 on 2 interleaved nodes (SHMCOLL_MPI_NODE_SPLIT=cyclic:2)")
+	cases+=("3|1|SHMCOLL_MPI_NODE_SPLIT=cyclic:2|all:composed|P=3 on interleaved nodes of 2 and 1 ranks (SHMCOLL_MPI_NODE_SPLIT=cyclic:2)")
 	# Every rank a node of its own: nothing for shared memory to do, so the
 	# interposer leaves every call to PMPI (mpi_check expects that there).
 	cases+=("2|1|SHMCOLL_MPI_NODE_SPLIT=1|all|P=2 on 2 nodes of 1 rank, all to PMPI (SHMCOLL_MPI_NODE_SPLIT=1)")
@@ -114,11 +117,24 @@ check_stats() {
 	done
 }
 
+# Checks that the setup of the communicator of all P ranks took path $1 (wide or composed).
+check_path() {
+	local wide="^shmcoll-mpi: a communicator of size $p: shmcoll across nodes"
+	local composed="^shmcoll-mpi: a communicator of size $p: shmcoll in each node, PMPI among"
+	case $1 in
+	wide) grep -q "$wide" "$log" || echo "the communicator of $p ranks did not go through shmcoll's multi-node communicator" ;;
+	composed) grep -q "$composed" "$log" || echo "the communicator of $p ranks was not composed by the interposer" ;;
+	esac
+}
+
 run_case() {
 	local impl=$1 p=$2 preload=$3 extra=$4 expect=$5 name=$6
-	local cmd=() envs=() args=() more=() why
+	local cmd=() envs=() args=() more=() why path=
 
 	mpi_launch "$impl" "$p" "$preload"
+	case $expect in
+	*:*) path=${expect#*:} expect=${expect%%:*} && envs+=(SHMCOLL_MPI_DEBUG=1) ;;
+	esac
 	# MPICH 4.0.2's device-level MPI_Reduce with MPI_IN_PLACE at a root other than 0 reads
 	# MPI_IN_PLACE as a buffer from about 2 KiB on (a segfault, with or without the
 	# interposer): its generic reduce does not.
@@ -142,6 +158,7 @@ run_case() {
 		why="no summary line from mpi_check"
 	else
 		why=$(check_stats "$expect")
+		[ -z "$why" ] && [ -n "$path" ] && why=$(check_path "$path")
 		[ -z "$why" ] && [ -n "$left" ] && why="arenas left in /dev/shm: ${left//$'\n'/ }"
 	fi
 	n=$((n + 1))
