@@ -36,7 +36,7 @@
 static struct {
 	/* The list. */
 	pthread_mutex_t m;
-	struct shmcoll_prog *head;
+	struct shmcoll_list list;
 	_Atomic unsigned n; /* listed: the look of progress_all without the mutex */
 	unsigned epoch;
 	const void *lister; /* the first thread that listed a communicator */
@@ -73,14 +73,19 @@ static void fork_parent(void)
 	pthread_mutex_unlock(&reg.life);
 }
 
+static struct shmcoll_prog *prog_at(struct shmcoll_link *e)
+{
+	return e ? shmcoll__entry(e, struct shmcoll_prog, link) : NULL;
+}
+
 static void fork_child(void)
 {
 	struct shmcoll_prog *p;
 
 	/* A pass of another thread may have held one: in the child that thread is gone. */
-	for (p = reg.head; p; p = p->next)
+	for (p = prog_at(reg.list.head); p; p = prog_at(p->link.next))
 		atomic_store(&p->hold, 0);
-	reg.head = NULL;
+	reg.list = (struct shmcoll_list){NULL, NULL};
 	atomic_store(&reg.n, 0);
 	reg.epoch++;
 	reg.lister = NULL;
@@ -135,11 +140,7 @@ void shmcoll__prog_list(struct shmcoll_prog *p)
 {
 	pthread_once(&reg_once, reg_init);
 	pthread_mutex_lock(&reg.m);
-	p->prev = NULL;
-	p->next = reg.head;
-	if (reg.head)
-		reg.head->prev = p;
-	reg.head = p;
+	shmcoll__list_push_front(&reg.list, &p->link);
 	p->epoch = reg.epoch;
 	p->owner = ME;
 	/* A second thread with communicators: from now on every thread's may be passed over
@@ -157,16 +158,11 @@ void shmcoll__prog_unlist(struct shmcoll_prog *p)
 {
 	pthread_mutex_lock(&reg.m);
 	if (p->epoch == reg.epoch) {
-		if (p->prev)
-			p->prev->next = p->next;
-		else
-			reg.head = p->next;
-		if (p->next)
-			p->next->prev = p->prev;
+		shmcoll__list_remove(&reg.list, &p->link);
 		atomic_fetch_sub_explicit(&reg.n, 1, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&reg.m);
-	p->prev = p->next = NULL;
+	p->link.prev = p->link.next = NULL;
 	p->listed = 0;
 }
 
@@ -179,7 +175,7 @@ static int pass(int *held)
 	int more = 0;
 
 	pthread_mutex_lock(&reg.m);
-	for (p = reg.head; p; p = next) {
+	for (p = prog_at(reg.list.head); p; p = next) {
 		free_ = 0;
 		/* A private one: only its owner's thread, outside its calls (acquire: pairs
 		 * with the release that makes it shared in shmcoll__prog_hold()). Then the
@@ -191,13 +187,14 @@ static int pass(int *held)
 		    !atomic_compare_exchange_strong_explicit(
 		        &p->hold, &free_, 2, memory_order_acquire, memory_order_relaxed)) {
 			*held = 1;
-			next = p->next;
+			next = prog_at(p->link.next);
 			continue;
 		}
 		pthread_mutex_unlock(&reg.m);
 		more |= p->advance(p) != 0;
 		pthread_mutex_lock(&reg.m);
-		next = p->next; /* p is still listed: its owner unlists it only holding it */
+		next = prog_at(
+		    p->link.next); /* p is still listed: its owner unlists it only holding it */
 		/* Release: what the pass did is visible to the owner's next hold. */
 		store_release(&p->hold, 0);
 	}

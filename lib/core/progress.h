@@ -10,6 +10,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "shm/list.h"
+
 #include "shm/atomics.h"
 
 struct shmcoll_prog;
@@ -33,9 +35,9 @@ typedef int (*shmcoll__prog_fn)(struct shmcoll_prog *p);
  * other threads skip it. Every pass, its owner's too, takes the hold: a thread it moved to
  * may be entering it. */
 struct shmcoll_prog {
-	struct shmcoll_prog *prev, *next; /* the registry's list: under its mutex */
-	shmcoll__prog_fn advance;         /* set once, before it is first listed */
-	const void *owner;                /* the listing thread's token: set under the mutex */
+	struct shmcoll_link link; /* the registry's list: under its mutex */
+	shmcoll__prog_fn advance; /* set once, before it is first listed */
+	const void *owner;        /* the listing thread's token: set under the mutex */
 	_Atomic uint32_t hold;
 	_Atomic int shared;
 	_Atomic unsigned depth; /* the caller's nested calls: written by the caller only */
