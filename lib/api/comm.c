@@ -261,8 +261,9 @@ int shmcoll_comm_destroy(shmcoll_comm *c)
 		return rc;
 	}
 	rc = c->ops->destroy(c);
-	/* With nothing outstanding c leaves the process's list here, if it was on it: no pass
-	 * can reach it after this. */
+	/* With nothing outstanding c leaves the process's list here, if it was on it, however
+	 * recently it was busy: no pass can reach it after this. */
+	c->idle = API_KEEP_LISTED;
 	api__unhold(&held);
 	if (rc < 0)
 		return rc;
