@@ -307,7 +307,12 @@ int shmcoll_barrier(shmcoll_comm *c)
 			                                               .count = (count_),          \
 			                                               .dt = (dt_),                \
 			                                               .op = (op_),                \
-			                                               .root = (root_)},           \
+			                                               .root = (root_),            \
+			                                               .scount = 0,                \
+			                                               .sc = NULL,                 \
+			                                               .sd = NULL,                 \
+			                                               .rc = NULL,                 \
+			                                               .rd = NULL},                \
 			                  !(count_) && (kind_) != KIND_BARRIER, req);              \
 		if (!rc_)                                                                          \
 			api__kick(c);                                                              \
