@@ -197,6 +197,38 @@ static int parse_nodes(const char *s, int n, char (*addrs)[SHMCOLL_ADDR_MAX])
 	return 0;
 }
 
+/* After the leader opened its connections (status: 0, or its error with the message in
+ * err; 0 on the other ranks): the leader also looks at whether the job's ranks outnumber
+ * its machine's CPUs, and every rank of the node learns both, so that all wait as an
+ * oversubscribed node does or all fail. 0, or the error with a message in err (cannot:
+ * what the other ranks say their leader could not do). */
+static int node_learns(struct shmcoll_hier *h, int status, const char *cannot, char *err,
+                       size_t errlen)
+{
+	int rc;
+
+	if (h->lrank == 0 && status == 0) {
+		status = colocated_oversubscribed(h, online_cpus());
+		if (status < 0)
+			snprintf(err, errlen, "node %d's leader (rank %d): %s", h->node, h->rank,
+			         h->err);
+	}
+	rc = shmcoll__node_bcast(h->local, &status, 1, SHMCOLL_INT32, 0);
+	if (rc < 0) {
+		snprintf(err, errlen, "node %d: %s", h->node, h->local->err);
+		return rc;
+	}
+	if (status < 0) {
+		if (h->lrank != 0)
+			snprintf(err, errlen, "node %d's leader %s (%s)", h->node, cannot,
+			         shmcoll__strerror(status));
+		return status;
+	}
+	if (status > 0)
+		h->local->waiter.oversubscribed = 1;
+	return 0;
+}
+
 int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, struct shmcoll_hier **out, char *err,
                          size_t errlen)
 {
@@ -255,30 +287,10 @@ int shmcoll__hier_create(const struct shmcoll_hier_cfg *cfg, struct shmcoll_hier
 		if (status < 0)
 			snprintf(err, errlen, "node %d's leader (rank %d): %s", cfg->node, h->rank,
 			         nerr);
-		if (status == 0) {
-			status = colocated_oversubscribed(h, online_cpus());
-			if (status < 0)
-				snprintf(err, errlen, "node %d's leader (rank %d): %s", cfg->node,
-				         h->rank, h->err);
-		}
 	}
-	/* Every rank of the node learns whether its leader got through, and whether to wait as
-	 * an oversubscribed node does. */
-	rc = shmcoll__node_bcast(h->local, &status, 1, SHMCOLL_INT32, 0);
-	if (rc < 0) {
-		snprintf(err, errlen, "node %d: %s", cfg->node, h->local->err);
+	rc = node_learns(h, status, "could not reach the other nodes", err, errlen);
+	if (rc < 0)
 		goto err_local;
-	}
-	if (status < 0) {
-		if (h->lrank != 0)
-			snprintf(err, errlen,
-			         "node %d's leader could not reach the other nodes (%s)", cfg->node,
-			         shmcoll__strerror(status));
-		rc = status;
-		goto err_local;
-	}
-	if (status > 0)
-		h->local->waiter.oversubscribed = 1;
 	/* A leader with a CPU of its own spins on its sockets before it sleeps. */
 	if (h->net && !h->local->waiter.oversubscribed)
 		shmcoll__net_set_spin(h->net, NET_SPIN_NS);
@@ -363,28 +375,10 @@ int shmcoll__hier_create_hosted(struct shmcoll_node *local, int nnodes, int node
 		if (status < 0)
 			snprintf(err, errlen, "node %d's leader (rank %d): %s", node, h->rank,
 			         nerr);
-		if (status == 0) {
-			status = colocated_oversubscribed(h, online_cpus());
-			if (status < 0)
-				snprintf(err, errlen, "node %d's leader (rank %d): %s", node,
-				         h->rank, h->err);
-		}
 	}
-	rc = shmcoll__node_bcast(h->local, &status, 1, SHMCOLL_INT32, 0);
-	if (rc < 0) {
-		snprintf(err, errlen, "node %d: %s", node, h->local->err);
+	rc = node_learns(h, status, "could not use the host's transport", err, errlen);
+	if (rc < 0)
 		goto err;
-	}
-	if (status < 0) {
-		if (h->lrank != 0)
-			snprintf(err, errlen,
-			         "node %d's leader could not use the host's transport (%s)", node,
-			         shmcoll__strerror(status));
-		rc = status;
-		goto err;
-	}
-	if (status > 0)
-		h->local->waiter.oversubscribed = 1;
 	/* The ranks are node-major over nodes of one size: one allreduce tells every rank
 	 * whether the sizes agree (the largest of each size and of its negation). */
 	sizes[0] = h->nproc;

@@ -92,7 +92,8 @@ void hier__wide_out(const struct wide *w, void *dst, const void *src, size_t n, 
  * of a reduction, or bytes). */
 enum { LEAD_XFER, LEAD_RS, LEAD_AG, LEAD_ALLREDUCE };
 struct lead {
-	struct shmcoll_task_head head; /* where it resumes, whether it blocks, its result */
+	struct shmcoll_task_head head; /* where it resumes, whether it blocks (its call has the
+	                                * result: a stage is never waited for alone) */
 	int kind;
 	int posted; /* its exchange is in flight */
 	const char *fn;

@@ -17,7 +17,6 @@ void hier__lead_xfer(struct lead *l, const char *fn, struct shmcoll_xfer *x, int
 {
 	l->kind = LEAD_XFER;
 	l->head.at = 0;
-	l->head.done = 0;
 	l->posted = 0;
 	l->fn = fn;
 	l->x = x;
@@ -29,7 +28,6 @@ static void lead_init(struct lead *l, int kind, const char *fn, const struct wid
 {
 	l->kind = kind;
 	l->head.at = 0;
-	l->head.done = 0;
 	l->posted = 0;
 	l->fn = fn;
 	l->w = *w;
@@ -298,25 +296,14 @@ static int lead_allreduce(struct shmcoll_hier *h, struct lead *l)
 
 int hier__lead_advance(struct shmcoll_hier *h, struct lead *l)
 {
-	int rc;
-
 	switch (l->kind) {
 	case LEAD_XFER:
-		rc = xchg(h, l, l->x, l->nx);
-		break;
+		return xchg(h, l, l->x, l->nx);
 	case LEAD_RS:
-		rc = lead_rs(h, l);
-		break;
+		return lead_rs(h, l);
 	case LEAD_AG:
-		rc = lead_ag(h, l);
-		break;
+		return lead_ag(h, l);
 	default:
-		rc = lead_allreduce(h, l);
-		break;
+		return lead_allreduce(h, l);
 	}
-	if (rc != SHMCOLL_PENDING) {
-		l->head.done = 1;
-		l->head.rc = rc;
-	}
-	return rc;
 }
