@@ -47,7 +47,6 @@ static struct {
 	unsigned refs;
 	unsigned gen, done; /* starts signalled, starts handled: it sleeps while equal */
 	int stop;
-	_Atomic int on;        /* a thread runs: kick has someone to wake */
 	_Atomic int stop_hint; /* read between passes without tm */
 } reg = {
     .m = PTHREAD_MUTEX_INITIALIZER,
@@ -93,7 +92,7 @@ static void fork_child(void)
 	reg.refs = 0;
 	reg.gen = reg.done = 0;
 	reg.stop = 0;
-	atomic_store(&reg.on, 0);
+	atomic_store(&shmcoll__progress_on, 0);
 	atomic_store(&reg.stop_hint, 0);
 	pthread_cond_init(&reg.cv, NULL); /* the parent's thread may have slept on it */
 	pthread_mutex_unlock(&reg.m);
@@ -108,7 +107,8 @@ static void reg_init(void)
 
 _Thread_local char shmcoll__prog_me;
 _Atomic int shmcoll__prog_shared;
-#define ME ((const void *)&shmcoll__prog_me)
+_Atomic int shmcoll__progress_on;
+#define ME SHMCOLL_PROG_ME
 
 void shmcoll__prog_hold_slow(struct shmcoll_prog *p)
 {
@@ -266,7 +266,7 @@ int shmcoll__progress_thread_get(void)
 		atomic_store(&reg.stop_hint, 0);
 		rc = -pthread_create(&reg.thread, NULL, run, NULL);
 		if (rc == 0)
-			atomic_store(&reg.on, 1);
+			atomic_store(&shmcoll__progress_on, 1);
 	}
 	if (rc == 0)
 		reg.refs++;
@@ -278,7 +278,7 @@ void shmcoll__progress_thread_put(void)
 {
 	pthread_mutex_lock(&reg.life);
 	if (reg.refs > 0 && --reg.refs == 0) {
-		atomic_store(&reg.on, 0);
+		atomic_store(&shmcoll__progress_on, 0);
 		atomic_store(&reg.stop_hint, 1);
 		pthread_mutex_lock(&reg.tm);
 		reg.stop = 1;
@@ -289,10 +289,8 @@ void shmcoll__progress_thread_put(void)
 	pthread_mutex_unlock(&reg.life);
 }
 
-void shmcoll__progress_kick(void)
+void shmcoll__progress_kick_slow(void)
 {
-	if (!load_relaxed(&reg.on))
-		return;
 	pthread_mutex_lock(&reg.tm);
 	reg.gen++;
 	pthread_cond_signal(&reg.cv);

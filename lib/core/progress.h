@@ -45,9 +45,18 @@ struct shmcoll_prog {
 	unsigned epoch; /* the registry's epoch it was listed in (a fork begins a new one) */
 };
 
-/* The calling thread's token (its address), and whether the process has a thread that
- * passes over other threads' communicators (progress.c owns both). */
+/* The calling thread's token, and whether the process has a thread that passes over other
+ * threads' communicators (progress.c owns it). The token is the thread pointer where the
+ * compiler reads it (one load of %fs:0 on x86-64, of tpidr_el0 on arm64), unique among live
+ * threads like any thread-local address; elsewhere a thread-local variable's address. Not the
+ * variable everywhere: in a shared library its address is a __tls_get_addr call (dlopen
+ * forbids the cheaper models), paid by every public call through shmcoll__prog_hold. */
 extern _Thread_local char shmcoll__prog_me;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__))
+#define SHMCOLL_PROG_ME ((const void *)__builtin_thread_pointer())
+#else
+#define SHMCOLL_PROG_ME ((const void *)&shmcoll__prog_me)
+#endif
 extern _Atomic int shmcoll__prog_shared;
 
 /* The caller's hold of a listed p for the length of a call, as above: waits while another
@@ -60,7 +69,7 @@ static inline void shmcoll__prog_hold(struct shmcoll_prog *p)
 	unsigned d = load_relaxed(&p->depth);
 
 	store_relaxed(&p->depth, d + 1);
-	if (!d && (load_relaxed(&p->shared) || p->owner != &shmcoll__prog_me ||
+	if (!d && (load_relaxed(&p->shared) || p->owner != SHMCOLL_PROG_ME ||
 	           load_relaxed(&shmcoll__prog_shared)))
 		shmcoll__prog_hold_slow(p);
 }
@@ -95,9 +104,15 @@ int shmcoll__progress_all(void);
  * process however many communicators and rank threads it has. get takes a reference,
  * making the thread at the first (0, or a negative errno and no reference); put drops one,
  * and the last stops and joins it. kick wakes it after a start (it sleeps while nothing
- * listed needs moving); without a thread it is an atomic load. */
+ * listed needs moving); without a thread it is an atomic load, inline. */
 int shmcoll__progress_thread_get(void);
 void shmcoll__progress_thread_put(void);
-void shmcoll__progress_kick(void);
+extern _Atomic int shmcoll__progress_on; /* a thread runs: kick has someone to wake */
+void shmcoll__progress_kick_slow(void);
+static inline void shmcoll__progress_kick(void)
+{
+	if (load_relaxed(&shmcoll__progress_on))
+		shmcoll__progress_kick_slow();
+}
 
 #endif
