@@ -168,7 +168,8 @@ struct api_ops {
 
 	/* A call of any kind (lib/coll/kinds.c) run to the end: the variable-count ones. */
 	int (*run)(shmcoll_comm *c, const struct shmcoll_args *a);
-	/* Starts a call of any kind as r, of kind coll (below): 0, or -ENOMEM with r untouched,
+	/* Starts a call of any kind as r, of kind coll (below), the caller having just entered c
+	 * (api__enter): 0, or -ENOMEM with r untouched,
 	 * or another negative errno with c's message set (a call the kind refuses). */
 	int (*start)(shmcoll_comm *c, shmcoll_request *r, const struct shmcoll_args *a);
 	enum req_kind coll, p2p; /* what its collectives' and its messages' requests are */

@@ -57,7 +57,7 @@ static int start(shmcoll_comm *c, shmcoll_request *r, const struct shmcoll_args 
 {
 	shmcoll__kinds[a->kind].init(c->u.node, &r->u.task, a);
 	r->u.task.fn = a->fn;
-	shmcoll__task_start(c->u.node, &r->u.task);
+	shmcoll__task_start_entered(c->u.node, &r->u.task);
 	return 0;
 }
 

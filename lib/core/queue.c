@@ -59,6 +59,29 @@ void shmcoll__queue_start(struct shmcoll_queue *q, struct shmcoll_task_head *t)
 	shmcoll__queue_progress(q);
 }
 
+void shmcoll__queue_start_entered(struct shmcoll_queue *q, struct shmcoll_task_head *t)
+{
+	int rc;
+
+	if (q->tasks.head) {
+		shmcoll__queue_start(q, t);
+		return;
+	}
+	/* Nothing before it: the queue's enter would repeat the caller's, so the first step is
+	 * taken at once, and the task joins the queue only if it stops at a wait. */
+	t->blocking = 0;
+	t->at = 0;
+	q->running = 1;
+	rc = q->cls->advance(q, t);
+	q->running = 0;
+	t->rc = rc == SHMCOLL_PENDING ? 0 : rc;
+	t->done = rc != SHMCOLL_PENDING;
+	if (!t->done) {
+		shmcoll__list_push(&q->tasks, &t->link);
+		q->outstanding++;
+	}
+}
+
 int shmcoll__queue_test(struct shmcoll_queue *q, struct shmcoll_task_head *t)
 {
 	shmcoll__queue_progress(q);

@@ -66,6 +66,10 @@ static inline int shmcoll__queue_busy(const struct shmcoll_queue *q)
  * to the queue until shmcoll__queue_test says it is done or shmcoll__queue_wait returns. */
 void shmcoll__queue_start(struct shmcoll_queue *q, struct shmcoll_task_head *t);
 
+/* As shmcoll__queue_start, for a caller that has just entered the communicator itself (a
+ * public non-blocking start): a task starting on an idle queue is not entered again, and
+ * joins the queue only if its first advance stops at a wait. */
+void shmcoll__queue_start_entered(struct shmcoll_queue *q, struct shmcoll_task_head *t);
 /* Advances every outstanding task as far as it goes without blocking (nothing from inside
  * a task's advance). Whether tasks are left outstanding. */
 int shmcoll__queue_progress(struct shmcoll_queue *q);

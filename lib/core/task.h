@@ -104,6 +104,12 @@ int shmcoll__nothing(struct shmcoll_node *n, struct shmcoll_task *t);
  * t belongs to the communicator from its start until a test says it is done or a wait
  * returns. */
 void shmcoll__task_start(struct shmcoll_node *n, struct shmcoll_task *t);
+/* The start of a caller that has just entered n (queue.h's shmcoll__queue_start_entered). */
+static inline void shmcoll__task_start_entered(struct shmcoll_node *n, struct shmcoll_task *t)
+{
+	t->wait_since = 0;
+	shmcoll__queue_start_entered(&n->tasks, &t->head);
+}
 void shmcoll__task_test(struct shmcoll_node *n, struct shmcoll_task *t, int *done);
 int shmcoll__task_wait(struct shmcoll_node *n, struct shmcoll_task *t);
 void shmcoll__progress(struct shmcoll_node *n);
