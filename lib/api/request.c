@@ -101,6 +101,30 @@ int api__istart(shmcoll_comm *c, const struct shmcoll_args *a, int none, shmcoll
 	return 0;
 }
 
+/* Whether r is complete already, as a node communicator's request can be when its start or
+ * an earlier pass finished it (then r->rc is its result): such a wait has nothing to move, and
+ * skips the request's advance. */
+static inline int req_settled(shmcoll_request *r)
+{
+	const struct shmcoll_task_head *h;
+
+	switch (r->kind) {
+	case REQ_DONE:
+		return 1;
+	case REQ_NODE:
+		h = &r->u.task.head;
+		break;
+	case REQ_P2P:
+		h = &r->u.op.head;
+		break;
+	default:
+		return 0;
+	}
+	if (h->done)
+		r->rc = h->rc;
+	return h->done;
+}
+
 /* How far req_advance moves a request. */
 enum req_how {
 	LOOK, /* not at all: whether it is complete, as far as its last advance left it */
@@ -174,7 +198,8 @@ static int req_step(shmcoll_request *r, shmcoll_comm **moved, shmcoll_comm *held
 
 /* Takes *slot, complete, out of the caller's hands: its status filled (st may be NULL),
  * released, *slot = NULL. Its result. */
-static int req_take(shmcoll_request **slot, shmcoll_status *st, shmcoll_comm *held)
+static inline __attribute__((always_inline)) int req_take(shmcoll_request **slot,
+                                                          shmcoll_status *st, shmcoll_comm *held)
 {
 	shmcoll_request *r = *slot;
 	shmcoll_comm *c = r->comm;
@@ -321,7 +346,8 @@ int shmcoll_wait(shmcoll_request **req, shmcoll_status *status)
 	{
 		API_HOLD(c);
 
-		req_advance(*req, WAIT, c);
+		if (!req_settled(*req))
+			req_advance(*req, WAIT, c);
 		return req_take(req, status, c);
 	}
 }
