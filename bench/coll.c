@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/busy.h"
 #include "bench/sweep.h"
 #include "shm/arena.h"
 
@@ -23,6 +24,7 @@ struct opts {
 	const char *chunk;
 	shmcoll_dtype dtype;
 	shmcoll_op rop;
+	struct bench_busy busy;
 };
 
 struct coll {
@@ -58,8 +60,9 @@ void bench_coll_usage(FILE *f)
 	    "                        \"allreduce:direct,bcast:tree\")\n"
 	    "      --chunk BYTES     set SHMCOLL_CHUNK_BYTES=BYTES for the library\n"
 	    "      --symmetric       buffers from shmcoll_malloc; the arena is sized to fit\n"
-	    "      --csv FILE        also write the CSV to FILE\n"
-	    "      Prints impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps (rank 0).\n");
+	    "      --csv FILE        also write the CSV to FILE\n");
+	bench_busy_usage(f, "      ");
+	fprintf(f, "      Prints impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps (rank 0).\n");
 }
 
 /* 0: run; -1: help was printed; EXIT_USAGE: a bad command line. */
@@ -77,6 +80,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	    .impl = "shmcoll",
 	    .dtype = SHMCOLL_FLOAT32,
 	    .rop = SHMCOLL_SUM,
+	    .busy = {.max_s = 10.0},
 	};
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -133,6 +137,9 @@ static int parse(int argc, char **argv, struct opts *o)
 			} else {
 				o->csv = v;
 			}
+		} else if ((x = bench_busy_arg(&o->busy, argc, argv, &i, bench_is_rank0())) != 0) {
+			if (x != 1)
+				return EXIT_USAGE;
 		} else {
 			return bench_usage_error("unknown option '%s' in the collectives mode", a);
 		}
@@ -223,6 +230,60 @@ static void validate(const struct coll *c, int op, size_t count, size_t bytes)
 		wrong(c, op, bytes, idx, want);
 }
 
+/* One call of --dist (bench_dist_time's call and agree). */
+struct dist_call {
+	const struct coll *c;
+	int op;
+	size_t count;
+};
+
+static int dist_call(void *ctx)
+{
+	const struct dist_call *d = ctx;
+
+	return run_op(d->c, d->op, d->count);
+}
+
+static double dist_agree(void *ctx, double elapsed)
+{
+	const struct dist_call *d = ctx;
+	double most = elapsed;
+	int rc = shmcoll_allreduce(&elapsed, &most, 1, SHMCOLL_FLOAT64, SHMCOLL_MAX, d->c->comm);
+
+	if (rc != 0)
+		call_failed(d->c, "shmcoll_allreduce of the elapsed time", 0, rc);
+	return most;
+}
+
+/* --dist: the calls timed one by one after one barrier; rank 0 prints the largest mean, median
+ * and 99th percentile over the ranks. */
+static void time_dist(const struct coll *c, const struct opts *o, struct bench_out *out, int op,
+                      size_t bytes, size_t count, long iters)
+{
+	struct dist_call dc = {c, op, count};
+	struct bench_dist d;
+	double mine[3], most[3] = {0}, alg;
+	int rc = bench_dist_time(iters, o->busy.max_s, dist_call, dist_agree, &dc, &d);
+
+	if (rc == -ENOMEM)
+		call_failed(c, "allocating the per-call times", bytes, 0);
+	if (rc != 0)
+		op_failed(c, op, bytes, rc);
+	mine[0] = d.mean * 1e6;
+	mine[1] = d.p50 * 1e6;
+	mine[2] = d.p99 * 1e6;
+	rc = shmcoll_reduce(mine, most, 3, SHMCOLL_FLOAT64, SHMCOLL_MAX, 0, c->comm);
+	if (rc != 0)
+		call_failed(c, "shmcoll_reduce of the timings", bytes, rc);
+	if (c->rank == 0) {
+		alg = op == OP_BARRIER ? 0.0 : (double)bytes / (most[0] * 1e-6) / 1e9;
+		bench_out_line(out, "%s,%s,%d,%zu,%.3f,%.4f,%.4f,%.3f,%.3f,%ld,%d\n", o->impl,
+		               bench_sweep_ops[op], c->size, bytes, most[0], alg,
+		               alg * bench_sweep_busbw(op, c->size), most[1], most[2], d.calls,
+		               o->busy.hogs);
+	}
+}
+
 /* Warm up, then time iters calls: back to back after one barrier, or (--sync) each call alone
  * with a barrier after it, outside the timed span. Rank 0 prints the largest per-call average. */
 static void time_size(const struct coll *c, const struct opts *o, struct bench_out *out, int op,
@@ -240,6 +301,10 @@ static void time_size(const struct coll *c, const struct opts *o, struct bench_o
 	rc = shmcoll_barrier(c->comm);
 	if (rc != 0)
 		call_failed(c, "shmcoll_barrier", bytes, rc);
+	if (o->busy.dist) {
+		time_dist(c, o, out, op, bytes, count, iters);
+		return;
+	}
 	if (!o->sync) {
 		t0 = bench_now();
 		for (i = 0; i < iters; i++) {
@@ -386,8 +451,13 @@ int bench_coll_main(int argc, char **argv)
 		exit(EXIT_FAIL);
 	}
 
+	if (c.rank == 0 && o.busy.hogs && bench_busy_start(&o.busy) < 0) {
+		shmcoll_comm_abort(c.comm);
+		exit(EXIT_FAIL);
+	}
 	if (o.header)
-		bench_out_line(&out, "impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps\n");
+		bench_out_line(&out, "impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps%s\n",
+		               o.busy.dist ? ",p50_us,p99_us,calls,hogs" : "");
 	for (op = 0; op < OP_COUNT; op++) {
 		if (o.sel >= 0 && op != o.sel)
 			continue;
@@ -402,6 +472,7 @@ int bench_coll_main(int argc, char **argv)
 		}
 	}
 
+	bench_busy_stop(&o.busy);
 	if (free_buffers(&c, o.symmetric) != 0)
 		status = EXIT_FAIL;
 	rc = shmcoll_comm_destroy(c.comm);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/busy.h"
 
 /* To add a mode: write its main and usage in a file of its own, and add a row here. */
 static const struct mode {
@@ -47,6 +48,7 @@ int main(int argc, char **argv)
 	/* Line by line even into a pipe or file: when one rank fails, the launcher stops the
 	 * others, and a table still in a buffer would be lost with them. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	bench_busy_child(argc, argv);
 	if (argc > 1 && argv[1][0] != '-') {
 		for (i = 0; i < NMODES; i++)
 			if (!strcmp(argv[1], modes[i].name))

@@ -11,6 +11,7 @@
 
 #include <sched.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -836,6 +837,99 @@ Test(bench, nbc_p2)
 	cr_assert(strstr(r.err, "iallreduce + wait / allreduce, back to back"),
 	          "no ratio summary on stderr:\n%s", r.err);
 	cleanup(&r);
+}
+
+/* ---- the collectives beside busy processes (--hog, --dist) ---- */
+
+/* Processes running as a benchmark's busy process (their command line has --hog-child). */
+static int hogs_running(void)
+{
+	char path[300], *cmd;
+	struct dirent *e;
+	size_t len, k;
+	int n = 0;
+	DIR *d = opendir("/proc");
+
+	cr_assert_not_null(d, "opendir /proc: %s", strerror(errno));
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		cmd = slurp_path(path, &len); /* empty if the process is gone */
+		for (k = 0; k + 1 < len; k++)
+			if (cmd[k] == '\0')
+				cmd[k] = ' ';
+		n += strstr(cmd, "--hog-child") != NULL;
+		free(cmd);
+	}
+	closedir(d);
+	return n;
+}
+
+struct dist_rows {
+	int seen[8];
+};
+
+static void dist_row(char **f, int line, void *ctx)
+{
+	struct dist_rows *d = ctx;
+	double p50 = num(f[7], "p50_us", line), p99 = num(f[8], "p99_us", line);
+	long calls = (long)num(f[9], "calls", line), bytes = (long)num(f[3], "bytes", line);
+	int k = 0;
+
+	cr_assert_str_eq(f[1], "allreduce", "row %d: op", line);
+	cr_assert_str_eq(f[10], "2", "row %d: hogs", line);
+	cr_assert(p50 <= p99, "row %d: p50 %g above p99 %g", line, p50, p99);
+	/* At least one round of calls; at most the size's iteration count. */
+	cr_assert(calls >= 16 && calls <= 10000, "row %d: %ld calls", line, calls);
+	while ((4L << k) < bytes)
+		k++;
+	cr_assert((4L << k) == bytes && k < 8, "row %d: size %ld", line, bytes);
+	cr_assert(!d->seen[k], "row %d: a second row for %ld bytes", line, bytes);
+	d->seen[k] = 1;
+}
+
+Test(bench, coll_dist_beside_busy_processes)
+{
+	static const int positive[] = {4, 7, 8, 9}; /* lat_us, p50_us, p99_us, calls */
+	const char *args[] = {"--op", "allreduce", "--min-bytes", "4", "--max-bytes",
+	                      "64",   "--dist",    "--hog",       "2", "--max-seconds",
+	                      "0.05", "--csv",     "@csv",        NULL};
+	struct dist_rows d = {{0}};
+	struct run r;
+
+	run_bench(&r, 2, -1, NULL, args);
+	cr_assert_eq(exit_code(&r), 0, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	cr_assert_eq(check_csv(&r,
+	                       "impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps,p50_us,p99_us,"
+	                       "calls,hogs",
+	                       positive, 4, dist_row, &d),
+	             5, "want a row per size (4 .. 64 bytes)");
+	/* The busy processes went with the run. */
+	cr_assert_eq(hogs_running(), 0, "busy processes left after the run");
+	cleanup(&r);
+}
+
+Test(bench, coll_refuses_bad_busy_options)
+{
+	static const struct {
+		const char *opt, *val, *want;
+	} bad[] = {{"--hog", "-1", "bad --hog '-1'"},
+	           {"--hog", "many", "bad --hog 'many'"},
+	           {"--max-seconds", "0", "bad --max-seconds '0'"}};
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *args[] = {"--op", "barrier", bad[i].opt, bad[i].val, NULL};
+		struct run r;
+
+		run_bench(&r, 2, -1, NULL, args);
+		cr_assert_eq(exit_code(&r), 2, "%s %s: exit %d; stderr:\n%s", bad[i].opt,
+		             bad[i].val, exit_code(&r), r.err);
+		cr_assert(strstr(r.err, bad[i].want), "want \"%s\" in stderr:\n%s", bad[i].want,
+		          r.err);
+		cleanup(&r);
+	}
 }
 
 /* One byte off in a received message, or one element off in a result, fails the run on every

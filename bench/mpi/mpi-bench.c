@@ -19,6 +19,7 @@
  * vsweep.c); no part of the library is linked, so what is timed is the MPI, or the interposer when
  * it is preloaded. */
 #include "bench/bench.h"
+#include "bench/busy.h"
 #include "bench/osu.h"
 #include "bench/sweep.h"
 #include "bench/vsweep.h"
@@ -57,6 +58,7 @@ struct opts {
 	size_t minb, maxb;
 	double iscale;
 	const char *impl;
+	struct bench_busy busy;
 };
 
 struct coll {
@@ -89,7 +91,10 @@ static void usage(FILE *f)
 	    "                        default: back-to-back calls after one barrier (nccl-tests)\n"
 	    "      --impl LABEL      first CSV column (default " DEFAULT_IMPL ")\n"
 	    "      --iters-scale F   scale the iteration counts (default 1)\n"
-	    "      --no-header       leave out the CSV header\n"
+	    "      --no-header       leave out the CSV header\n");
+	bench_busy_usage(f, "      ");
+	fprintf(
+	    f,
 	    "      Prints impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps (rank 0): float32,\n"
 	    "      sum; lat_us the largest over the ranks of the per-call average.\n"
 	    "\n"
@@ -151,7 +156,7 @@ __attribute__((format(printf, 2, 3))) static int usage_error(int print, const ch
 static int parse(int argc, char **argv, struct opts *o, int print)
 {
 	const char *a, *v;
-	int i;
+	int i, x;
 
 	*o = (struct opts){
 	    .sel = -1,
@@ -160,6 +165,7 @@ static int parse(int argc, char **argv, struct opts *o, int print)
 	    .maxb = (size_t)64 << 20,
 	    .iscale = 1.0,
 	    .impl = DEFAULT_IMPL,
+	    .busy = {.max_s = 10.0},
 	};
 	for (i = 1; i < argc; i++) {
 		a = argv[i];
@@ -192,6 +198,9 @@ static int parse(int argc, char **argv, struct opts *o, int print)
 			} else if (bench_parse_positive(v, &o->iscale)) {
 				return usage_error(print, "bad --iters-scale '%s'", v);
 			}
+		} else if ((x = bench_busy_arg(&o->busy, argc, argv, &i, print)) != 0) {
+			if (x != 1)
+				return EXIT_USAGE;
 		} else {
 			return usage_error(print, "unknown option '%s' in the collectives mode", a);
 		}
@@ -281,6 +290,61 @@ static void validate(const struct coll *c, int op, size_t count, size_t bytes)
 		wrong(c, op, bytes, idx, want);
 }
 
+/* coll.c's --dist, call for call. */
+struct dist_call {
+	const struct coll *c;
+	int op;
+	size_t count;
+};
+
+static int dist_call(void *ctx)
+{
+	const struct dist_call *d = ctx;
+
+	return run_op(d->c, d->op, d->count);
+}
+
+static double dist_agree(void *ctx, double elapsed)
+{
+	const struct dist_call *d = ctx;
+	double most = elapsed;
+	int rc = MPI_Allreduce(&elapsed, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+
+	if (rc != MPI_SUCCESS)
+		call_failed(d->c->rank, "MPI_Allreduce of the elapsed time", 0, rc);
+	return most;
+}
+
+static void time_dist(const struct coll *c, const struct opts *o, int op, size_t bytes,
+                      size_t count, long iters)
+{
+	struct dist_call dc = {c, op, count};
+	struct bench_dist d;
+	double mine[3], most[3] = {0}, alg;
+	int rc = bench_dist_time(iters, o->busy.max_s, dist_call, dist_agree, &dc, &d);
+
+	if (rc == -ENOMEM) {
+		fprintf(stderr, ME ": rank %d: out of memory for the per-call times\n", c->rank);
+		MPI_Abort(MPI_COMM_WORLD, EXIT_FAIL);
+	}
+	if (rc != 0)
+		call_failed(c->rank, mpi_names[op], bytes, rc);
+	mine[0] = d.mean * 1e6;
+	mine[1] = d.p50 * 1e6;
+	mine[2] = d.p99 * 1e6;
+	rc = MPI_Reduce(mine, most, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+	if (rc != MPI_SUCCESS)
+		call_failed(c->rank, "MPI_Reduce of the timings", bytes, rc);
+	if (c->rank == 0) {
+		alg = op == OP_BARRIER ? 0.0 : (double)bytes / (most[0] * 1e-6) / 1e9;
+		printf("%s,%s,%d,%zu,%.3f,%.4f,%.4f,%.3f,%.3f,%ld,%d\n", o->impl,
+		       bench_sweep_ops[op], c->size, bytes, most[0], alg,
+		       alg * bench_sweep_busbw(op, c->size), most[1], most[2], d.calls,
+		       o->busy.hogs);
+		fflush(stdout);
+	}
+}
+
 /* coll.c's time_size, call for call: warm up, then time iters calls, back to back after one
  * barrier, or (--sync) each call alone with a barrier after it, outside the timed span. Rank 0
  * prints the largest per-call average. */
@@ -299,6 +363,10 @@ static void time_size(const struct coll *c, const struct opts *o, int op, size_t
 	rc = MPI_Barrier(MPI_COMM_WORLD);
 	if (rc != MPI_SUCCESS)
 		call_failed(c->rank, "MPI_Barrier", bytes, rc);
+	if (o->busy.dist) {
+		time_dist(c, o, op, bytes, count, iters);
+		return;
+	}
 	if (!o->sync) {
 		t0 = bench_now();
 		for (i = 0; i < iters; i++) {
@@ -361,8 +429,13 @@ static int coll_main(int argc, char **argv, int rank, int size)
 	memset(c.sbuf, 0, cap);
 	memset(c.rbuf, 0, cap);
 
+	if (c.rank == 0 && o.busy.hogs && bench_busy_start(&o.busy) < 0) {
+		MPI_Abort(MPI_COMM_WORLD, EXIT_FAIL);
+		return EXIT_FAIL;
+	}
 	if (o.header && c.rank == 0)
-		printf("impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps\n");
+		printf("impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps%s\n",
+		       o.busy.dist ? ",p50_us,p99_us,calls,hogs" : "");
 	for (op = 0; op < OP_COUNT; op++) {
 		if (o.sel >= 0 && op != o.sel)
 			continue;
@@ -377,6 +450,7 @@ static int coll_main(int argc, char **argv, int rank, int size)
 		}
 	}
 
+	bench_busy_stop(&o.busy);
 	free(c.sbuf);
 	free(c.rbuf);
 	return 0;
@@ -1203,6 +1277,7 @@ int main(int argc, char **argv)
 	 * others, and a table still in a buffer would be lost with them. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	bench_prog = ME;
+	bench_busy_child(argc, argv);
 	rc = MPI_Init(&argc, &argv);
 	if (rc != MPI_SUCCESS) {
 		fprintf(stderr, ME ": MPI_Init failed: %d\n", rc);
