@@ -22,7 +22,7 @@ def main():
                 continue
             key = "%s P=%s%s%s" % (row["impl"], row["nproc"],
                                    " pinned" if row["pin"] == "1" else "",
-                                   " +hog" if row["hog"] == "1" else "")
+                                   " +%s hog" % row["hog"] if row["hog"] != "0" else "")
             series.setdefault(key, []).append(
                 (int(row["bytes"]), float(row["p50_us"]), float(row["p10_us"]),
                  float(row["p99_us"])))

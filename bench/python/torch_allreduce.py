@@ -2,20 +2,20 @@
 users run it: ranks started by torch.multiprocessing (not pinned to cores unless --pin),
 float32 SUM, every call timed on its own.
 
-    python3 bench/python/torch_allreduce.py [--nproc 2] [--pin] [--hog] [--csv FILE]
+    python3 bench/python/torch_allreduce.py [--nproc 2] [--pin] [--hog [N]] [--csv FILE]
     python3 bench/python/torch_allreduce.py --ddp [--nproc 2] [--steps 60] [--width 128]
 
 Every rank joins the default group (shmcoll) and a gloo group over the same ranks. For each
 size, --reps blocks of each backend alternate (which goes first alternates too); a block is
 a barrier then calls timed one by one on rank 0. Prints per size the median, p10 and p99 of
-the calls of each backend and gloo's median over shmcoll's. --hog starts one busy process
-per core beside the job (a loaded machine). --ddp times DistributedDataParallel training
+the calls of each backend and gloo's median over shmcoll's. --hog N starts N busy processes
+beside the job, free to run on any core (--hog alone: one per core; a loaded machine). --ddp times DistributedDataParallel training
 steps of a small MLP instead (three layers, --width wide, batch 64), the backends
 alternating in blocks of steps: gloo, shmcoll as it is (each bucket's all-reduce returns at
 once and completes in the background while backward goes on), and "shmcoll-blocking", the
 same with a communication hook that waits for each bucket's all-reduce before it returns
 (what a backend whose works are complete when returned gives DDP).
-With --csv FILE the rows go there too (impl,bytes,calls,p10_us,p50_us,p99_us,pin,hog)."""
+With --csv FILE the rows go there too (impl,bytes,calls,p10_us,p50_us,p99_us,pin,hog,nproc,mode; hog: how many)."""
 
 import argparse
 import datetime
@@ -144,7 +144,7 @@ def worker(rank, a, port):
 def report(a, rows):
     what = "DDP step of a %d-byte MLP" % rows[0][1] if a.ddp else "all_reduce float32 SUM"
     print("# %s, P=%d, %s, %s" % (what, a.nproc, "pinned" if a.pin else "not pinned",
-                                   "a busy process per core beside" if a.hog else "idle"))
+                                   "%d busy processes beside" % a.hog if a.hog else "idle"))
     print("%10s %12s %10s %10s %12s %10s %10s %8s" % ("bytes", "shmcoll p50", "p10", "p99",
                                                     "gloo p50", "p10", "p99", "ratio"))
     by = {}
@@ -178,7 +178,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--pin", action="store_true", help="pin rank r to core r mod cores")
-    ap.add_argument("--hog", action="store_true", help="a busy process per core beside")
+    ap.add_argument("--hog", type=int, nargs="?", const=-1, default=0, metavar="N",
+                    help="N busy processes beside (--hog alone: one per core)")
     ap.add_argument("--ddp", action="store_true", help="DDP training steps, not all_reduce")
     ap.add_argument("--sizes", type=lambda s: [int(v) for v in s.split(",")], default=SIZES)
     ap.add_argument("--reps", type=int, default=5, help="blocks per backend and size")
@@ -193,9 +194,11 @@ def main():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     hogs = []
+    if a.hog < 0:
+        a.hog = os.cpu_count()
     if a.hog:
         ctx = mp.get_context("fork")
-        hogs = [ctx.Process(target=hog, daemon=True) for _ in range(os.cpu_count())]
+        hogs = [ctx.Process(target=hog, daemon=True) for _ in range(a.hog)]
         for h in hogs:
             h.start()
     try:
