@@ -71,20 +71,78 @@ static void futex_sleep(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint
 	fetch_sub_seqcst(sleepers, 1);
 }
 
-int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
-                      _Atomic uint32_t *sleepers, uint32_t want)
+/* The process's slow yields in the current window of SLOW_WINDOW_NS (when it
+ * began, how many), and until when its CPU counts as contended
+ * (CLOCK_MONOTONIC ns). Process-wide, read and written on slow paths only; a
+ * lost update between threads is harmless. A lone slow yield (a timer tick, a
+ * peer's long copy: 1-3 in 4,000 at P=4 on 2 CPUs, over seconds) never makes
+ * a CPU contended; a busy machine's do: under EEVDF one yield in three gives
+ * a busy process its whole slice (4 ms here), the next two return at once. */
+#define SLOW_WINDOW_NS 50000000
+static _Atomic int64_t slow_since;
+static _Atomic unsigned slow_yields;
+static _Atomic int64_t contended_until;
+
+int shmcoll__pace_contended(int64_t now)
+{
+	return load_relaxed(&contended_until) > now;
+}
+
+int shmcoll__pace_spins(int budget, const struct shmcoll_cpus *cpus)
+{
+	int cpu;
+
+	if (cpus) {
+		/* The rseq area's copy: ~2 ns, paid only by a wait that spun this far. */
+		cpu = sched_getcpu() + 1; /* 0: not known */
+		store_relaxed(cpus->mine, cpu);
+		if (cpu > 0 && load_relaxed(cpus->theirs) == cpu)
+			return 0;
+	}
+	return budget;
+}
+
+int shmcoll__pace_yield(int64_t waited_ns, int64_t now)
+{
+	int64_t after;
+	unsigned slow;
+
+	if (waited_ns >= YIELD_NS || shmcoll__pace_contended(now))
+		return 0;
+	sched_yield();
+	after = shmcoll__now_ns();
+	/* Our own ranks' turns are short; a slow one was a time slice that went to
+	 * someone else. Two in one window: a busy machine. */
+	if (after - now <= SHMCOLL_PACE_SLOW_YIELD_NS)
+		return 1;
+	if (after - load_relaxed(&slow_since) > SLOW_WINDOW_NS) {
+		store_relaxed(&slow_since, after);
+		store_relaxed(&slow_yields, 0);
+	}
+	slow = load_relaxed(&slow_yields) + 1;
+	store_relaxed(&slow_yields, slow);
+	if (slow >= 2)
+		store_relaxed(&contended_until, after + SHMCOLL_PACE_CONTENDED_NS);
+	return 1;
+}
+
+int shmcoll__wait_geq_on(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
+                         _Atomic uint32_t *sleepers, uint32_t want, const struct shmcoll_cpus *cpus)
 {
 	int64_t start, now, slice, checked;
-	int i, rc, polled = 0;
+	int i, rc, polled = 0, spins;
 
 	/* Spin relaxed, order once: the acquire fence after the loop pairs
 	 * with the release store in shmcoll__publish(). */
 	if (!w->oversubscribed) {
-		for (i = 0; i < SPIN_ITERS; i++) {
+		spins = SPIN_ITERS;
+		for (i = 0; i < spins; i++) {
 			if (seq_reached(load_relaxed(word), want)) {
 				fence_acquire();
 				return 0;
 			}
+			if (i == SHMCOLL_PACE_LOOK)
+				spins = shmcoll__pace_spins(SPIN_ITERS, cpus);
 			if (w->poll && (i + 1) % SHMCOLL_POLL_SPINS == 0)
 				w->poll(w->poll_ctx, 0);
 			cpu_relax();
@@ -114,10 +172,8 @@ int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
 			return -ETIMEDOUT;
 		if (w->poll)
 			polled = w->poll(w->poll_ctx, 1);
-		if (now - start < YIELD_NS) {
-			sched_yield();
+		if (shmcoll__pace_yield(now - start, now))
 			continue;
-		}
 		slice = polled ? SHMCOLL_POLL_SLICE_NS : SLEEP_SLICE_NS;
 		if (w->timeout_ns >= 0 && w->timeout_ns - (now - start) < slice)
 			slice = w->timeout_ns - (now - start);

@@ -5,6 +5,7 @@
 #define SHMCOLL_SHM_WAIT_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* How one rank waits. Filled once per communicator. */
@@ -39,13 +40,54 @@ struct shmcoll_waiter {
  * Pairs with the fetch-add of sleepers in futex_sleep() (wait.c). */
 void shmcoll__publish(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t val);
 
+/* Where the waiter and the rank it waits for last waited (1 + the CPU
+ * number, 0 before any, in their control lines): a wait that finds the other
+ * last ran on its own CPU stops spinning, since that rank cannot run while
+ * it spins. */
+struct shmcoll_cpus {
+	_Atomic int32_t *mine;         /* the waiter writes its CPU here */
+	const _Atomic int32_t *theirs; /* the other's, as it last wrote it */
+};
+
 /* Waits until *word has reached want (wrap-safe). Returns 0 with acquire
  * ordering, -ETIMEDOUT once the waiter's timeout has passed since the wait
  * entered its slow path, -ECANCELED when *abort_word became non-zero, or
  * what the waiter's check returned when that was negative.
- * The fast path costs one relaxed load per spin and no system call. */
-int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
-                      _Atomic uint32_t *sleepers, uint32_t want);
+ * The fast path costs one relaxed load per spin and no system call. cpus
+ * (may be NULL) tells the spin where the rank that publishes word runs. */
+int shmcoll__wait_geq_on(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
+                         _Atomic uint32_t *sleepers, uint32_t want,
+                         const struct shmcoll_cpus *cpus);
+static inline int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
+                                    _Atomic uint32_t *sleepers, uint32_t want)
+{
+	return shmcoll__wait_geq_on(w, word, sleepers, want, NULL);
+}
+
+/* How a wait spins and yields (docs/ARCHITECTURE.md, "Waiting"), for the
+ * waits written elsewhere (a spin on a message line, point-to-point's wait):
+ *   spins  the spins before the slow path, at most budget: none with more
+ *          ranks than CPUs; after SHMCOLL_PACE_LOOK of them, none more when
+ *          cpus says the other last ran here. shmcoll__pace_spins is called
+ *          at spin SHMCOLL_PACE_LOOK and returns the new budget. A peer on
+ *          another CPU is spun for whether or not the machine is busy: if it
+ *          runs, it answers within the spin; if not, the spin costs only
+ *          this rank's own time.
+ *   yield  one turn of the slow path: 1 after a sched_yield, or 0 when the
+ *          turn should sleep on a futex instead: the wait began waited_ns
+ *          ago, past the yielding time, or the CPU is contended. A yield that
+ *          took longer than SHMCOLL_PACE_SLOW_YIELD_NS gave the CPU to work
+ *          outside the waits; when two did within 50 ms (a busy machine),
+ *          yields only lose time slices, so for SHMCOLL_PACE_CONTENDED_NS
+ *          every wait of the process sleeps at once and is woken by the
+ *          publish it waits for (then one yield looks again). */
+#define SHMCOLL_PACE_LOOK          64
+#define SHMCOLL_PACE_SLOW_YIELD_NS 200000
+#define SHMCOLL_PACE_CONTENDED_NS  100000000
+int shmcoll__pace_spins(int budget, const struct shmcoll_cpus *cpus);
+int shmcoll__pace_yield(int64_t waited_ns, int64_t now);
+/* Whether this process found its CPU contended within SHMCOLL_PACE_CONTENDED_NS. */
+int shmcoll__pace_contended(int64_t now);
 
 /* Wakes every sleeper on word without changing it (abort uses this). */
 void shmcoll__wake_all(_Atomic uint32_t *word);

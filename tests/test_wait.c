@@ -3,6 +3,8 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -167,4 +169,123 @@ Test(wait, pingpong_spinning, .timeout = 120)
 Test(wait, pingpong_yielding, .timeout = 120)
 {
 	run_pingpong(1, 50000);
+}
+
+/* ---- pace: where the peer runs, and whether yielding pays (shm/wait.h) ---- */
+
+/* Pins the caller to the first CPU it may use; returns it. */
+static int pin_first_cpu(void)
+{
+	cpu_set_t set, one;
+	int c;
+
+	cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+	for (c = 0; c < CPU_SETSIZE && !CPU_ISSET(c, &set); c++)
+		;
+	cr_assert(c < CPU_SETSIZE);
+	CPU_ZERO(&one);
+	CPU_SET(c, &one);
+	cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	return c;
+}
+
+Test(wait, pace_stops_spinning_for_a_peer_on_this_cpu)
+{
+	_Atomic int32_t mine = 0, theirs = 0;
+	const struct shmcoll_cpus cpus = {&mine, &theirs};
+	int c = pin_first_cpu();
+
+	/* Unknown: spin. */
+	cr_assert_eq(shmcoll__pace_spins(4096, &cpus), 4096);
+	cr_assert_eq(load_relaxed(&mine), c + 1, "the waiter says where it runs");
+	/* Elsewhere: spin. */
+	store_relaxed(&theirs, c + 2);
+	cr_assert_eq(shmcoll__pace_spins(4096, &cpus), 4096);
+	/* Here: the peer cannot run while we spin. */
+	store_relaxed(&theirs, c + 1);
+	cr_assert_eq(shmcoll__pace_spins(4096, &cpus), 0);
+	cr_assert_eq(shmcoll__pace_spins(4096, NULL), 4096);
+}
+
+Test(wait, pace_yields_only_at_first)
+{
+	/* Past the yielding time a turn sleeps, without yielding. */
+	cr_assert_eq(shmcoll__pace_yield(2000000000, shmcoll__now_ns()), 0);
+	cr_assert(!shmcoll__pace_contended(shmcoll__now_ns()));
+}
+
+/* A busy process on the caller's CPU takes a time slice at every yield: after a few the CPU
+ * counts as contended, and a turn sleeps instead of yielding. */
+Test(wait, pace_finds_a_busy_cpu, .timeout = 60)
+{
+	int c = pin_first_cpu(), i, st;
+	pid_t hog = fork();
+
+	cr_assert(hog >= 0);
+	if (hog == 0) {
+		volatile unsigned long x = 0;
+
+		for (;;)
+			x++;
+	}
+	(void)c;
+	for (i = 0; i < 200 && !shmcoll__pace_contended(shmcoll__now_ns()); i++)
+		cr_assert_eq(shmcoll__pace_yield(0, shmcoll__now_ns()), 1);
+	kill(hog, SIGKILL);
+	waitpid(hog, &st, 0);
+	cr_assert(shmcoll__pace_contended(shmcoll__now_ns()),
+	          "200 yields beside a busy process on one CPU and none was slow");
+	cr_assert(i >= 2, "contended after %d yield(s): a lone slow yield must not do it", i);
+	cr_assert_eq(shmcoll__pace_yield(0, shmcoll__now_ns()), 0, "contended: sleep, not yield");
+}
+
+/* Both sides of the ping-pong on one CPU, not counted as oversubscribed, each saying where it
+ * runs: the waits stop spinning for a peer on their own CPU and still pass every round. */
+struct pingpong_cpus {
+	struct pingpong pp;
+	_Atomic int32_t cpu[2];
+};
+
+static int pingpong_cpu_side(struct pingpong_cpus *pc, int me, uint32_t rounds)
+{
+	struct shmcoll_waiter w = waiter(60ll * 1000000000, 0);
+	const struct shmcoll_cpus cpus = {&pc->cpu[me], &pc->cpu[!me]};
+	struct pingpong *pp = &pc->pp;
+	uint32_t r;
+
+	for (r = 1; r <= rounds; r++) {
+		if (me == 1 || r > 1) {
+			if (shmcoll__wait_geq_on(&w, &pp->seq[!me], &pp->sleepers[!me],
+			                         me == 0 ? r - 1 : r, &cpus) != 0)
+				return 2;
+			if (pp->payload[!me] != (uint64_t)(me == 0 ? r - 1 : r) * 3 + !me)
+				return 3;
+		}
+		pp->payload[me] = (uint64_t)r * 3 + (uint64_t)me;
+		shmcoll__publish(&pp->seq[me], &pp->sleepers[me], r);
+	}
+	/* Each side saw the other on its CPU at least once (it spun past the look). */
+	return load_relaxed(&pc->cpu[!me]) == load_relaxed(&pc->cpu[me]) ? 0 : 4;
+}
+
+Test(wait, pingpong_on_one_cpu, .timeout = 120)
+{
+	struct pingpong_cpus *pc =
+	    mmap(NULL, sizeof(*pc), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int st0, st1;
+	pid_t a, b;
+
+	cr_assert_neq(pc, MAP_FAILED);
+	pin_first_cpu();
+	a = fork();
+	if (a == 0)
+		_exit(pingpong_cpu_side(pc, 0, 20000));
+	b = fork();
+	if (b == 0)
+		_exit(pingpong_cpu_side(pc, 1, 20000));
+	waitpid(a, &st0, 0);
+	waitpid(b, &st1, 0);
+	cr_assert(WIFEXITED(st0) && WEXITSTATUS(st0) == 0, "side 0 status %#x", st0);
+	cr_assert(WIFEXITED(st1) && WEXITSTATUS(st1) == 0, "side 1 status %#x", st1);
+	munmap(pc, sizeof(*pc));
 }

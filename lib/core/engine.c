@@ -102,7 +102,8 @@ static int wait_rank(struct shmcoll_node *n, const char *fn, int p, uint32_t wan
 	n->live.waiting_for = p;
 	n->live.waiting_step = want;
 	/* Acquire: pairs with the publish of want on rank p. */
-	rc = shmcoll__wait_geq(&n->waiter, &pc->seq, &pc->sleepers, want);
+	rc = shmcoll__wait_geq_on(&n->waiter, &pc->seq, &pc->sleepers, want,
+	                          &(const struct shmcoll_cpus){&n->st.me->cpu, &pc->cpu});
 	return rc < 0 ? step_failed(n, fn, rc, want) : 0;
 }
 
@@ -370,18 +371,28 @@ int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, co
 {
 	uint32_t step = t->d->step;
 	const struct shmcoll_msg *m = shmcoll__msg(n, p, step);
-	int i, rc;
+	int i, rc, spins, got = 0;
 
 	if (t->head.blocking) {
-		/* Spin on the message line itself. With more ranks than CPUs, or after the spin
-		 * budget, the ordinary wait on seq (yield, futex, timeout, abort) takes over; seq
+		/* Spin on the message line itself. With more ranks than CPUs, after the spin
+		 * budget, or once the peer is seen to have last run on this CPU (shm/wait.h's
+		 * pace), the ordinary wait on seq (yield, futex, timeout, abort) takes over; seq
 		 * is published after the message, so the message is there then. */
-		for (i = n->waiter.oversubscribed ? 0 : SHMCOLL_MSG_SPINS; i > 0; i--) {
-			if (load_relaxed(&m->stamp) == step)
+		spins = n->waiter.oversubscribed ? 0 : SHMCOLL_MSG_SPINS;
+		for (i = 0; i < spins; i++) {
+			if (load_relaxed(&m->stamp) == step) {
+				got = 1;
 				break;
+			}
+			if (i == SHMCOLL_PACE_LOOK)
+				spins = shmcoll__pace_spins(
+				    SHMCOLL_MSG_SPINS,
+				    &(const struct shmcoll_cpus){
+				        &n->st.me->cpu,
+				        &shmcoll__ctrl(&n->arena, (uint32_t)p)->cpu});
 			cpu_relax();
 		}
-		if (i == 0) {
+		if (!got) {
 			rc = wait_rank(n, t->fn, p, step);
 			if (rc < 0)
 				return rc;

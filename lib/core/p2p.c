@@ -106,9 +106,9 @@ struct p2p_unexp {
 /* Eager messages up to this size by default (measured: docs/BENCHMARKS.md,
  * "Point-to-point"); never more than a quarter of a ring, so four are in flight. */
 #define EAGER_DEFAULT 16384
-/* Spins before the first yield of a wait when every rank has a CPU (as shm/wait.c). */
+/* Spins before the first yield of a wait when every rank has a CPU (as shm/wait.c; how long
+ * it yields is shm/wait.c's shmcoll__pace_yield). */
 #define SPIN_ITERS 4096
-#define YIELD_NS   1000000
 /* Longest sleep on the bell: 50 ms, as shm/wait.c; 1 ms while collectives are outstanding,
  * or other communicators of the process have work, whose peers wake sleepers on their own
  * words, not on this rank's bell. */
@@ -1164,12 +1164,22 @@ int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready
 	const struct shmcoll_waiter *w = &n->waiter;
 	int64_t start, now, checked, slice;
 	uint32_t b;
-	int i, rc, others;
+	int i, rc, others, spins;
 
-	for (i = w->oversubscribed ? 1 : SPIN_ITERS; i > 0; i--) {
+	spins = w->oversubscribed ? 1 : SPIN_ITERS;
+	for (i = 0; i < spins; i++) {
 		shmcoll__node_progress(n);
 		if (ready(arg))
 			return 0;
+		if (i == SHMCOLL_PACE_LOOK)
+			spins = shmcoll__pace_spins(
+			    SPIN_ITERS,
+			    peer >= 0 && peer != n->rank
+			        ? &(const struct shmcoll_cpus){&n->st.me->cpu,
+			                                       &shmcoll__ctrl(&n->arena,
+			                                                      (uint32_t)peer)
+			                                            ->cpu}
+			        : NULL);
 		cpu_relax();
 	}
 	start = checked = shmcoll__now_ns();
@@ -1221,10 +1231,8 @@ int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready
 			shmcoll__p2p_fail_all(n, -ETIMEDOUT);
 			return -ETIMEDOUT;
 		}
-		if (now - start < YIELD_NS) {
-			sched_yield();
+		if (shmcoll__pace_yield(now - start, now))
 			continue;
-		}
 		slice =
 		    shmcoll__queue_busy(&n->tasks) || others ? SLEEP_SLICE_MIX_NS : SLEEP_SLICE_NS;
 		if (w->timeout_ns >= 0 && w->timeout_ns - (now - start) < slice)
