@@ -275,6 +275,37 @@ def test_in_flight_while_python_runs(world):
     assert w.get_future().wait()[0] is t
 
 
+def test_who_completes_a_work(world, monkeypatch):
+    """A synchronous collective (no async_op), which torch waits for at once, is completed by
+    the thread that called it, the completer thread left asleep; an asynchronous one nobody
+    waits for is completed by the completer thread while the caller only looks."""
+    import threading
+    import time
+
+    rank, size, _ = world
+    ran = []
+    run = sct._Op.run
+
+    def recording(op):
+        ran.append((op.waited, threading.get_ident()))
+        run(op)
+
+    monkeypatch.setattr(sct._Op, "run", recording)
+    me = threading.get_ident()
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    assert len(ran) == 1 and ran[0][0] > 0 and ran[0][1] == me and (t == size).all()
+    ran.clear()
+    w = dist.all_reduce(t, async_op=True)
+    deadline = time.monotonic() + 30
+    while not w.is_completed() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert w.is_completed()
+    assert len(ran) == 1 and ran[0][0] == 0 and ran[0][1] != me
+    w.wait()
+    assert (t == size * size).all()
+
+
 def test_works_complete_in_order(world):
     """Works of one group complete in the order they were issued; their copies back
     (int16 widened to int32, the list forms' staging) are done when they complete."""
