@@ -115,10 +115,10 @@ static_assert((SHMCOLL_MSG_RING & (SHMCOLL_MSG_RING - 1)) == 0 && SHMCOLL_MSG_RI
 
 /* Per-rank control block. Writer of each line in its comment. */
 struct shmcoll_ctrl {
-	_Alignas(SHMCOLL_LINE) _Atomic uint32_t seq;        /* owner: the last step it published */
-	_Atomic int32_t cpu; /* owner: 1 + the CPU of its last long wait (shm/wait.h), 0 before */
-	struct shmcoll_call call[2];                        /* owner, by step parity */
-	_Alignas(SHMCOLL_LINE) _Atomic uint32_t sleepers;   /* peers: count asleep on seq */
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t seq;      /* owner: the last step it published */
+	_Atomic int32_t cpu;                              /* owner: 1 + its last long wait's CPU */
+	struct shmcoll_call call[2];                      /* owner, by step parity */
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t sleepers; /* peers: count asleep on seq */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_desc desc[2]; /* owner, by step parity */
 	/* owner, once at attach (before it counts itself attached): who it is,
 	 * for the peers' liveness checks (lib/live.c). */
