@@ -82,7 +82,7 @@ static inline int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint
  *          every wait of the process sleeps at once and is woken by the
  *          publish it waits for (then one yield looks again). */
 #define SHMCOLL_PACE_LOOK          64
-#define SHMCOLL_PACE_SLOW_YIELD_NS 200000
+#define SHMCOLL_PACE_SLOW_YIELD_NS 1000000
 #define SHMCOLL_PACE_CONTENDED_NS  100000000
 int shmcoll__pace_spins(int budget, const struct shmcoll_cpus *cpus);
 int shmcoll__pace_yield(int64_t waited_ns, int64_t now);
