@@ -115,10 +115,9 @@ static_assert((SHMCOLL_MSG_RING & (SHMCOLL_MSG_RING - 1)) == 0 && SHMCOLL_MSG_RI
 
 /* Per-rank control block. Writer of each line in its comment. */
 struct shmcoll_ctrl {
-	_Alignas(SHMCOLL_LINE) _Atomic uint32_t seq;      /* owner: the last step it published */
-	_Atomic int32_t cpu;                              /* owner: 1 + its last long wait's CPU */
-	struct shmcoll_call call[2];                      /* owner, by step parity */
-	_Alignas(SHMCOLL_LINE) _Atomic uint32_t sleepers; /* peers: count asleep on seq */
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t seq;        /* owner: the last step it published */
+	struct shmcoll_call call[2];                        /* owner, by step parity */
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t sleepers;   /* peers: count asleep on seq */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_desc desc[2]; /* owner, by step parity */
 	/* owner, once at attach (before it counts itself attached): who it is,
 	 * for the peers' liveness checks (lib/live.c). */
@@ -127,6 +126,9 @@ struct shmcoll_ctrl {
 	/* owner: 1 + the rank whose buffer it reads in place for a rendezvous now, else 0; a
 	 * sender whose sends fail waits while it names it (lib/core/p2p.c's pull). */
 	_Atomic uint32_t pulling;
+	/* owner: 1 + the CPU of its last long wait (shm/wait.h's pace), 0 before. Not in the seq
+	 * line: a peer polls that line, and a store there during a wait would take it away. */
+	_Atomic int32_t cpu;
 	/* owner, once before it counts itself attached: where in its memory
 	 * peers find cma_nonce, to prove they can read it (lib/cma.c); 0 when
 	 * it does not offer single-copy reads. */

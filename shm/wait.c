@@ -88,18 +88,13 @@ int shmcoll__pace_contended(int64_t now)
 	return load_relaxed(&contended_until) > now;
 }
 
-int shmcoll__pace_spins(int budget, const struct shmcoll_cpus *cpus)
+int shmcoll__pace_peer_here(const struct shmcoll_cpus *cpus)
 {
-	int cpu;
+	/* The rseq area's copy: ~2 ns, paid only by a wait that spun this far. */
+	int cpu = sched_getcpu() + 1; /* 0: not known */
 
-	if (cpus) {
-		/* The rseq area's copy: ~2 ns, paid only by a wait that spun this far. */
-		cpu = sched_getcpu() + 1; /* 0: not known */
-		store_relaxed(cpus->mine, cpu);
-		if (cpu > 0 && load_relaxed(cpus->theirs) == cpu)
-			return 0;
-	}
-	return budget;
+	store_relaxed(cpus->mine, cpu);
+	return cpu > 0 && load_relaxed(cpus->theirs) == cpu;
 }
 
 int shmcoll__pace_yield(int64_t waited_ns, int64_t now)
@@ -130,19 +125,18 @@ int shmcoll__wait_geq_on(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
                          _Atomic uint32_t *sleepers, uint32_t want, const struct shmcoll_cpus *cpus)
 {
 	int64_t start, now, slice, checked;
-	int i, rc, polled = 0, spins;
+	int i, rc, polled = 0;
 
 	/* Spin relaxed, order once: the acquire fence after the loop pairs
 	 * with the release store in shmcoll__publish(). */
 	if (!w->oversubscribed) {
-		spins = SPIN_ITERS;
-		for (i = 0; i < spins; i++) {
+		for (i = 0; i < SPIN_ITERS; i++) {
 			if (seq_reached(load_relaxed(word), want)) {
 				fence_acquire();
 				return 0;
 			}
-			if (i == SHMCOLL_PACE_LOOK)
-				spins = shmcoll__pace_spins(SPIN_ITERS, cpus);
+			if (i == SHMCOLL_PACE_LOOK && cpus && shmcoll__pace_peer_here(cpus))
+				break;
 			if (w->poll && (i + 1) % SHMCOLL_POLL_SPINS == 0)
 				w->poll(w->poll_ctx, 0);
 			cpu_relax();

@@ -66,13 +66,12 @@ static inline int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint
 
 /* How a wait spins and yields (docs/ARCHITECTURE.md, "Waiting"), for the
  * waits written elsewhere (a spin on a message line, point-to-point's wait):
- *   spins  the spins before the slow path, at most budget: none with more
- *          ranks than CPUs; after SHMCOLL_PACE_LOOK of them, none more when
- *          cpus says the other last ran here. shmcoll__pace_spins is called
- *          at spin SHMCOLL_PACE_LOOK and returns the new budget. A peer on
- *          another CPU is spun for whether or not the machine is busy: if it
- *          runs, it answers within the spin; if not, the spin costs only
- *          this rank's own time.
+ *   spins  none with more ranks than CPUs; else at spin SHMCOLL_PACE_LOOK a
+ *          wait asks shmcoll__pace_peer_here, which writes the waiter's CPU
+ *          and says whether the other last waited on it: then the wait stops
+ *          spinning. A peer on another CPU is spun for whether or not the
+ *          machine is busy: if it runs, it answers within the spin; if not,
+ *          the spin costs only this rank's own time.
  *   yield  one turn of the slow path: 1 after a sched_yield, or 0 when the
  *          turn should sleep on a futex instead: the wait began waited_ns
  *          ago, past the yielding time, or the CPU is contended. A yield that
@@ -80,11 +79,11 @@ static inline int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint
  *          outside the waits; when two did within 50 ms (a busy machine),
  *          yields only lose time slices, so for SHMCOLL_PACE_CONTENDED_NS
  *          every wait of the process sleeps at once and is woken by the
- *          publish it waits for (then one yield looks again). */
+ *          publish it waits for; then yields are tried again. */
 #define SHMCOLL_PACE_LOOK          64
 #define SHMCOLL_PACE_SLOW_YIELD_NS 1000000
 #define SHMCOLL_PACE_CONTENDED_NS  100000000
-int shmcoll__pace_spins(int budget, const struct shmcoll_cpus *cpus);
+int shmcoll__pace_peer_here(const struct shmcoll_cpus *cpus);
 int shmcoll__pace_yield(int64_t waited_ns, int64_t now);
 /* Whether this process found its CPU contended within SHMCOLL_PACE_CONTENDED_NS. */
 int shmcoll__pace_contended(int64_t now);

@@ -96,14 +96,15 @@ static int step_failed(struct shmcoll_node *n, const char *fn, int rc, uint32_t 
 static int wait_rank(struct shmcoll_node *n, const char *fn, int p, uint32_t want)
 {
 	struct shmcoll_ctrl *pc = shmcoll__ctrl(&n->arena, (uint32_t)p);
+	struct shmcoll_cpus cpus;
 	int rc;
 
 	/* For the liveness check, should the wait take its slow path. */
 	n->live.waiting_for = p;
 	n->live.waiting_step = want;
 	/* Acquire: pairs with the publish of want on rank p. */
-	rc = shmcoll__wait_geq_on(&n->waiter, &pc->seq, &pc->sleepers, want,
-	                          &(const struct shmcoll_cpus){&n->st.me->cpu, &pc->cpu});
+	cpus = shmcoll__cpus_with(n, p);
+	rc = shmcoll__wait_geq_on(&n->waiter, &pc->seq, &pc->sleepers, want, &cpus);
 	return rc < 0 ? step_failed(n, fn, rc, want) : 0;
 }
 
@@ -371,25 +372,24 @@ int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, co
 {
 	uint32_t step = t->d->step;
 	const struct shmcoll_msg *m = shmcoll__msg(n, p, step);
-	int i, rc, spins, got = 0;
+	int i, rc, got = 0;
 
 	if (t->head.blocking) {
 		/* Spin on the message line itself. With more ranks than CPUs, after the spin
 		 * budget, or once the peer is seen to have last run on this CPU (shm/wait.h's
 		 * pace), the ordinary wait on seq (yield, futex, timeout, abort) takes over; seq
 		 * is published after the message, so the message is there then. */
-		spins = n->waiter.oversubscribed ? 0 : SHMCOLL_MSG_SPINS;
-		for (i = 0; i < spins; i++) {
+		for (i = 0; i < (n->waiter.oversubscribed ? 0 : SHMCOLL_MSG_SPINS); i++) {
 			if (load_relaxed(&m->stamp) == step) {
 				got = 1;
 				break;
 			}
-			if (i == SHMCOLL_PACE_LOOK)
-				spins = shmcoll__pace_spins(
-				    SHMCOLL_MSG_SPINS,
-				    &(const struct shmcoll_cpus){
-				        &n->st.me->cpu,
-				        &shmcoll__ctrl(&n->arena, (uint32_t)p)->cpu});
+			if (i == SHMCOLL_PACE_LOOK) {
+				struct shmcoll_cpus cpus = shmcoll__cpus_with(n, p);
+
+				if (shmcoll__pace_peer_here(&cpus))
+					break;
+			}
 			cpu_relax();
 		}
 		if (!got) {

@@ -1164,22 +1164,18 @@ int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready
 	const struct shmcoll_waiter *w = &n->waiter;
 	int64_t start, now, checked, slice;
 	uint32_t b;
-	int i, rc, others, spins;
+	int i, rc, others, spins = w->oversubscribed ? 1 : SPIN_ITERS; /* one look, then */
 
-	spins = w->oversubscribed ? 1 : SPIN_ITERS;
 	for (i = 0; i < spins; i++) {
 		shmcoll__node_progress(n);
 		if (ready(arg))
 			return 0;
-		if (i == SHMCOLL_PACE_LOOK)
-			spins = shmcoll__pace_spins(
-			    SPIN_ITERS,
-			    peer >= 0 && peer != n->rank
-			        ? &(const struct shmcoll_cpus){&n->st.me->cpu,
-			                                       &shmcoll__ctrl(&n->arena,
-			                                                      (uint32_t)peer)
-			                                            ->cpu}
-			        : NULL);
+		if (i == SHMCOLL_PACE_LOOK && peer >= 0 && peer != n->rank) {
+			struct shmcoll_cpus cpus = shmcoll__cpus_with(n, peer);
+
+			if (shmcoll__pace_peer_here(&cpus))
+				break;
+		}
 		cpu_relax();
 	}
 	start = checked = shmcoll__now_ns();

@@ -6,21 +6,49 @@ static struct shmcoll_task_head *head_of(struct shmcoll_queue *q)
 	return shmcoll__entry(q->tasks.head, struct shmcoll_task_head, link);
 }
 
-static void finish(struct shmcoll_queue *q, struct shmcoll_task_head *t, int rc)
+static void complete(struct shmcoll_task_head *t, int rc)
 {
 	t->rc = rc;
 	t->done = 1;
+}
+
+static void finish(struct shmcoll_queue *q, struct shmcoll_task_head *t, int rc)
+{
+	complete(t, rc);
 	shmcoll__list_remove(&q->tasks, &t->link);
 	q->outstanding--;
 }
 
-static void enqueue(struct shmcoll_queue *q, struct shmcoll_task_head *t)
+/* A task about to start: at its first step, not done. */
+static void fresh(struct shmcoll_task_head *t)
 {
 	t->at = 0;
 	t->done = 0;
 	t->rc = 0;
+}
+
+static void join(struct shmcoll_queue *q, struct shmcoll_task_head *t)
+{
 	shmcoll__list_push(&q->tasks, &t->link);
 	q->outstanding++;
+}
+
+static void enqueue(struct shmcoll_queue *q, struct shmcoll_task_head *t)
+{
+	fresh(t);
+	join(q, t);
+}
+
+/* One advance of t in the mode asked, the queue marked as inside it. */
+static int step(struct shmcoll_queue *q, struct shmcoll_task_head *t, int blocking)
+{
+	int rc;
+
+	t->blocking = blocking;
+	q->running = 1;
+	rc = q->cls->advance(q, t);
+	q->running = 0;
+	return rc;
 }
 
 /* Advances the head task once. A task that reaches the head finds the communicator as the
@@ -29,15 +57,10 @@ static void enqueue(struct shmcoll_queue *q, struct shmcoll_task_head *t)
 static int advance_head(struct shmcoll_queue *q, int blocking)
 {
 	struct shmcoll_task_head *t = head_of(q);
-	int rc;
+	int rc = t->at == 0 ? q->cls->enter(q, t) : 0;
 
-	t->blocking = blocking;
-	rc = t->at == 0 ? q->cls->enter(q, t) : 0;
-	if (rc == 0) {
-		q->running = 1;
-		rc = q->cls->advance(q, t);
-		q->running = 0;
-	}
+	if (rc == 0)
+		rc = step(q, t, blocking);
 	if (rc != SHMCOLL_PENDING)
 		finish(q, t, rc);
 	return rc;
@@ -69,17 +92,12 @@ void shmcoll__queue_start_entered(struct shmcoll_queue *q, struct shmcoll_task_h
 	}
 	/* Nothing before it: the queue's enter would repeat the caller's, so the first step is
 	 * taken at once, and the task joins the queue only if it stops at a wait. */
-	t->blocking = 0;
-	t->at = 0;
-	q->running = 1;
-	rc = q->cls->advance(q, t);
-	q->running = 0;
-	t->rc = rc == SHMCOLL_PENDING ? 0 : rc;
-	t->done = rc != SHMCOLL_PENDING;
-	if (!t->done) {
-		shmcoll__list_push(&q->tasks, &t->link);
-		q->outstanding++;
-	}
+	fresh(t);
+	rc = step(q, t, 0);
+	if (rc == SHMCOLL_PENDING)
+		join(q, t);
+	else
+		complete(t, rc);
 }
 
 int shmcoll__queue_test(struct shmcoll_queue *q, struct shmcoll_task_head *t)

@@ -180,4 +180,10 @@ void *shmcoll__node_work(struct shmcoll_node *n, size_t bytes);
 /* The pid rank p attached with (0 if unknown). */
 int shmcoll__peer_pid(const struct shmcoll_node *n, int p);
 
+/* Where this rank and rank p last waited (shm/wait.h's pace), for a wait for p. */
+static inline struct shmcoll_cpus shmcoll__cpus_with(struct shmcoll_node *n, int p)
+{
+	return (struct shmcoll_cpus){&n->st.me->cpu, &shmcoll__ctrl(&n->arena, (uint32_t)p)->cpu};
+}
+
 #endif
