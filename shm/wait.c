@@ -9,9 +9,12 @@
 #include "shm/wait.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,6 +85,49 @@ static void futex_sleep(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint
 static _Atomic int64_t slow_since;
 static _Atomic unsigned slow_yields;
 static _Atomic int64_t contended_until;
+/* The most ranks of one job this process shares a node with (0: none yet). */
+static _Atomic unsigned job_ranks;
+
+void shmcoll__pace_job(unsigned ranks)
+{
+	unsigned had = load_relaxed(&job_ranks);
+
+	while (had < ranks && !cas_weak_relaxed(&job_ranks, &had, ranks))
+		;
+}
+
+/* Whether more threads are runnable on the machine than the job has ranks here:
+ * then the slices that made yields slow went to work outside the job. The
+ * fourth field of /proc/loadavg counts the runnable threads now, this one
+ * included. Four ranks on two CPUs make slow yields among themselves (a peer's
+ * 1 MiB reduction is a turn of a millisecond) and are never more than four. A
+ * machine whose count is not readable (no /proc, a sandbox) is taken as busy. */
+static int busy_beyond_job(void)
+{
+	char buf[128], *slash;
+	unsigned ranks = load_relaxed(&job_ranks);
+	ssize_t len;
+	long running;
+	int fd;
+
+	if (ranks == 0)
+		return 1;
+	fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	len = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (len <= 0)
+		return 1;
+	buf[len] = '\0';
+	slash = strchr(buf, '/');
+	if (!slash)
+		return 1;
+	while (slash > buf && slash[-1] != ' ')
+		slash--;
+	running = strtol(slash, NULL, 10);
+	return running <= 0 || running > (long)ranks;
+}
 
 int shmcoll__pace_contended(int64_t now)
 {
@@ -116,7 +162,7 @@ int shmcoll__pace_yield(int64_t waited_ns, int64_t now)
 	}
 	slow = load_relaxed(&slow_yields) + 1;
 	store_relaxed(&slow_yields, slow);
-	if (slow >= 2)
+	if (slow >= 2 && busy_beyond_job())
 		store_relaxed(&contended_until, after + SHMCOLL_PACE_CONTENDED_NS);
 	return 1;
 }

@@ -76,7 +76,8 @@ static inline int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint
  *          turn should sleep on a futex instead: the wait began waited_ns
  *          ago, past the yielding time, or the CPU is contended. A yield that
  *          took longer than SHMCOLL_PACE_SLOW_YIELD_NS gave the CPU to work
- *          outside the waits; when two did within 50 ms (a busy machine),
+ *          outside the waits; when two did within 50 ms and the machine has
+ *          more runnable threads than the job has ranks (a busy machine),
  *          yields only lose time slices, so for SHMCOLL_PACE_CONTENDED_NS
  *          every wait of the process sleeps at once and is woken by the
  *          publish it waits for; then yields are tried again. */
@@ -85,6 +86,10 @@ static inline int shmcoll__wait_geq(const struct shmcoll_waiter *w, _Atomic uint
 #define SHMCOLL_PACE_CONTENDED_NS  100000000
 int shmcoll__pace_peer_here(const struct shmcoll_cpus *cpus);
 int shmcoll__pace_yield(int64_t waited_ns, int64_t now);
+/* Tells the pace how many ranks of a job share this node (the largest told
+ * counts): slow yields mark the CPU contended only while the machine has more
+ * runnable threads than that. */
+void shmcoll__pace_job(unsigned ranks);
 /* Whether this process found its CPU contended within SHMCOLL_PACE_CONTENDED_NS. */
 int shmcoll__pace_contended(int64_t now);
 

@@ -213,11 +213,8 @@ Test(wait, pace_yields_only_at_first)
 	cr_assert(!shmcoll__pace_contended(shmcoll__now_ns()));
 }
 
-/* A busy process on the caller's CPU takes a time slice at every yield: after a few the CPU
- * counts as contended, and a turn sleeps instead of yielding. */
-Test(wait, pace_finds_a_busy_cpu, .timeout = 60)
+static pid_t start_busy_process(void)
 {
-	int c = pin_first_cpu(), i, st;
 	pid_t hog = fork();
 
 	cr_assert(hog >= 0);
@@ -227,15 +224,60 @@ Test(wait, pace_finds_a_busy_cpu, .timeout = 60)
 		for (;;)
 			x++;
 	}
-	(void)c;
-	for (i = 0; i < 200 && !shmcoll__pace_contended(shmcoll__now_ns()); i++)
-		cr_assert_eq(shmcoll__pace_yield(0, shmcoll__now_ns()), 1);
+	return hog;
+}
+
+static void stop_busy_process(pid_t hog)
+{
+	int st;
+
 	kill(hog, SIGKILL);
 	waitpid(hog, &st, 0);
+}
+
+/* A busy process on the caller's CPU, outside a job of one rank, takes a time slice at every
+ * yield: after a few the CPU counts as contended, and a turn sleeps instead of yielding. */
+Test(wait, pace_finds_a_busy_cpu, .timeout = 60)
+{
+	int i;
+	pid_t hog;
+
+	pin_first_cpu();
+	shmcoll__pace_job(1);
+	hog = start_busy_process();
+	for (i = 0; i < 200 && !shmcoll__pace_contended(shmcoll__now_ns()); i++)
+		cr_assert_eq(shmcoll__pace_yield(0, shmcoll__now_ns()), 1);
+	stop_busy_process(hog);
 	cr_assert(shmcoll__pace_contended(shmcoll__now_ns()),
 	          "200 yields beside a busy process on one CPU and none was slow");
 	cr_assert(i >= 2, "contended after %d yield(s): a lone slow yield must not do it", i);
 	cr_assert_eq(shmcoll__pace_yield(0, shmcoll__now_ns()), 0, "contended: sleep, not yield");
+}
+
+/* The same slow yields, with the job as large as anything the machine runs: the slices went to
+ * the job's own ranks (four ranks on two CPUs take turns of a millisecond), so the CPU is not
+ * marked contended and the waits keep yielding. */
+Test(wait, pace_leaves_turns_among_its_own_ranks, .timeout = 60)
+{
+	int i, slow = 0;
+	int64_t before, after;
+	pid_t hog;
+
+	if (access("/proc/loadavg", R_OK) != 0)
+		cr_skip_test("no /proc/loadavg: without a runnable count every slow yield is "
+		             "taken as a busy machine");
+	pin_first_cpu();
+	shmcoll__pace_job(1u << 20);
+	hog = start_busy_process();
+	for (i = 0; i < 200 && slow < 4; i++) {
+		before = shmcoll__now_ns();
+		cr_assert_eq(shmcoll__pace_yield(0, before), 1);
+		after = shmcoll__now_ns();
+		slow += after - before > SHMCOLL_PACE_SLOW_YIELD_NS;
+		cr_assert(!shmcoll__pace_contended(after), "contended after %d slow yield(s)", slow);
+	}
+	stop_busy_process(hog);
+	cr_assert(slow >= 2, "only %d of 200 yields beside a busy process were slow", slow);
 }
 
 /* Both sides of the ping-pong on one CPU, not counted as oversubscribed, each saying where it

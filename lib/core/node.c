@@ -106,6 +106,7 @@ int shmcoll__node_create(const struct shmcoll_node_cfg *cfg, struct shmcoll_node
 		goto err_free;
 	}
 	n->waiter.oversubscribed = n->size > shmcoll__node_cpus(n);
+	shmcoll__pace_job((unsigned)n->size);
 	rc = shmcoll__cma_agree(n);
 	if (rc < 0) {
 		snprintf(err, errlen,
