@@ -141,6 +141,16 @@ SHMCOLL_API const char *shmcoll_strerror(int err);
  * may change at the next call on comm (or the thread's next create). */
 SHMCOLL_API const char *shmcoll_last_error(const shmcoll_comm *comm);
 
+/* Where comm's protocol thresholds come from (an addition to the contract): "tuning file
+ * PATH" (the file shmcoll-tune wrote, as rank 0 of the node read it at create; every rank
+ * of the node takes rank 0's), "built-in (...)" with the reason when there is none, or
+ * "built-in: tuning file PATH rejected: line N: why" when the file was there but not valid
+ * (the create succeeds; the built-in thresholds are used). SHMCOLL_TUNE names the file
+ * ("none": no file); the default is <sysconfdir>/shmcoll/tune of the installation. Local;
+ * never NULL; the string belongs to comm. On a communicator over several nodes: this rank's
+ * node's. */
+SHMCOLL_API const char *shmcoll_comm_tuning(const shmcoll_comm *comm);
+
 /* Communicators. */
 
 /* Collective over the job the launcher started, read from the environment; the first

@@ -25,7 +25,7 @@
 #include "shm/proc.h"
 
 #define SHMCOLL_ARENA_MAGIC   0x314c4c4f434d4853ull /* "SHMCOLL1" */
-#define SHMCOLL_ARENA_VERSION 7u
+#define SHMCOLL_ARENA_VERSION 8u
 #define SHMCOLL_ARENA_READY   0x59444552u /* "REDY" */
 #define SHMCOLL_MAX_RANKS     1024
 #define SHMCOLL_CPU_WORDS     16 /* affinity union of up to 1024 CPUs */
@@ -142,6 +142,10 @@ static_assert(sizeof(struct shmcoll_ctrl) ==
 static_assert(offsetof(struct shmcoll_ctrl, call) + sizeof(struct shmcoll_call[2]) <= 64,
               "seq and the call words share one 64-byte coherence line");
 
+/* Room in the header for rank 0's tuning (see tuned below). */
+#define SHMCOLL_TUNED_BYTES  512
+#define SHMCOLL_TUNED_SOURCE 320
+
 struct shmcoll_arena_hdr {
 	/* Written by the creator before it stores `ready`; read-only after. */
 	uint64_t magic;
@@ -182,6 +186,11 @@ struct shmcoll_arena_hdr {
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t p2p_used;
 	/* every rank: OR of its CPU affinity, for the oversubscription test. */
 	_Alignas(SHMCOLL_LINE) _Atomic uint64_t cpus[SHMCOLL_CPU_WORDS];
+	/* rank 0, before it counts itself attached: its tuning file's thresholds and where
+	 * they came from (lib/core/tuning.h), which every rank takes. Opaque bytes here: the
+	 * arena layer knows nothing of protocols. */
+	_Alignas(SHMCOLL_LINE) uint8_t tuned[SHMCOLL_TUNED_BYTES];
+	char tuned_source[SHMCOLL_TUNED_SOURCE];
 };
 static_assert(sizeof(struct shmcoll_arena_hdr) <= 4096, "the header fits its page");
 

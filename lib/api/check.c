@@ -30,6 +30,11 @@ const char *shmcoll_last_error(const shmcoll_comm *c)
 	return c ? c->err : create_err;
 }
 
+const char *shmcoll_comm_tuning(const shmcoll_comm *c)
+{
+	return c && c->local ? c->local->tune_source : "no communicator";
+}
+
 /* The one place that knows which kind a communicator is: its table of operations is chosen
  * here, and nothing after asks. */
 static shmcoll_comm *wrap(int rank, int size, enum shmcoll_comm_kind kind,

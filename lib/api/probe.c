@@ -7,6 +7,7 @@
 #include "lib/api/api.h"
 #include "lib/api/probe.h"
 #include "lib/coll/coll.h"
+#include "lib/core/algo.h"
 #include "lib/core/heap.h"
 #include "lib/core/node.h"
 #include "lib/hier/hier.h"
@@ -57,6 +58,32 @@ const char *shmcoll__probe_algo(shmcoll_comm *c, const char *collective)
 	int k = shmcoll__kind_lookup(collective, strlen(collective));
 
 	return k < 0 ? "unknown" : shmcoll__algo_name(probe_node(c)->tune.algo[k]);
+}
+
+const char *shmcoll__probe_choice(shmcoll_comm *c, const char *collective, size_t bytes)
+{
+	const struct shmcoll_node *n = probe_node(c);
+	int k = shmcoll__kind_lookup(collective, strlen(collective));
+
+	switch (k) {
+	case KIND_ALLREDUCE:
+		return shmcoll__algo_name((uint32_t)shmcoll__algo_reduction(
+		    n, KIND_ALLREDUCE, bytes, sizeof(double), SHMCOLL_ALLREDUCE_DIRECT_MIN));
+	case KIND_REDUCE:
+		return shmcoll__algo_name((uint32_t)shmcoll__algo_reduction(
+		    n, KIND_REDUCE, bytes, sizeof(double), SHMCOLL_REDUCE_DIRECT_MIN));
+	case KIND_BARRIER:
+	case KIND_BCAST:
+		return shmcoll__algo_name(
+		    (uint32_t)shmcoll__algo_tree(n, (uint32_t)k, SHMCOLL_TREE_MIN_RANKS));
+	default:
+		return "unknown";
+	}
+}
+
+size_t shmcoll__probe_cma_min(shmcoll_comm *c)
+{
+	return probe_node(c)->cma.min;
 }
 
 size_t shmcoll__probe_chunk_bytes(shmcoll_comm *c)

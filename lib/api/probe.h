@@ -31,6 +31,12 @@ int shmcoll__probe_set_algo(shmcoll_comm *c, const char *spec);
 /* The protocol forced on a collective ("auto" when none), and SHMCOLL_CHUNK_BYTES (0: none). */
 const char *shmcoll__probe_algo(shmcoll_comm *c, const char *collective);
 size_t shmcoll__probe_chunk_bytes(shmcoll_comm *c);
+/* The protocol a call would run as chosen (SHMCOLL_ALGO's, else the tuning file's or the
+ * built-in thresholds): an allreduce or reduce of bytes bytes of doubles, or a barrier or
+ * bcast on this communicator (bytes unused); "unknown" for other names. */
+const char *shmcoll__probe_choice(shmcoll_comm *c, const char *collective, size_t bytes);
+/* Single copies from this block size on (SHMCOLL_CMA_MIN or the tuning file's; 0: none). */
+size_t shmcoll__probe_cma_min(shmcoll_comm *c);
 
 /* Whether calls on c may use single copies (every rank can read every peer's memory). */
 int shmcoll__probe_cma(shmcoll_comm *c);

@@ -22,10 +22,6 @@
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
 
-/* Vectors from this size on run the direct protocol (measured crossover,
- * docs/BENCHMARKS.md). */
-#define DIRECT_MIN_BYTES (4u * 1024)
-
 enum { AT_GUARD = 1, AT_PEER, AT_STEP, AT_RELEASE };
 
 static SHMCOLL_HOT int allreduce_inline(struct shmcoll_node *n, struct shmcoll_task *t)
@@ -116,7 +112,8 @@ void shmcoll__allreduce_init(struct shmcoll_node *n, struct shmcoll_task *t, con
 		return;
 	bytes = count * t->es;
 	t->reduce = shmcoll__reduce_lookup(dt, op);
-	t->algo = shmcoll__algo_reduction(n, KIND_ALLREDUCE, bytes, t->es, DIRECT_MIN_BYTES);
+	t->algo =
+	    shmcoll__algo_reduction(n, KIND_ALLREDUCE, bytes, t->es, SHMCOLL_ALLREDUCE_DIRECT_MIN);
 	if (shmcoll__algo_inline(n, t->algo, bytes))
 		t->advance = allreduce_inline;
 	else if (t->algo == ALGO_DIRECT)

@@ -21,10 +21,6 @@
 #include "lib/coll/proto.h"
 #include "lib/sched/sched.h"
 
-/* From this many ranks on the tree is the default: below it the flat step's single hop beats
- * the tree's 2 * depth (docs/BENCHMARKS.md). */
-#define TREE_MIN_RANKS 16
-
 enum { AT_GUARD = 1, AT_PEER, AT_CHILD, AT_PARENT, AT_STEP };
 
 static SHMCOLL_HOT int barrier_inline(struct shmcoll_node *n, struct shmcoll_task *t)
@@ -132,7 +128,7 @@ void shmcoll__barrier_init(struct shmcoll_node *n, struct shmcoll_task *t)
 	t->count = 0;
 	if (shmcoll__alone(n, t))
 		return;
-	t->algo = shmcoll__algo_tree(n, KIND_BARRIER, TREE_MIN_RANKS);
+	t->algo = shmcoll__algo_tree(n, KIND_BARRIER, SHMCOLL_TREE_MIN_RANKS);
 	if (shmcoll__algo_inline(n, t->algo, 0))
 		t->advance = barrier_inline;
 	else if (t->algo == ALGO_TREE)

@@ -35,9 +35,6 @@
 #include "lib/kernels/copy.h"
 #include "lib/sched/sched.h"
 
-/* From this many ranks on the tree is the default (docs/BENCHMARKS.md). */
-#define TREE_MIN_RANKS 16
-
 enum { AT_GUARD = 1, AT_STAGE, AT_STEP, AT_PEER, AT_CHILDREN, AT_PARENT, AT_END, AT_READ };
 
 static SHMCOLL_HOT int bcast_inline(struct shmcoll_node *n, struct shmcoll_task *t)
@@ -256,7 +253,7 @@ void shmcoll__bcast_init(struct shmcoll_node *n, struct shmcoll_task *t, void *b
 		t->advance = bcast_cma;
 		return;
 	}
-	t->algo = shmcoll__algo_tree(n, KIND_BCAST, TREE_MIN_RANKS);
+	t->algo = shmcoll__algo_tree(n, KIND_BCAST, SHMCOLL_TREE_MIN_RANKS);
 	if (shmcoll__algo_inline(n, t->algo, bytes))
 		t->advance = bcast_inline;
 	else if (t->algo == ALGO_TREE)

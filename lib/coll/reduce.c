@@ -15,15 +15,9 @@
  *
  * The direct protocol (direct.c) is also available: every rank reduces 1/P of the vector and
  * the root gathers the slices, so the reduction work is spread over all ranks instead of
- * falling on the root. It only pays from 64 MiB (below, see DIRECT_MIN_BYTES). */
+ * falling on the root. It only pays from 64 MiB (SHMCOLL_REDUCE_DIRECT_MIN). */
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
-
-/* The direct protocol is the default from this size on. Measured at P = 2-4
- * (docs/BENCHMARKS.md), the flat one wins at every size up to 32 MiB: its non-roots stage
- * and leave, so their copies overlap the root's reduction, while the direct protocol adds a
- * copy per slice. */
-#define DIRECT_MIN_BYTES ((size_t)64 << 20)
 
 enum { AT_GUARD = 1, AT_PEER, AT_STAGE, AT_STEP };
 
@@ -126,7 +120,7 @@ void shmcoll__reduce_init(struct shmcoll_node *n, struct shmcoll_task *t, const 
 		return;
 	bytes = count * t->es;
 	t->reduce = shmcoll__reduce_lookup(dt, op);
-	t->algo = shmcoll__algo_reduction(n, KIND_REDUCE, bytes, t->es, DIRECT_MIN_BYTES);
+	t->algo = shmcoll__algo_reduction(n, KIND_REDUCE, bytes, t->es, SHMCOLL_REDUCE_DIRECT_MIN);
 	if (shmcoll__algo_inline(n, t->algo, bytes))
 		t->advance = reduce_inline;
 	else if (t->algo == ALGO_DIRECT)

@@ -23,16 +23,18 @@ static inline size_t shmcoll__direct_slice_elems(const struct shmcoll_node *n, s
 }
 
 /* The protocol of an allreduce or reduce (kind) of bytes bytes of es-byte elements:
- * SHMCOLL_ALGO's, else direct from direct_min bytes on; flat where the direct protocol
- * cannot run (one rank has nobody to split with; a tiny arena may not hold a slice per rank:
- * both depend only on what every rank shares). */
+ * SHMCOLL_ALGO's, else direct from direct_min bytes on (the tuning file's, if it sets one); flat
+ * where the direct protocol cannot run (one rank has nobody to split with; a tiny arena may not
+ * hold a slice per rank: both depend only on what every rank shares). */
 static inline int shmcoll__algo_reduction(const struct shmcoll_node *n, uint32_t kind, size_t bytes,
                                           size_t es, size_t direct_min)
 {
 	int algo = n->tune.algo[kind];
 
 	if (algo == ALGO_AUTO)
-		algo = bytes >= direct_min ? ALGO_DIRECT : ALGO_FLAT;
+		algo = bytes >= shmcoll__tuned(n->tune.file.direct_min[kind], direct_min)
+		           ? ALGO_DIRECT
+		           : ALGO_FLAT;
 	if (algo == ALGO_DIRECT && !shmcoll__direct_slice_elems(n, es))
 		algo = ALGO_FLAT;
 	return algo;
@@ -52,14 +54,17 @@ static inline int shmcoll__cma_pick(const struct shmcoll_node *n, uint32_t kind,
 	return algo == ALGO_AUTO && n->cma.min && block_bytes >= n->cma.min;
 }
 
-/* The protocol of a barrier or bcast: SHMCOLL_ALGO's, else the tree from tree_min ranks on,
- * flat below; a forced single copy that cannot run (shmcoll__cma_pick said no) is flat. */
+/* The protocol of a barrier or bcast: SHMCOLL_ALGO's, else the tree from tree_min ranks on (or the
+ * file's), flat below; a forced single copy that cannot run (shmcoll__cma_pick said no) is flat. */
 static inline int shmcoll__algo_tree(const struct shmcoll_node *n, uint32_t kind, int tree_min)
 {
 	int algo = n->tune.algo[kind];
 
 	if (algo == ALGO_AUTO)
-		algo = n->size >= tree_min ? ALGO_TREE : ALGO_FLAT;
+		algo = (uint64_t)n->size >=
+		               shmcoll__tuned(n->tune.file.tree_min[kind], (uint64_t)tree_min)
+		           ? ALGO_TREE
+		           : ALGO_FLAT;
 	if (algo == ALGO_CMA)
 		algo = ALGO_FLAT;
 	return algo;

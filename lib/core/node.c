@@ -24,6 +24,50 @@ int64_t shmcoll__timeout_ns(int timeout_ms)
 	return ms < 0 ? -1 : (int64_t)ms * 1000000;
 }
 
+_Static_assert(sizeof(struct shmcoll_tunefile) <= SHMCOLL_TUNED_BYTES,
+               "a tuning file's values fit the arena header's room");
+
+/* Rank 0: reads the tuning file, if there is one, and says where the thresholds come from.
+ * A file that is there but wrong is not an error of the create: its thresholds are not
+ * taken, and the source says why (shmcoll-tune --check says it on a terminal). */
+static void tune_load(struct shmcoll_tunefile *f, char *source, size_t len)
+{
+	const char *path = shmcoll__tunefile_path();
+	char why[SHMCOLL_TUNED_SOURCE - 96];
+	int rc;
+
+	memset(f, 0, sizeof(*f));
+	if (!path) {
+		snprintf(source, len, "built-in (SHMCOLL_TUNE=none)");
+		return;
+	}
+	rc = shmcoll__tunefile_load(path, f, why, sizeof(why));
+	if (rc == 0) {
+		snprintf(source, len, "tuning file %s", path);
+		return;
+	}
+	memset(f, 0, sizeof(*f));
+	if (rc == -ENOENT && !getenv("SHMCOLL_TUNE"))
+		snprintf(source, len, "built-in (no tuning file at %s)", path);
+	else
+		snprintf(source, len, "built-in: tuning file %s rejected: %s", path, why);
+}
+
+/* Every rank, once all are attached: rank 0's file, under what this rank's environment
+ * sets (SHMCOLL_CHUNK_BYTES, SHMCOLL_CMA_MIN win). */
+static void tune_take(struct shmcoll_node *n)
+{
+	const struct shmcoll_arena_hdr *h = n->arena.hdr;
+
+	memcpy(&n->tune.file, h->tuned, sizeof(n->tune.file));
+	memcpy(n->tune_source, h->tuned_source, sizeof(n->tune_source));
+	n->tune_source[sizeof(n->tune_source) - 1] = '\0';
+	if (!n->tune.chunk_bytes)
+		n->tune.chunk_bytes = (size_t)n->tune.file.chunk_bytes;
+	if (!n->cma.min)
+		n->cma.min = (size_t)n->tune.file.cma_min;
+}
+
 static void free_node(struct shmcoll_node *n)
 {
 	free(n->st.srcs);
@@ -91,6 +135,12 @@ int shmcoll__node_create(const struct shmcoll_node_cfg *cfg, struct shmcoll_node
 	n->st.seq = load_relaxed(&n->st.me->seq);
 	n->st.clean = n->st.seq;
 	shmcoll__cma_show(n);
+	if (n->rank == 0) {
+		struct shmcoll_tunefile f;
+
+		tune_load(&f, n->arena.hdr->tuned_source, sizeof(n->arena.hdr->tuned_source));
+		memcpy(n->arena.hdr->tuned, &f, sizeof(f));
+	}
 	shmcoll__arena_join(&n->arena, (uint32_t)n->rank);
 
 	/* Wait for every rank: the last one unlinked the name, and the CPU union they wrote
@@ -107,6 +157,7 @@ int shmcoll__node_create(const struct shmcoll_node_cfg *cfg, struct shmcoll_node
 	}
 	n->waiter.oversubscribed = n->size > shmcoll__node_cpus(n);
 	shmcoll__pace_job((unsigned)n->size);
+	tune_take(n);
 	rc = shmcoll__cma_agree(n);
 	if (rc < 0) {
 		snprintf(err, errlen,

@@ -135,6 +135,9 @@ struct shmcoll_node {
 	struct shmcoll_steps st;    /* engine.c */
 	struct shmcoll_queue tasks; /* task.c: its collectives */
 	struct shmcoll_tuning tune; /* algo.c */
+	/* Where the thresholds came from: rank 0's tuning file or the built-in ones, and why
+	 * (shmcoll_comm_tuning). */
+	char tune_source[SHMCOLL_TUNED_SOURCE];
 	struct shmcoll_cma cma;     /* cma.c */
 	struct shmcoll_heap heap;   /* heap.c */
 	struct shmcoll_live live;   /* live.c */

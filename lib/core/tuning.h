@@ -1,6 +1,6 @@
 /* tuning.h - what a call is (its kind), the protocols there are, and the tuning a node
- * communicator reads from the environment (SHMCOLL_ALGO, SHMCOLL_CHUNK_BYTES, SHMCOLL_NT).
- * algo.h chooses from them. */
+ * communicator reads from the environment (SHMCOLL_ALGO, SHMCOLL_CHUNK_BYTES, SHMCOLL_NT)
+ * and from the machine's tuning file (shmcoll-tune's). algo.h chooses from them. */
 #ifndef SHMCOLL_CORE_TUNING_H
 #define SHMCOLL_CORE_TUNING_H
 
@@ -41,13 +41,42 @@ enum shmcoll_algo {
 	ALGO_COUNT
 };
 
-/* The tuning a node communicator reads from the environment at create (algo.c). */
+/* What a tuning file says (tunefile.c); 0 in a field: the file does not set it. Written by
+ * shmcoll-tune; the format is in docs/API.md, "Tuning file". */
+#define SHMCOLL_TUNEFILE_VERSION 1
+#define SHMCOLL_TUNE_MAX_RANKS   4096
+struct shmcoll_tunefile {
+	uint64_t direct_min[KIND_COUNT]; /* <kind>.direct_min_bytes: direct from this size on */
+	uint32_t tree_min[KIND_COUNT];   /* <kind>.tree_min_ranks: the tree from this many ranks */
+	uint64_t chunk_bytes;            /* chunk_bytes: as SHMCOLL_CHUNK_BYTES */
+	uint64_t cma_min;                /* cma_min_bytes: as SHMCOLL_CMA_MIN */
+	double hop_ns;                   /* hop_ns: the cross-core hop it was measured with */
+};
+
+/* The tuning a node communicator reads at create (algo.c): the environment's on every rank,
+ * the tuning file's from rank 0 (every rank takes the same: the thresholds decide
+ * protocols, which must match). The environment wins over the file. */
 struct shmcoll_tuning {
 	uint8_t algo[KIND_COUNT]; /* SHMCOLL_ALGO: forced protocol per kind, or ALGO_AUTO */
-	size_t chunk_bytes;       /* SHMCOLL_CHUNK_BYTES, or 0: a staging half */
+	size_t chunk_bytes;       /* SHMCOLL_CHUNK_BYTES or the file's, or 0: a staging half */
 	int nt_stores;            /* SHMCOLL_NT (default 0): streaming stores for huge results */
 	int check;                /* SHMCOLL_CHECK (default 0): detect every count mismatch */
+	struct shmcoll_tunefile file; /* rank 0's tuning file; all 0 without one */
 };
+
+/* Where the tuning file is: SHMCOLL_TUNE (empty or "none": no file), else the installed
+ * default (SHMCOLL_TUNE_DEFAULT_PATH, <sysconfdir>/shmcoll/tune). NULL: no file. */
+const char *shmcoll__tunefile_path(void);
+/* Parses a tuning file's text. 0, or -EINVAL with "line N: why" in why; *f is then
+ * partly filled and must not be used. */
+int shmcoll__tunefile_parse(const char *text, struct shmcoll_tunefile *f, char *why, size_t whylen);
+/* Reads and parses the file at path: 0, or a negative errno with why (-ENOENT: no file). */
+int shmcoll__tunefile_load(const char *path, struct shmcoll_tunefile *f, char *why, size_t whylen);
+/* A built-in threshold, or the tuning file's when it sets one (not 0). */
+static inline uint64_t shmcoll__tuned(uint64_t file, uint64_t builtin)
+{
+	return file ? file : builtin;
+}
 
 /* Reads SHMCOLL_ALGO, SHMCOLL_CHUNK_BYTES, SHMCOLL_NT and SHMCOLL_CHECK. Returns 0 or -EINVAL with
  * a message naming the variable in err. */
