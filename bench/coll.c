@@ -8,6 +8,7 @@
 
 #include "bench/bench.h"
 #include "bench/busy.h"
+#include "bench/fit.h"
 #include "bench/sweep.h"
 #include "shm/arena.h"
 
@@ -16,6 +17,7 @@ struct opts {
 	int sync;
 	int header;
 	int symmetric;
+	int fit;
 	size_t minb, maxb;
 	double iscale;
 	const char *impl;
@@ -62,6 +64,7 @@ void bench_coll_usage(FILE *f)
 	    "      --symmetric       buffers from shmcoll_malloc; the arena is sized to fit\n"
 	    "      --csv FILE        also write the CSV to FILE\n");
 	bench_busy_usage(f, "      ");
+	bench_fit_usage(f, "      ");
 	fprintf(f, "      Prints impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps (rank 0).\n");
 }
 
@@ -93,6 +96,8 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->header = 0;
 		} else if (!strcmp(a, "--symmetric")) {
 			o->symmetric = 1;
+		} else if (!strcmp(a, "--fit")) {
+			o->fit = 1;
 		} else if (!strcmp(a, "--op") || !strcmp(a, "--min-bytes") ||
 		           !strcmp(a, "--max-bytes") || !strcmp(a, "--impl") ||
 		           !strcmp(a, "--iters-scale") || !strcmp(a, "--dtype") ||
@@ -256,9 +261,9 @@ static double dist_agree(void *ctx, double elapsed)
 }
 
 /* --dist: the calls timed one by one after one barrier; rank 0 prints the largest mean, median
- * and 99th percentile over the ranks. */
-static void time_dist(const struct coll *c, const struct opts *o, struct bench_out *out, int op,
-                      size_t bytes, size_t count, long iters)
+ * and 99th percentile over the ranks, and returns that mean (what --fit fits; 0 elsewhere). */
+static double time_dist(const struct coll *c, const struct opts *o, struct bench_out *out, int op,
+                        size_t bytes, size_t count, long iters)
 {
 	struct dist_call dc = {c, op, count};
 	struct bench_dist d;
@@ -282,12 +287,14 @@ static void time_dist(const struct coll *c, const struct opts *o, struct bench_o
 		               alg * bench_sweep_busbw(op, c->size), most[1], most[2], d.calls,
 		               o->busy.hogs);
 	}
+	return most[0];
 }
 
 /* Warm up, then time iters calls: back to back after one barrier, or (--sync) each call alone
- * with a barrier after it, outside the timed span. Rank 0 prints the largest per-call average. */
-static void time_size(const struct coll *c, const struct opts *o, struct bench_out *out, int op,
-                      size_t bytes, size_t count)
+ * with a barrier after it, outside the timed span. Rank 0 prints the largest per-call average
+ * and returns it in microseconds (0 on the other ranks). */
+static double time_size(const struct coll *c, const struct opts *o, struct bench_out *out, int op,
+                        size_t bytes, size_t count)
 {
 	long warm, iters = bench_sweep_iters(bytes, o->iscale, &warm), i;
 	double t = 0.0, t0, lat, maxlat = 0.0, alg;
@@ -301,10 +308,8 @@ static void time_size(const struct coll *c, const struct opts *o, struct bench_o
 	rc = shmcoll_barrier(c->comm);
 	if (rc != 0)
 		call_failed(c, "shmcoll_barrier", bytes, rc);
-	if (o->busy.dist) {
-		time_dist(c, o, out, op, bytes, count, iters);
-		return;
-	}
+	if (o->busy.dist)
+		return time_dist(c, o, out, op, bytes, count, iters);
 	if (!o->sync) {
 		t0 = bench_now();
 		for (i = 0; i < iters; i++) {
@@ -335,6 +340,25 @@ static void time_size(const struct coll *c, const struct opts *o, struct bench_o
 		bench_out_line(out, "%s,%s,%d,%zu,%.3f,%.4f,%.4f\n", o->impl, bench_sweep_ops[op],
 		               c->size, bytes, maxlat, alg, alg * bench_sweep_busbw(op, c->size));
 	}
+	return maxlat;
+}
+
+/* --fit, after an op's sweep (rank 0): its row, or why there is none. A sweep that the ranks
+ * left with fewer than 2 sizes (the divided ops skip sizes smaller than an element per rank)
+ * is noted rather than fitted. */
+static void print_fit(const struct coll *c, const struct opts *o, struct bench_out *out, int op,
+                      const struct bench_fit_pts *p)
+{
+	struct bench_fit f;
+	char row[256];
+
+	if (bench_fit_line(p->bytes, p->lat_us, p->n, &f) != 0) {
+		fprintf(stderr, PROG ": --fit: no fit for %s at P=%d: %d size%s measured\n",
+		        bench_sweep_ops[op], c->size, p->n, p->n == 1 ? "" : "s");
+		return;
+	}
+	bench_fit_row(row, sizeof(row), o->impl, bench_sweep_ops[op], c->size, &f);
+	bench_out_line(out, "%s", row);
 }
 
 static uint64_t round_up(uint64_t v, uint64_t a)
@@ -398,9 +422,11 @@ int bench_coll_main(int argc, char **argv)
 {
 	struct coll c = {0};
 	struct bench_out out;
+	struct bench_fit_pts pts;
 	struct opts o;
 	size_t esize, cap, bytes, count;
 	int op, rc, status = 0;
+	double lat;
 	char num[32];
 
 	rc = parse(argc, argv, &o);
@@ -413,6 +439,14 @@ int bench_coll_main(int argc, char **argv)
 		o.minb = esize;
 	if (o.maxb > SIZE_MAX / 2 - 64 * esize)
 		return bench_usage_exit(bench_usage_error("--max-bytes %zu is too large", o.maxb));
+	/* A line through one point is any line: refuse before anything is timed. */
+	if (o.fit && o.sel == OP_BARRIER)
+		return bench_usage_exit(
+		    bench_usage_error("--fit needs an op with a size; barrier has none"));
+	if (o.fit && bench_fit_sizes(o.minb, o.maxb) < 2)
+		return bench_usage_exit(bench_usage_error(
+		    "--fit needs at least 2 sizes, and --min-bytes %zu --max-bytes %zu make %d",
+		    o.minb, o.maxb, bench_fit_sizes(o.minb, o.maxb)));
 	cap = (o.maxb / esize + 64) * esize;
 
 	if (o.algo && set_env("SHMCOLL_ALGO", o.algo) < 0)
@@ -456,20 +490,25 @@ int bench_coll_main(int argc, char **argv)
 		exit(EXIT_FAIL);
 	}
 	if (o.header)
-		bench_out_line(&out, "impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps%s\n",
-		               o.busy.dist ? ",p50_us,p99_us,calls,hogs" : "");
+		bench_out_line(&out, "impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps%s\n%s",
+		               o.busy.dist ? ",p50_us,p99_us,calls,hogs" : "",
+		               o.fit ? bench_fit_header : "");
 	for (op = 0; op < OP_COUNT; op++) {
 		if (o.sel >= 0 && op != o.sel)
 			continue;
+		pts.n = 0;
 		for (bytes = op == OP_BARRIER ? 0 : o.minb; bytes <= o.maxb; bytes *= 2) {
 			if (!bench_sweep_count(op, bytes, esize, c.size, &count))
 				continue;
 			if (op != OP_BARRIER)
 				validate(&c, op, count, bytes);
-			time_size(&c, &o, &out, op, bytes, count);
+			lat = time_size(&c, &o, &out, op, bytes, count);
 			if (op == OP_BARRIER)
 				break;
+			bench_fit_add(&pts, bytes, lat);
 		}
+		if (o.fit && op != OP_BARRIER && c.rank == 0)
+			print_fit(&c, &o, &out, op, &pts);
 	}
 
 	bench_busy_stop(&o.busy);

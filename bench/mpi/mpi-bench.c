@@ -20,6 +20,7 @@
  * it is preloaded. */
 #include "bench/bench.h"
 #include "bench/busy.h"
+#include "bench/fit.h"
 #include "bench/osu.h"
 #include "bench/sweep.h"
 #include "bench/vsweep.h"
@@ -55,6 +56,7 @@ struct opts {
 	int sel; /* one op, or -1 for all */
 	int sync;
 	int header;
+	int fit;
 	size_t minb, maxb;
 	double iscale;
 	const char *impl;
@@ -93,6 +95,7 @@ static void usage(FILE *f)
 	    "      --iters-scale F   scale the iteration counts (default 1)\n"
 	    "      --no-header       leave out the CSV header\n");
 	bench_busy_usage(f, "      ");
+	bench_fit_usage(f, "      ");
 	fprintf(
 	    f,
 	    "      Prints impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps (rank 0): float32,\n"
@@ -177,6 +180,8 @@ static int parse(int argc, char **argv, struct opts *o, int print)
 			o->sync = 1;
 		} else if (!strcmp(a, "--no-header")) {
 			o->header = 0;
+		} else if (!strcmp(a, "--fit")) {
+			o->fit = 1;
 		} else if (!strcmp(a, "--op") || !strcmp(a, "--min-bytes") ||
 		           !strcmp(a, "--max-bytes") || !strcmp(a, "--impl") ||
 		           !strcmp(a, "--iters-scale")) {
@@ -315,8 +320,9 @@ static double dist_agree(void *ctx, double elapsed)
 	return most;
 }
 
-static void time_dist(const struct coll *c, const struct opts *o, int op, size_t bytes,
-                      size_t count, long iters)
+/* Returns rank 0's row's mean latency (what --fit fits; 0 elsewhere). */
+static double time_dist(const struct coll *c, const struct opts *o, int op, size_t bytes,
+                        size_t count, long iters)
 {
 	struct dist_call dc = {c, op, count};
 	struct bench_dist d;
@@ -343,13 +349,14 @@ static void time_dist(const struct coll *c, const struct opts *o, int op, size_t
 		       o->busy.hogs);
 		fflush(stdout);
 	}
+	return most[0];
 }
 
 /* coll.c's time_size, call for call: warm up, then time iters calls, back to back after one
  * barrier, or (--sync) each call alone with a barrier after it, outside the timed span. Rank 0
- * prints the largest per-call average. */
-static void time_size(const struct coll *c, const struct opts *o, int op, size_t bytes,
-                      size_t count)
+ * prints the largest per-call average and returns it in microseconds (0 on the other ranks). */
+static double time_size(const struct coll *c, const struct opts *o, int op, size_t bytes,
+                        size_t count)
 {
 	long warm, iters = bench_sweep_iters(bytes, o->iscale, &warm), i;
 	double t = 0.0, t0, lat, maxlat = 0.0, alg;
@@ -363,10 +370,8 @@ static void time_size(const struct coll *c, const struct opts *o, int op, size_t
 	rc = MPI_Barrier(MPI_COMM_WORLD);
 	if (rc != MPI_SUCCESS)
 		call_failed(c->rank, "MPI_Barrier", bytes, rc);
-	if (o->busy.dist) {
-		time_dist(c, o, op, bytes, count, iters);
-		return;
-	}
+	if (o->busy.dist)
+		return time_dist(c, o, op, bytes, count, iters);
 	if (!o->sync) {
 		t0 = bench_now();
 		for (i = 0; i < iters; i++) {
@@ -397,6 +402,24 @@ static void time_size(const struct coll *c, const struct opts *o, int op, size_t
 		       bytes, maxlat, alg, alg * bench_sweep_busbw(op, c->size));
 		fflush(stdout);
 	}
+	return maxlat;
+}
+
+/* coll.c's print_fit: after an op's sweep (rank 0), its fit row or why there is none. */
+static void print_fit(const struct coll *c, const struct opts *o, int op,
+                      const struct bench_fit_pts *p)
+{
+	struct bench_fit f;
+	char row[256];
+
+	if (bench_fit_line(p->bytes, p->lat_us, p->n, &f) != 0) {
+		fprintf(stderr, ME ": --fit: no fit for %s at P=%d: %d size%s measured\n",
+		        bench_sweep_ops[op], c->size, p->n, p->n == 1 ? "" : "s");
+		return;
+	}
+	bench_fit_row(row, sizeof(row), o->impl, bench_sweep_ops[op], c->size, &f);
+	fputs(row, stdout);
+	fflush(stdout);
 }
 
 /* The modes: after MPI_Init, with the command line from the mode on (argv[0]). Each returns the
@@ -406,15 +429,25 @@ static void time_size(const struct coll *c, const struct opts *o, int op, size_t
 static int coll_main(int argc, char **argv, int rank, int size)
 {
 	struct coll c = {.rank = rank, .size = size};
+	struct bench_fit_pts pts;
 	struct opts o;
 	size_t cap, bytes, count;
 	int op, rc;
+	double lat;
 
 	rc = parse(argc, argv, &o, c.rank == 0);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	if (o.minb < ESIZE) /* as coll.c: at least one element */
 		o.minb = ESIZE;
+	/* coll.c's refusals of --fit, before anything is timed. */
+	if (o.fit && o.sel == OP_BARRIER)
+		return usage_error(c.rank == 0, "--fit needs an op with a size; barrier has none");
+	if (o.fit && bench_fit_sizes(o.minb, o.maxb) < 2)
+		return usage_error(
+		    c.rank == 0,
+		    "--fit needs at least 2 sizes, and --min-bytes %zu --max-bytes %zu make %d",
+		    o.minb, o.maxb, bench_fit_sizes(o.minb, o.maxb));
 	bench_vals_init(&c.vals, DTYPE, SHMCOLL_SUM, c.size);
 
 	/* Both buffers once, big enough for every op at the largest size (64 elements more, as
@@ -434,20 +467,25 @@ static int coll_main(int argc, char **argv, int rank, int size)
 		return EXIT_FAIL;
 	}
 	if (o.header && c.rank == 0)
-		printf("impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps%s\n",
-		       o.busy.dist ? ",p50_us,p99_us,calls,hogs" : "");
+		printf("impl,op,ranks,bytes,lat_us,algbw_GBps,busbw_GBps%s\n%s",
+		       o.busy.dist ? ",p50_us,p99_us,calls,hogs" : "",
+		       o.fit ? bench_fit_header : "");
 	for (op = 0; op < OP_COUNT; op++) {
 		if (o.sel >= 0 && op != o.sel)
 			continue;
+		pts.n = 0;
 		for (bytes = op == OP_BARRIER ? 0 : o.minb; bytes <= o.maxb; bytes *= 2) {
 			if (!bench_sweep_count(op, bytes, ESIZE, c.size, &count))
 				continue;
 			if (op != OP_BARRIER)
 				validate(&c, op, count, bytes);
-			time_size(&c, &o, op, bytes, count);
+			lat = time_size(&c, &o, op, bytes, count);
 			if (op == OP_BARRIER)
 				break;
+			bench_fit_add(&pts, bytes, lat);
 		}
+		if (o.fit && op != OP_BARRIER && c.rank == 0)
+			print_fit(&c, &o, op, &pts);
 	}
 
 	bench_busy_stop(&o.busy);
