@@ -4,7 +4,9 @@
  * P = 1 or 2 (and 3) prints its table or CSV, writes a CSV whose every row is well formed and a
  * PNG; wrong results are caught (a fault injected into the data must fail the run with exit 3);
  * and a CPU that does not exist, a CPU outside the allowed set, more ranks than CPUs, a bad
- * command line and a missing gnuplot are clear errors. No figure is checked
+ * command line and a missing gnuplot are clear errors. The collectives mode's --fit prints a
+ * well-formed fit row per op, and its fitting function (bench/fit.c, compiled in) is checked on
+ * synthetic lines. No figure is checked
  * against a speed: timings are the benchmark's business, not the tests'. Tiny sizes keep every
  * run short, even under AddressSanitizer. */
 #include <criterion/criterion.h>
@@ -14,7 +16,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +27,8 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "bench/fit.h"
 
 #define OUT_MAX  (1 << 20)
 #define MAX_ARGS 48
@@ -1128,4 +1134,241 @@ Test(bench, vcoll_catches_a_wrong_result)
 		cr_assert(strstr(r.err, "VALIDATION FAILED"), "case %zu: stderr:\n%s", i, r.err);
 		cleanup(&r);
 	}
+}
+
+/* ---- the alpha-beta fit (--fit; bench/fit.c, compiled into this suite) ---- */
+
+/* The points of t = alpha + beta * n at sizes 8 .. 16 MiB, doubling; each latency times
+ * (1 + noise * s) with s a fixed pattern in [-1, 1], so the test never depends on a clock. */
+static int fit_points(double *n, double *t, double alpha, double beta, double noise)
+{
+	static const double s[] = {0.3, -1.0, 0.7, -0.2, 1.0, -0.6, 0.1, -0.9, 0.5, -0.4, 0.8};
+	int k;
+
+	for (k = 0; k < 22; k++) {
+		n[k] = (double)(8L << k);
+		t[k] = (alpha + beta * n[k]) * (1.0 + noise * s[k % 11]);
+	}
+	return k;
+}
+
+Test(bench, fit_of_an_exact_line_is_exact)
+{
+	double n[BENCH_FIT_MAX], t[BENCH_FIT_MAX];
+	/* 0.5 us, and 25 ns per KiB (40 GB/s), in us per byte. */
+	double beta = 25e-3 / 1024;
+	struct bench_fit f;
+	int k = fit_points(n, t, 0.5, beta, 0);
+
+	cr_assert_eq(bench_fit_line(n, t, k, &f), 0);
+	cr_assert_float_eq(f.alpha_us, 0.5, 1e-9, "alpha %.12g", f.alpha_us);
+	cr_assert_float_eq(f.beta_us_per_byte / beta, 1.0, 1e-9, "beta %.12g", f.beta_us_per_byte);
+	cr_assert_float_eq(f.r2, 1.0, 1e-12, "r2 %.15g", f.r2);
+	cr_assert(f.max_rel_err < 1e-9, "max_rel_err %g", f.max_rel_err);
+	cr_assert(f.min_bytes == 8 && f.max_bytes == (double)(8L << 21) && f.sizes == k);
+}
+
+/* +-5% on every size: the relative fit still finds the small-size latency (an absolute fit
+ * would let the 16 MiB point's 5%, 20 us, swamp a 0.5 us alpha) and the slope. */
+Test(bench, fit_of_a_noisy_line_is_close)
+{
+	double n[BENCH_FIT_MAX], t[BENCH_FIT_MAX], beta = 25e-3 / 1024;
+	struct bench_fit f;
+	int k = fit_points(n, t, 0.5, beta, 0.05);
+
+	cr_assert_eq(bench_fit_line(n, t, k, &f), 0);
+	cr_assert(fabs(f.alpha_us / 0.5 - 1) < 0.1, "alpha %g, want 0.5 +-10%%", f.alpha_us);
+	cr_assert(fabs(f.beta_us_per_byte / beta - 1) < 0.1, "beta %g, want %g +-10%%",
+	          f.beta_us_per_byte, beta);
+	cr_assert(f.r2 > 0.95 && f.r2 < 1, "r2 %g", f.r2);
+	/* No point is further than its own 5% plus what the line's own miss adds. */
+	cr_assert(f.max_rel_err > 0.01 && f.max_rel_err < 0.12, "max_rel_err %g", f.max_rel_err);
+
+	/* Flat latencies: a slope of about nothing, all explained by alpha; r2 stays in [0, 1]. */
+	for (k = 0; k < 22; k++)
+		t[k] = 2.0 * (1 + (k % 2 ? 0.01 : -0.01));
+	cr_assert_eq(bench_fit_line(n, t, k, &f), 0);
+	cr_assert(fabs(f.alpha_us - 2.0) < 0.05 && f.r2 >= 0 && f.r2 <= 1, "alpha %g r2 %g",
+	          f.alpha_us, f.r2);
+}
+
+Test(bench, fit_refuses_what_is_no_line)
+{
+	double n[4] = {8, 16, 32, 64}, t[4] = {1, 1.1, 1.2, 1.4}, same[4] = {8, 8, 8, 8};
+	struct bench_fit f;
+
+	cr_assert_eq(bench_fit_line(n, t, 1, &f), -1, "one point");
+	cr_assert_eq(bench_fit_line(n, t, 0, &f), -1, "no point");
+	cr_assert_eq(bench_fit_line(same, t, 4, &f), -1, "one size");
+	t[2] = 0;
+	cr_assert_eq(bench_fit_line(n, t, 4, &f), -1, "a zero latency");
+	t[2] = -1;
+	cr_assert_eq(bench_fit_line(n, t, 4, &f), -1, "a negative latency");
+	t[2] = NAN;
+	cr_assert_eq(bench_fit_line(n, t, 4, &f), -1, "a NaN latency");
+	t[2] = 1.2;
+	n[1] = INFINITY;
+	cr_assert_eq(bench_fit_line(n, t, 4, &f), -1, "an infinite size");
+	n[1] = 16;
+	cr_assert_eq(bench_fit_line(n, t, 2, &f), 0, "two points");
+
+	/* The harnesses' sweep: sizes doubling from minb up to maxb, without overflow. */
+	cr_assert_eq(bench_fit_sizes(4, 4), 1);
+	cr_assert_eq(bench_fit_sizes(4, 8), 2);
+	cr_assert_eq(bench_fit_sizes(4, 7), 1);
+	cr_assert_eq(bench_fit_sizes(4, (size_t)64 << 20), 25);
+	cr_assert_eq(bench_fit_sizes(8, 4), 0);
+	cr_assert_eq(bench_fit_sizes(0, 4), 0);
+	cr_assert_eq(bench_fit_sizes(1, SIZE_MAX), 64);
+}
+
+Test(bench, fit_row_columns)
+{
+	struct bench_fit f = {.alpha_us = 0.5,
+	                      .beta_us_per_byte = 1e-3, /* 1 ns per byte: 1 GB/s */
+	                      .r2 = 0.99,
+	                      .max_rel_err = 0.125,
+	                      .min_bytes = 8,
+	                      .max_bytes = 1024,
+	                      .sizes = 8};
+	char row[256], hdr[256], *fr[16], *fh[16];
+
+	bench_fit_row(row, sizeof(row), "shmcoll", "allreduce", 2, &f);
+	cr_assert_str_eq(row,
+	                 "fit,shmcoll,allreduce,2,0.500,1024.000,1.000,0.9900,0.1250,8,1024,8\n");
+	snprintf(hdr, sizeof(hdr), "%s", bench_fit_header + 2); /* past "# " */
+	cr_assert_eq(split_csv(row, fr, 16), split_csv(hdr, fh, 16), "row and header columns");
+	f.beta_us_per_byte = -1e-6;
+	bench_fit_row(row, sizeof(row), "ompi", "bcast", 4, &f);
+	cr_assert(strstr(row, ",nan,"), "no bandwidth for a negative slope: %s", row);
+}
+
+/* Classifies the lines of a --fit run's output: data rows (want_fields fields) and fit rows,
+ * each fit row checked and after its own op's data rows. Returns the number of fit rows. */
+static int check_fit_output(const char *text, int want_fields, int header, int p, int sizes,
+                            int *data_rows)
+{
+	char *copy = strdup(text), *line, *save = NULL, *f[32], last_op[32] = "";
+	int fits = 0, nf, line_no = 0, saw_header = 0, saw_fit_header = 0;
+	double alpha, beta, r2, rel;
+
+	cr_assert_not_null(copy);
+	*data_rows = 0;
+	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		line_no++;
+		if (!strncmp(line, "impl,", 5)) {
+			saw_header = 1;
+			continue;
+		}
+		if (!strncmp(line, "# fit,", 6)) {
+			cr_assert_str_eq(line, "# fit,impl,op,ranks,alpha_us,beta_ns_per_KiB,"
+			                       "asymptotic_GBps,r2,max_rel_err,min_bytes,max_bytes,"
+			                       "sizes");
+			saw_fit_header = 1;
+			continue;
+		}
+		nf = split_csv(line, f, 32);
+		if (strcmp(f[0], "fit")) {
+			cr_assert_eq(nf, want_fields, "line %d: %d fields", line_no, nf);
+			snprintf(last_op, sizeof(last_op), "%s", f[1]);
+			(*data_rows)++;
+			continue;
+		}
+		fits++;
+		cr_assert_eq(nf, 12, "fit line %d: %d fields", line_no, nf);
+		cr_assert_str_eq(f[1], "shmcoll");
+		cr_assert_str_eq(f[2], last_op, "fit line %d: not after the rows of its op",
+		                 line_no);
+		cr_assert_neq(strcmp(f[2], "barrier"), 0, "barrier has no size to fit");
+		cr_assert_eq((int)num(f[3], "ranks", line_no), p);
+		alpha = num(f[4], "alpha_us", line_no);
+		beta = num(f[5], "beta_ns_per_KiB", line_no);
+		r2 = num(f[7], "r2", line_no);
+		rel = num(f[8], "max_rel_err", line_no);
+		cr_assert(isfinite(alpha) && alpha > 0, "fit line %d: alpha %g", line_no, alpha);
+		cr_assert(isfinite(beta) && beta > 0, "fit line %d: beta %g", line_no, beta);
+		cr_assert(num(f[6], "asymptotic_GBps", line_no) > 0, "fit line %d", line_no);
+		cr_assert(r2 >= 0 && r2 <= 1, "fit line %d: r2 %g", line_no, r2);
+		cr_assert(isfinite(rel) && rel >= 0, "fit line %d: max_rel_err %g", line_no, rel);
+		cr_assert_eq((int)num(f[11], "sizes", line_no), sizes, "fit line %d", line_no);
+	}
+	cr_assert_eq(saw_header, header, "the CSV header %s", header ? "is missing" : "is there");
+	cr_assert_eq(saw_fit_header, header, "the fit header %s",
+	             header ? "is missing" : "is there");
+	free(copy);
+	return fits;
+}
+
+/* The ops of --op all that have a size, and so a fit: all but the barrier. */
+#define OP_FITS 8
+
+/* 64 bytes to 1 MiB: the time grows a hundredfold and more, so the slope is positive whatever
+ * the machine's speed; nothing else about the figures is checked. */
+Test(bench, coll_fit_prints_a_row_per_op)
+{
+	const char *args[] = {"--op",          "all",  "--min-bytes", "64",    "--max-bytes", "1M",
+	                      "--iters-scale", "0.05", "--fit",       "--csv", "@csv",        NULL};
+	char path[128], *csv;
+	struct run r;
+	int rows;
+
+	run_bench(&r, 2, -1, NULL, args);
+	cr_assert_eq(exit_code(&r), 0, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	/* Every op but the barrier: 15 sizes each. */
+	cr_assert_eq(check_fit_output(r.out, 7, 1, 2, 15, &rows), OP_FITS, "stdout:\n%s", r.out);
+	cr_assert_eq(rows, OP_FITS * 15 + 1, "data rows");
+	path_in(path, sizeof(path), &r, "out.csv");
+	csv = slurp_path(path, NULL);
+	cr_assert_str_eq(csv, r.out, "the CSV file is not what was printed");
+	free(csv);
+	cleanup(&r);
+}
+
+Test(bench, coll_fit_with_dist_and_no_header)
+{
+	const char *args[] = {"--op",  "allreduce",     "--min-bytes",   "64",   "--max-bytes",
+	                      "64K",   "--dist",        "--max-seconds", "0.05", "--no-header",
+	                      "--fit", "--iters-scale", "0.05",          NULL};
+	struct run r;
+	int rows;
+
+	run_bench(&r, 2, -1, NULL, args);
+	cr_assert_eq(exit_code(&r), 0, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	cr_assert_eq(check_fit_output(r.out, 11, 0, 2, 11, &rows), 1, "stdout:\n%s", r.out);
+	cr_assert_eq(rows, 11, "data rows");
+	cleanup(&r);
+}
+
+/* A line through one size is any line: refused before anything runs, with the reason, at P=2
+ * (rank 0 says it, and no rank exits before it has). */
+Test(bench, coll_fit_refuses_a_single_size)
+{
+	static const struct {
+		const char *args[10];
+		const char *want;
+	} bad[] = {
+	    {{"--op", "allreduce", "--min-bytes", "8", "--max-bytes", "8", "--fit", NULL},
+	     "--fit needs at least 2 sizes, and --min-bytes 8 --max-bytes 8 make 1"},
+	    /* Raised to one float32, 4 bytes: past --max-bytes, no size at all. */
+	    {{"--min-bytes", "1", "--max-bytes", "2", "--fit", NULL},
+	     "--fit needs at least 2 sizes, and --min-bytes 4 --max-bytes 2 make 0"},
+	    {{"--op", "barrier", "--fit", NULL}, "--fit needs an op with a size; barrier has none"},
+	};
+	static const char *const help[] = {"--help", NULL};
+	struct run r;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		run_bench(&r, 2, -1, NULL, bad[i].args);
+		cr_assert_eq(exit_code(&r), 2, "case %zu: exit %d; stderr:\n%s", i, exit_code(&r),
+		             r.err);
+		cr_assert(strstr(r.err, bad[i].want), "want \"%s\" in stderr:\n%s", bad[i].want,
+		          r.err);
+		cr_assert(!strstr(r.out, "fit,"), "case %zu printed a fit:\n%s", i, r.out);
+		cleanup(&r);
+	}
+	run_bench(&r, 1, -1, NULL, help);
+	cr_assert(strstr(r.out, "--fit") && strstr(r.out, "scripts/fit-plot"),
+	          "--help does not tell of --fit:\n%s", r.out);
+	cleanup(&r);
 }
