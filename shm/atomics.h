@@ -38,9 +38,10 @@
 #define fetch_add_seqcst(p, v) atomic_fetch_add_explicit((p), (v), memory_order_seq_cst)
 #define fetch_sub_seqcst(p, v) atomic_fetch_sub_explicit((p), (v), memory_order_seq_cst)
 #define fetch_or_relaxed(p, v) atomic_fetch_or_explicit((p), (v), memory_order_relaxed)
-#define cas_weak_relaxed(p, e, v) \
-	atomic_compare_exchange_weak_explicit((p), (e), (v), memory_order_relaxed, memory_order_relaxed)
-#define fence_acquire()        atomic_thread_fence(memory_order_acquire)
+#define cas_weak_relaxed(p, e, v)                                                                  \
+	atomic_compare_exchange_weak_explicit((p), (e), (v), memory_order_relaxed,                 \
+	                                      memory_order_relaxed)
+#define fence_acquire() atomic_thread_fence(memory_order_acquire)
 
 /* Sequence numbers only grow and wrap: compare by signed distance. */
 static inline int seq_reached(uint32_t cur, uint32_t want)

@@ -26,7 +26,7 @@ if [ -n "$sanitize" ] && [ "$sanitize" != none ]; then
 	echo "1..0 # SKIP sanitizer build (b_sanitize=$sanitize): installed programs are not instrumented"
 	exit 0
 fi
-echo "1..18"
+echo "1..20"
 check "meson install into a staging root" meson install -C "$build" --destdir "$root/stage" --no-rebuild
 pc=$(find "$root/stage" -name shmcoll.pc | head -n 1)
 run=$(find "$root/stage" -name shmcoll-run -type f | head -n 1)
@@ -52,6 +52,13 @@ check "installed: shmcoll-bench, next to shmcoll-run" \
 check "installed shmcoll-bench --help" sh -c '"$1" --help | grep -q "shmcoll-bench p2p"' sh "${bench:-/nonexistent}"
 check "installed shmcoll-bench p2p under installed shmcoll-run -n 2" \
 	timeout 600 "$run" -n 2 "${bench:-/nonexistent}" p2p --max-bytes 1K --iters-scale 0.01
+tune=$(find "$root/stage" -name shmcoll-tune -type f | head -n 1)
+check "installed: shmcoll-tune, next to shmcoll-run" \
+	test -n "$tune" -a -x "${tune:-/nonexistent}" -a "$(dirname "${tune:-/a}")" = "$(dirname "${run:-/b}")"
+# It finds the installed launcher and benchmark beside itself, and checks what it wrote.
+check "installed shmcoll-tune --quick writes a file it then takes" \
+	env -u SHMCOLL_RUN -u SHMCOLL_BENCH SHMCOLL_TUNE=none timeout 600 "${tune:-/nonexistent}" \
+	--quick -n 2 -o "$root/tune"
 export SHMCOLL_ARENA_BYTES=98304 SHMCOLL_TIMEOUT_MS=60000
 for p in 1 2 3 4 5 6 7 8; do
 	check "contract program under shmcoll-run -n $p" timeout 600 "$run" -n "$p" "$root/contract"

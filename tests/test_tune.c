@@ -354,3 +354,145 @@ Test(tune, the_environment_wins_over_the_file, .fini = remove_files, .timeout = 
 	cr_assert_eq(seen[1].chunk, 4096);
 	cr_assert_str_eq(seen[1].allreduce_64, "direct");
 }
+
+/* ---- shmcoll-tune ---- */
+
+struct tool_run {
+	int code; /* exit status, or -signal */
+	char out[16384], err[4096];
+};
+
+static void slurp_fd(int fd, char *buf, size_t cap)
+{
+	size_t len = 0;
+	ssize_t got;
+
+	while (len + 1 < cap && (got = read(fd, buf + len, cap - 1 - len)) > 0)
+		len += (size_t)got;
+	buf[len] = '\0';
+}
+
+/* Runs shmcoll-tune (SHMCOLL_TUNE_BIN, set by meson test) with args, SHMCOLL_TUNE set to
+ * tune (NULL: unset), output captured through files (the tool may write much). */
+static void run_tool(struct tool_run *r, const char *tune, const char *const *args)
+{
+	const char *bin = getenv("SHMCOLL_TUNE_BIN");
+	char out[] = "/tmp/shmcoll-tune-out.XXXXXX", err[] = "/tmp/shmcoll-tune-err.XXXXXX";
+	char *argv[16];
+	int fo, fe, st, n = 0;
+	pid_t pid;
+
+	cr_assert(bin && *bin, "SHMCOLL_TUNE_BIN is not set (meson test sets it)");
+	fo = mkstemp(out);
+	fe = mkstemp(err);
+	cr_assert(fo >= 0 && fe >= 0);
+	argv[n++] = (char *)bin;
+	while (*args && n < 15)
+		argv[n++] = (char *)*args++;
+	argv[n] = NULL;
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		if (dup2(fo, STDOUT_FILENO) < 0 || dup2(fe, STDERR_FILENO) < 0)
+			_exit(126);
+		if (tune)
+			setenv("SHMCOLL_TUNE", tune, 1);
+		else
+			unsetenv("SHMCOLL_TUNE");
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	r->code = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+	lseek(fo, 0, SEEK_SET);
+	lseek(fe, 0, SEEK_SET);
+	slurp_fd(fo, r->out, sizeof(r->out));
+	slurp_fd(fe, r->err, sizeof(r->err));
+	close(fo);
+	close(fe);
+	unlink(out);
+	unlink(err);
+}
+
+Test(tune, tool_checks_a_file, .fini = remove_files)
+{
+	static const char bad[] = "version = 1\nallreduce.direct_min_bytes = 8K\nfoo = 1\n";
+	const char *good = write_file("good", TUNED_TEXT, strlen(TUNED_TEXT));
+	char goodpath[128];
+	struct tool_run r;
+
+	snprintf(goodpath, sizeof(goodpath), "%s", good);
+	run_tool(&r, NULL, (const char *[]){"--check", goodpath, NULL});
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "valid") && strstr(r.out, "allreduce.direct_min_bytes  64\n") &&
+	              strstr(r.out, "cma_min_bytes               1048576"),
+	          "%s", r.out);
+	/* Without a path: the file the library would read, SHMCOLL_TUNE's. */
+	run_tool(&r, goodpath, (const char *[]){"--check", NULL});
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	run_tool(&r, NULL, (const char *[]){"--check", write_file("bad", bad, strlen(bad)), NULL});
+	cr_assert_eq(r.code, 1);
+	cr_assert(strstr(r.err, "refused: line 3: unknown key 'foo'"), "%s", r.err);
+	/* --show tells what a communicator would do with it: the built-in thresholds. */
+	run_tool(&r, write_file("bad", bad, strlen(bad)), (const char *[]){"--show", NULL});
+	cr_assert_eq(r.code, 1);
+	cr_assert(strstr(r.out, "built-in thresholds"), "%s", r.out);
+	run_tool(&r, "none", (const char *[]){"--show", NULL});
+	cr_assert_eq(r.code, 0);
+	cr_assert(strstr(r.out, "allreduce.direct_min_bytes  4096 (built-in)"), "%s", r.out);
+}
+
+Test(tune, tool_refuses_a_bad_command_line)
+{
+	static const char *const bad[][4] = {
+	    {"--repeat", "0", NULL},
+	    {"-n", "x", NULL},
+	    {"--bogus", NULL},
+	    {"-o", NULL},
+	    {"--check", "--quick", NULL},
+	    {"--show", "-o", "/tmp/x", NULL},
+	};
+	struct tool_run r;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		run_tool(&r, "none", bad[i]);
+		cr_assert_eq(r.code, 2, "%s: exit %d", bad[i][0], r.code);
+		cr_assert(strstr(r.err, "shmcoll-tune: "), "%s", r.err);
+	}
+	run_tool(&r, "none", (const char *[]){NULL});
+	cr_assert_eq(r.code, 2, "SHMCOLL_TUNE=none and no -o: nowhere to write");
+}
+
+/* A real (short) tuning: it writes a file the library takes, with the hop and every key it
+ * could measure; the values are whatever this machine gave and are not checked. */
+Test(tune, tool_writes_a_file_the_library_takes, .fini = remove_files, .timeout = 600)
+{
+	struct shmcoll_tunefile f;
+	struct tool_run r;
+	char path[128], why[256], text[16384];
+	FILE *fp;
+	size_t len;
+
+	TH_PROCESSES_ONLY();
+	snprintf(path, sizeof(path), "%s", write_file("written", "", 0));
+	run_tool(&r, "none", (const char *[]){"--quick", "-n", "2", "-o", path, NULL});
+	cr_assert_eq(r.code, 0, "stderr:\n%s", r.err);
+	cr_assert(strstr(r.out, "valid"), "%s", r.out);
+	cr_assert_eq(shmcoll__tunefile_load(path, &f, why, sizeof(why)), 0, "%s", why);
+	cr_assert(f.hop_ns > 0, "no hop measured");
+	fp = fopen(path, "r");
+	cr_assert(fp);
+	len = fread(text, 1, sizeof(text) - 1, fp);
+	fclose(fp);
+	text[len] = '\0';
+	cr_assert(strstr(text, "version = 1\n"), "%s", text);
+	cr_assert(strstr(text, "allreduce.direct_min_bytes = ") ||
+	              strstr(text, "# allreduce.direct_min_bytes: not set"),
+	          "%s", text);
+	cr_assert(strstr(text, "chunk_bytes = ") || strstr(text, "# chunk_bytes: not set"), "%s",
+	          text);
+	/* Nothing left beside it: the temporary file was renamed over it. */
+	cr_assert_eq(system("ls /tmp/shmcoll-tune-*/written.*.tmp >/dev/null 2>&1"), 512,
+	             "a temporary file was left");
+}

@@ -274,7 +274,8 @@ Test(wait, pace_leaves_turns_among_its_own_ranks, .timeout = 60)
 		cr_assert_eq(shmcoll__pace_yield(0, before), 1);
 		after = shmcoll__now_ns();
 		slow += after - before > SHMCOLL_PACE_SLOW_YIELD_NS;
-		cr_assert(!shmcoll__pace_contended(after), "contended after %d slow yield(s)", slow);
+		cr_assert(!shmcoll__pace_contended(after), "contended after %d slow yield(s)",
+		          slow);
 	}
 	stop_busy_process(hog);
 	cr_assert(slow >= 2, "only %d of 200 yields beside a busy process were slow", slow);

@@ -61,19 +61,6 @@ struct shmcoll_start {
 };
 extern const struct shmcoll_start shmcoll__kinds[KIND_COUNT];
 
-/* The built-in thresholds of the protocol choice (lib/core/algo.h); a tuning file may set
- * others (lib/core/tuning.h, shmcoll-tune).
- * allreduce: vectors from this size on run the direct protocol (measured crossover,
- * docs/BENCHMARKS.md). */
-#define SHMCOLL_ALLREDUCE_DIRECT_MIN ((size_t)4 << 10)
-/* reduce: the direct protocol from this size on. Measured at P = 2-4 (docs/BENCHMARKS.md), the
- * flat one wins at every size up to 32 MiB: its non-roots stage and leave, so their copies
- * overlap the root's reduction, while the direct protocol adds a copy per slice. */
-#define SHMCOLL_REDUCE_DIRECT_MIN ((size_t)64 << 20)
-/* barrier and bcast: the tree from this many ranks on; below it the flat step's single hop
- * beats the tree's 2 * depth (docs/BENCHMARKS.md). */
-#define SHMCOLL_TREE_MIN_RANKS 16
-
 /* The call word's count of a collective whose counts every rank passes alike: a hash of
  * them (FNV-1a 64), so ranks that pass different ones fail the call-word check (and, across
  * nodes, the agreement lib/hier/vcolls.c makes of it). */

@@ -138,11 +138,11 @@ struct shmcoll_node {
 	/* Where the thresholds came from: rank 0's tuning file or the built-in ones, and why
 	 * (shmcoll_comm_tuning). */
 	char tune_source[SHMCOLL_TUNED_SOURCE];
-	struct shmcoll_cma cma;     /* cma.c */
-	struct shmcoll_heap heap;   /* heap.c */
-	struct shmcoll_live live;   /* live.c */
-	struct shmcoll_p2p p2p;     /* p2p.c */
-	uint8_t *work;              /* private working memory of a call (shmcoll__node_work) */
+	struct shmcoll_cma cma;   /* cma.c */
+	struct shmcoll_heap heap; /* heap.c */
+	struct shmcoll_live live; /* live.c */
+	struct shmcoll_p2p p2p;   /* p2p.c */
+	uint8_t *work;            /* private working memory of a call (shmcoll__node_work) */
 	size_t work_bytes;
 	char err[SHMCOLL_ERR_LEN];   /* this rank's last failure */
 	char cause[SHMCOLL_ERR_LEN]; /* the failure that broke the communicator */

@@ -41,6 +41,19 @@ enum shmcoll_algo {
 	ALGO_COUNT
 };
 
+/* The built-in thresholds of the protocol choice (algo.h); a tuning file may set others
+ * (shmcoll-tune).
+ * allreduce: vectors from this size on run the direct protocol (measured crossover,
+ * docs/BENCHMARKS.md). */
+#define SHMCOLL_ALLREDUCE_DIRECT_MIN ((size_t)4 << 10)
+/* reduce: the direct protocol from this size on. Measured at P = 2-4 (docs/BENCHMARKS.md), the
+ * flat one wins at every size up to 32 MiB: its non-roots stage and leave, so their copies
+ * overlap the root's reduction, while the direct protocol adds a copy per slice. */
+#define SHMCOLL_REDUCE_DIRECT_MIN ((size_t)64 << 20)
+/* barrier and bcast: the tree from this many ranks on; below it the flat step's single hop
+ * beats the tree's 2 * depth (docs/BENCHMARKS.md). */
+#define SHMCOLL_TREE_MIN_RANKS 16
+
 /* What a tuning file says (tunefile.c); 0 in a field: the file does not set it. Written by
  * shmcoll-tune; the format is in docs/API.md, "Tuning file". */
 #define SHMCOLL_TUNEFILE_VERSION 1
