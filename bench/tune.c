@@ -5,9 +5,11 @@
  *
  * Every crossover is measured the same way: the two protocols' sweeps run in turn, repeat by
  * repeat (interleaved, so a drift of the machine falls on both), and a size's time is the
- * median of its repeats. The crossover is the threshold that puts the sizes measured on the
- * faster protocol, or where the sweeps cross more than once (noise near the crossing), the
- * one that loses least; the file says how much, and its comments show the table. */
+ * median of its repeats. A size has a verdict only when one protocol is faster in the
+ * medians by 5% and by twice the repeats' spread, and in 3 of 4 paired repeats; the threshold puts
+ * the sizes with a verdict on their faster protocol (or, where the sweeps cross more than once,
+ * loses least), and leaves the others where the built-in threshold puts them. The file's comments
+ * show the tables and how many sizes it moves. */
 #include <errno.h>
 #include <limits.h>
 #include <spawn.h>
@@ -245,13 +247,15 @@ static double median(double *v, int n)
 /* The medians of nvar settings of one op, their sweeps interleaved repeat by repeat. */
 struct versus {
 	size_t n, bytes[MAX_SIZES];
-	double us[4][MAX_SIZES];
+	double us[4][MAX_SIZES];            /* medians */
+	double raw[4][MAX_SIZES][MAX_REPS]; /* each repeat's, for the paired comparison */
+	int reps;
 };
 
 static int measure(const struct opts *o, const char *op, size_t minb, size_t maxb, const char *opt,
                    const char *const *vals, int nvar, struct versus *v)
 {
-	static double t[4][MAX_SIZES][MAX_REPS];
+	double sorted[MAX_REPS];
 	struct sweep s;
 	int r, k;
 	size_t i;
@@ -267,45 +271,101 @@ static int measure(const struct opts *o, const char *op, size_t minb, size_t max
 			if (s.n != v->n)
 				return -1;
 			for (i = 0; i < s.n; i++)
-				t[k][i][r] = s.us[i];
+				v->raw[k][i][r] = s.us[i];
 		}
 		fprintf(stderr, PROG ": %s: repeat %d of %d\n", op, r + 1, o->reps);
 	}
+	v->reps = o->reps;
 	for (k = 0; k < nvar; k++)
-		for (i = 0; i < v->n; i++)
-			v->us[k][i] = median(t[k][i], o->reps);
+		for (i = 0; i < v->n; i++) {
+			memcpy(sorted, v->raw[k][i], sizeof(sorted));
+			v->us[k][i] = median(sorted, o->reps);
+		}
 	return 0;
 }
 
+/* The spread of setting k's repeats at size i: their median absolute deviation over their
+ * median. */
+static double spread(const struct versus *v, int k, size_t i)
+{
+	double dev[MAX_REPS];
+	int r;
+
+	for (r = 0; r < v->reps; r++) {
+		double d = v->raw[k][i][r] - v->us[k][i];
+
+		dev[r] = d < 0 ? -d : d;
+	}
+	return median(dev, v->reps) / v->us[k][i];
+}
+
+/* A size's verdict between settings 0 and 1: the faster one (0 or 1), or -1 when the
+ * measurements do not say. The faster median must lead by VERDICT_MARGIN and by twice the
+ * larger spread of the two, and be faster in 3 of 4 paired repeats (the two ran in turn, so
+ * a repeat's pair saw the same machine). Settings a and b of v; the verdict is a, b or -1.
+ * Four ranks on two CPUs flip between speeds from one
+ * launch to the next (a 16 MiB reduce measured 17% faster one way and 26% slower in the
+ * next run), and a threshold must not follow that. */
+#define VERDICT_MARGIN 1.05
+static int verdict_of(const struct versus *v, size_t i, int a, int b)
+{
+	double sa = spread(v, a, i), sb = spread(v, b, i);
+	double need = 1 + 2 * (sa > sb ? sa : sb);
+	int r, wins = 0;
+
+	if (need < VERDICT_MARGIN)
+		need = VERDICT_MARGIN;
+	for (r = 0; r < v->reps; r++)
+		wins += v->raw[b][i][r] < v->raw[a][i][r];
+	if (v->us[a][i] > v->us[b][i] * need && wins * 4 >= v->reps * 3)
+		return b;
+	if (v->us[b][i] > v->us[a][i] * need && (v->reps - wins) * 4 >= v->reps * 3)
+		return a;
+	return -1;
+}
+
+static int verdict(const struct versus *v, size_t i)
+{
+	return verdict_of(v, i, 0, 1);
+}
+
 /* Where setting 1 should take over from setting 0: the index j of the first size it runs
- * (v->n: none) that costs least over the sizes measured, the cost of a threshold being the
- * product over the sizes of chosen time / faster time. With one crossing (the usual curves)
- * that is the crossing; with noise around it, the threshold that loses least. *slower counts
- * the sizes it leaves on their slower protocol, *worst the largest chosen / faster. */
-static size_t crossover(const struct versus *v, int *slower, double *worst)
+ * (v->n: none). Its cost is the product, over the sizes with a verdict, of chosen time /
+ * faster time; the least wins, and among equals the one nearest the built-in threshold
+ * (builtin bytes, per as in write_crossover; 0: setting 1 never), so sizes without a verdict
+ * keep the built-in choice. With one clear crossing that is the crossing. *slower counts the
+ * sizes with a verdict it leaves on their slower setting, *moved the sizes whose setting
+ * differs from the built-in one. */
+static size_t crossover(const struct versus *v, size_t builtin, size_t per, int *slower, int *moved)
 {
 	double cost, best_cost = 0;
-	size_t j, i, best = v->n;
+	size_t j, i, best = v->n, jb = v->n;
 
+	for (i = 0; builtin && i < v->n; i++)
+		if (v->bytes[i] / per >= builtin) {
+			jb = i;
+			break;
+		}
 	for (j = 0; j <= v->n; j++) {
 		for (cost = 1, i = 0; i < v->n; i++) {
-			double fast = v->us[0][i] < v->us[1][i] ? v->us[0][i] : v->us[1][i];
+			int won = verdict(v, i);
 
-			cost *= v->us[i >= j][i] / fast;
+			if (won >= 0)
+				cost *= v->us[i >= j][i] / v->us[won][i];
 		}
-		if (j == 0 || cost < best_cost * (1 - 1e-12)) {
+		if (j == 0 || cost < best_cost * (1 - 1e-9) ||
+		    (cost <= best_cost * (1 + 1e-9) &&
+		     (j > jb ? j - jb : jb - j) < (best > jb ? best - jb : jb - best))) {
 			best_cost = cost;
 			best = j;
 		}
 	}
-	*slower = 0;
-	*worst = 1;
+	*slower = *moved = 0;
 	for (i = 0; i < v->n; i++) {
-		double fast = v->us[0][i] < v->us[1][i] ? v->us[0][i] : v->us[1][i];
-		double r = v->us[i >= best][i] / fast;
+		int won = verdict(v, i);
 
-		*slower += r > 1;
-		*worst = r > *worst ? r : *worst;
+		*slower += won >= 0 && won != (i >= best);
+		*moved += (i >= best) != (i >= jb);
 	}
 	return best;
 }
@@ -313,27 +373,26 @@ static size_t crossover(const struct versus *v, int *slower, double *worst)
 static void print_bytes(FILE *f, size_t b);
 
 /* Writes key = the size from which setting 1 runs, as bytes / per (allgather's blocks are
- * its size / P), with what the choice loses. From none of the sizes: key is the size past the
- * largest measured when beyond is set (setting 1 is what runs there anyway: the built-in
- * default), else not set. */
-static void write_crossover(FILE *f, const char *key, const struct versus *v, size_t per,
-                            int beyond)
+ * its size / P), against the built-in threshold builtin (0: none), with what the choice
+ * changes. From none of the sizes: key is the size past the largest measured when beyond is
+ * set (setting 1 is what runs there anyway: the built-in default), else not set. */
+static void write_crossover(FILE *f, const char *key, const struct versus *v, size_t builtin,
+                            size_t per, int beyond)
 {
-	double worst;
-	int slower;
-	size_t j = crossover(v, &slower, &worst);
+	int slower, moved;
+	size_t j = crossover(v, builtin, per, &slower, &moved);
 
+	fprintf(f, "# %d size(s) on another protocol than the built-in threshold's", moved);
+	if (slower)
+		fprintf(f, "; %d on the slower one (the sweeps cross more than once)", slower);
+	fprintf(f, ".\n");
 	if (j == v->n && !beyond) {
-		fprintf(f, "# %s: not set: the first was faster at every size measured\n\n", key);
+		fprintf(f,
+		        "# %s: not set: the first was faster, or not clearly slower, at every "
+		        "size measured\n\n",
+		        key);
 		return;
 	}
-	if (slower)
-		fprintf(f,
-		        "# %d size(s) on the slower protocol (the sweeps cross more than once), "
-		        "the worst by %.0f%%.\n",
-		        slower, (worst - 1) * 100);
-	else
-		fprintf(f, "# Every size measured on its faster protocol.\n");
 	fprintf(f, "%s = ", key);
 	print_bytes(f, (j == v->n ? 2 * v->bytes[v->n - 1] : v->bytes[j]) / per);
 	fprintf(f, "\n\n");
@@ -453,7 +512,7 @@ static int tune(const struct opts *o, FILE *f)
 		return -1;
 	fprintf(f, "# allreduce, flat against direct:\n");
 	comment_table(f, &v, algos, 2);
-	write_crossover(f, "allreduce.direct_min_bytes", &v, 1, 1);
+	write_crossover(f, "allreduce.direct_min_bytes", &v, SHMCOLL_ALLREDUCE_DIRECT_MIN, 1, 1);
 
 	/* The direct protocol's chunk, at a size where it runs many chunks. */
 	for (k = 0; k < 4; k++) {
@@ -465,13 +524,15 @@ static int tune(const struct opts *o, FILE *f)
 		return -1;
 	fprintf(f, "# The direct protocol's chunk (allreduce, --chunk BYTES):\n");
 	comment_table(f, &v, chunks, 4);
-	best = 0;
-	for (k = 1; k < 4; k++)
-		if (v.us[k][0] < v.us[best][0])
+	/* Another chunk than the default (a staging half, the last) only on a verdict against it.
+	 */
+	best = 3;
+	for (k = 0; k < 3; k++)
+		if (verdict_of(&v, 0, 3, k) == k && v.us[k][0] < v.us[best][0])
 			best = (size_t)k;
 	if (best == 3)
-		fprintf(f, "# chunk_bytes: not set: the largest measured (a staging half) was "
-		           "fastest\n\n");
+		fprintf(f, "# chunk_bytes: not set: no smaller chunk was clearly faster than a "
+		           "staging half\n\n");
 	else
 		fprintf(f, "chunk_bytes = %s\n\n", chunks[best]);
 
@@ -481,7 +542,7 @@ static int tune(const struct opts *o, FILE *f)
 			return -1;
 		fprintf(f, "# reduce, flat against direct:\n");
 		comment_table(f, &v, algos, 2);
-		write_crossover(f, "reduce.direct_min_bytes", &v, 1, 1);
+		write_crossover(f, "reduce.direct_min_bytes", &v, SHMCOLL_REDUCE_DIRECT_MIN, 1, 1);
 	}
 
 	/* Single copies against staging, for allgather's blocks. Where ranks may not read each
@@ -496,12 +557,12 @@ static int tune(const struct opts *o, FILE *f)
 	} else {
 		fprintf(f, "# allgather, staged against single copies (total bytes per rank):\n");
 		comment_table(f, &v, staged_cma, 2);
-		write_crossover(f, "cma_min_bytes", &v, (size_t)o->np, 0);
+		write_crossover(f, "cma_min_bytes", &v, 0, (size_t)o->np, 0);
 	}
 
 	fprintf(f,
 	        "# barrier.tree_min_ranks, bcast.tree_min_ranks: not measured: the trees "
-	        "pay from %d ranks,\n# and a tuning runs one rank per CPU (%d here).\n",
+	        "pay from %d ranks,\n# and this tuning ran %d.\n",
 	        SHMCOLL_TREE_MIN_RANKS, o->np);
 	return 0;
 }
