@@ -1,9 +1,9 @@
 /* test_sched.c - the schedules of lib/sched checked apart from any transport, for every
- * size from 1 to SHMCOLL_SCHED_MAX (1024) and every root: the k-nomial tree, segments and
- * slices, recursive doubling, the ring and the dissemination barrier. Each test runs in
- * milliseconds: structures are checked whole where that is cheap (sizes up to 64 with every
- * root; every size with root 0), and by the identities that tie the rest to them
- * elsewhere. */
+ * size from 1 to SHMCOLL_SCHED_MAX (1024) and every root: the k-nomial tree, the
+ * topology-aware tree on synthetic machines, segments and slices, recursive doubling, the ring and
+ * the dissemination barrier. Each test runs in milliseconds: structures are checked whole where
+ * that is cheap (sizes up to 64 with every root; every size with root 0), and by the identities
+ * that tie the rest to them elsewhere. */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -129,6 +129,293 @@ Test(sched, tree_every_root_is_a_relabelling)
 					             i);
 			}
 		}
+}
+
+/* --- the topology-aware tree --- */
+
+/* A synthetic machine: npkg packages of ndom L3 domains each, domain d of (d * 5 + salt) % 4
+ * + 1 ranks (uneven), its ranks laid out by pattern: 0 domain by domain, 1 dealt round robin
+ * over the domains that still have room (interleaved), 2 in a scrambled order. The L3 ids
+ * restart in each package (an id names a domain only with its package). Returns P. */
+static int make_machine(int npkg, int ndom, int salt, int pattern, struct shmcoll_place *pl)
+{
+	int want[16], d, P = 0, r, left;
+
+	for (d = 0; d < npkg * ndom; d++) {
+		want[d] = (d * 5 + salt) % 4 + 1;
+		P += want[d];
+	}
+	left = P;
+	for (r = 0, d = 0; left; d = (d + 1) % (npkg * ndom)) {
+		if (!want[d])
+			continue;
+		if (pattern == 0)
+			while (want[d]) {
+				pl[r++] = (struct shmcoll_place){d / ndom, d % ndom};
+				want[d]--;
+				left--;
+			}
+		else {
+			pl[r++] = (struct shmcoll_place){d / ndom, d % ndom};
+			want[d]--;
+			left--;
+		}
+	}
+	if (pattern == 2)
+		for (r = P - 1; r > 0; r--) {
+			int q = (int)((uint64_t)(r * 7919 + salt * 31) % (uint64_t)(r + 1));
+			struct shmcoll_place tmp = pl[r];
+
+			pl[r] = pl[q];
+			pl[q] = tmp;
+		}
+	return P;
+}
+
+/* 3: across packages, 2: across domains of a package, 1: within a domain. */
+static int edge_level(const struct shmcoll_place *pl, int a, int b)
+{
+	if (pl[a].pkg != pl[b].pkg)
+		return 3;
+	return pl[a].l3 != pl[b].l3 ? 2 : 1;
+}
+
+/* The topology-aware tree of every rank for one machine and root: one root, parents and
+ * children agree (each child listed once), all reached, each domain one subtree entered by
+ * one edge (none for root's), packages - 1 edges across packages, children from the highest
+ * level down, depth within the three levels' k-nomial depths. 0 or a code with why. */
+static int check_topo_tree(int P, const struct shmcoll_place *pl, int npkg, int root, char *why,
+                           size_t len)
+{
+	static struct shmcoll_tree t[MAXP];
+	static int depth[MAXP], queue[MAXP], entered[MAXP], dsize[MAXP];
+	int r, i, head = 0, tail = 0, cross = 0, maxdom = 0, maxlead = 0, maxd;
+
+	/* Domain sizes and the domain leaders per package, for the depth bound. */
+	for (r = 0; r < P; r++) {
+		int q, same = 0, leads = 0;
+
+		for (q = 0; q < P; q++)
+			same += edge_level(pl, r, q) == 1;
+		maxdom = same > maxdom ? same : maxdom;
+		for (q = 0; q < P; q++) {
+			int first = 1, x;
+
+			if (pl[q].pkg != pl[r].pkg)
+				continue;
+			for (x = 0; x < q && first; x++)
+				first = edge_level(pl, x, q) != 1;
+			leads += first;
+		}
+		maxlead = leads > maxlead ? leads : maxlead;
+		entered[r] = 0;
+		dsize[r] = same;
+	}
+	maxd = log_ceil(npkg, SHMCOLL_TREE_RADIX) + log_ceil(maxlead, SHMCOLL_TREE_RADIX) +
+	       log_ceil(maxdom, SHMCOLL_TREE_RADIX);
+	for (r = 0; r < P; r++) {
+		shmcoll__tree_topo(r, P, root, pl, &t[r]);
+		depth[r] = -1;
+		if ((r == root) != (t[r].parent == -1)) {
+			snprintf(why, len, "P=%d root=%d: rank %d has parent %d", P, root, r,
+			         t[r].parent);
+			return 1;
+		}
+		if (t[r].nchildren > SHMCOLL_TREE_MAX_CHILDREN) {
+			snprintf(why, len, "P=%d: rank %d has %d children", P, r, t[r].nchildren);
+			return 2;
+		}
+	}
+	for (r = 0; r < P; r++)
+		for (i = 0; i < t[r].nchildren; i++) {
+			int ch = t[r].children[i], lv = edge_level(pl, r, ch);
+
+			if (ch < 0 || ch >= P || t[ch].parent != r) {
+				snprintf(why, len,
+				         "P=%d root=%d: %d lists child %d whose parent is %d", P,
+				         root, r, ch, ch >= 0 && ch < P ? t[ch].parent : -2);
+				return 3;
+			}
+			if (i && lv > edge_level(pl, r, t[r].children[i - 1])) {
+				snprintf(why, len,
+				         "P=%d root=%d: %d lists a level %d child after a lower", P,
+				         root, r, lv);
+				return 7;
+			}
+			cross += lv == 3;
+			/* Counted at the domain's lowest rank. */
+			if (lv > 1) {
+				int q = 0;
+
+				while (edge_level(pl, q, ch) != 1)
+					q++;
+				entered[q]++;
+			}
+		}
+	for (r = 0; r < P; r++) {
+		int q = 0, in_root = edge_level(pl, r, root) == 1;
+
+		while (edge_level(pl, q, r) != 1)
+			q++;
+		if (q == r && entered[r] != !in_root) {
+			snprintf(why, len,
+			         "P=%d root=%d: the domain of %d (%d ranks) is entered %d times", P,
+			         root, r, dsize[r], entered[r]);
+			return 8;
+		}
+	}
+	if (cross != npkg - 1) {
+		snprintf(why, len, "P=%d root=%d: %d edges across %d packages", P, root, cross,
+		         npkg);
+		return 9;
+	}
+	depth[root] = 0;
+	queue[tail++] = root;
+	while (head < tail) {
+		r = queue[head++];
+		for (i = 0; i < t[r].nchildren; i++) {
+			int ch = t[r].children[i];
+
+			if (depth[ch] >= 0) {
+				snprintf(why, len, "P=%d root=%d: %d reached twice", P, root, ch);
+				return 4;
+			}
+			depth[ch] = depth[r] + 1;
+			if (depth[ch] > maxd) {
+				snprintf(why, len, "P=%d root=%d: %d at depth %d > %d", P, root, ch,
+				         depth[ch], maxd);
+				return 5;
+			}
+			queue[tail++] = ch;
+		}
+	}
+	if (tail != P) {
+		snprintf(why, len, "P=%d root=%d: %d of %d ranks reached", P, root, tail, P);
+		return 6;
+	}
+	return 0;
+}
+
+Test(sched, topo_tree_on_synthetic_machines)
+{
+	static struct shmcoll_place pl[MAXP];
+	char why[200];
+	int npkg, ndom, salt, pattern, P, root;
+
+	for (npkg = 1; npkg <= 4; npkg++)
+		for (ndom = 1; ndom <= 4; ndom++)
+			for (salt = 0; salt < 4; salt++)
+				for (pattern = 0; pattern < 3; pattern++) {
+					P = make_machine(npkg, ndom, salt, pattern, pl);
+					for (root = 0; root < P; root++)
+						cr_assert(check_topo_tree(P, pl, npkg, root, why,
+						                          sizeof(why)) == 0,
+						          "%d x %d, salt %d, pattern %d: %s", npkg,
+						          ndom, salt, pattern, why);
+				}
+}
+
+/* The pretend machines of SHMCOLL_TOPOLOGY, wrapped and cut short, 2x4x8 at 64 ranks as the
+ * topo suite runs it, and one as large as a schedule gets. */
+Test(sched, topo_tree_on_pretend_machines)
+{
+	static struct shmcoll_place pl[MAXP];
+	static const struct {
+		int dims[3], P;
+	} m[] = {{{2, 2, 4}, 16},   {{2, 2, 4}, 13}, {{2, 2, 4}, 21}, {{2, 4, 8}, 64},
+	         {{3, 1, 5}, 15},   {{3, 2, 3}, 40}, {{4, 4, 4}, 64}, {{2, 8, 16}, 256},
+	         {{2, 6, 12}, 144}, {{1, 4, 4}, 16}};
+	char why[200];
+	size_t i;
+	int r, root, npkg;
+
+	for (i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+		for (r = 0; r < m[i].P; r++)
+			pl[r] = shmcoll__topo_place(m[i].dims, r);
+		/* A layout cut short has fewer packages. */
+		npkg = (m[i].P + m[i].dims[1] * m[i].dims[2] - 1) / (m[i].dims[1] * m[i].dims[2]);
+		npkg = npkg < m[i].dims[0] ? npkg : m[i].dims[0];
+		for (root = 0; root<m[i].P; root += m[i].P> 64 ? 7 : 1)
+			cr_assert(check_topo_tree(m[i].P, pl, npkg, root, why, sizeof(why)) == 0,
+			          "%dx%dx%d at P=%d: %s", m[i].dims[0], m[i].dims[1], m[i].dims[2],
+			          m[i].P, why);
+	}
+}
+
+/* A root leads at all three levels: 5 packages of 13 domains of 15 ranks gives it 4 + 6 + 6
+ * children, the most any machine of SHMCOLL_SCHED_MAX ranks found here gives, within the
+ * bound sched.h reserves room for. */
+Test(sched, topo_tree_children_fit)
+{
+	static struct shmcoll_place pl[MAXP];
+	const int dims[3] = {5, 13, 15};
+	struct shmcoll_tree t, l[3];
+	int r;
+
+	for (r = 0; r < 975; r++)
+		pl[r] = shmcoll__topo_place(dims, r);
+	shmcoll__tree_topo(0, 975, 0, pl, &t);
+	for (r = 0; r < 3; r++)
+		shmcoll__tree(0, dims[r], 0, &l[r]);
+	cr_assert_eq(t.nchildren, l[0].nchildren + l[1].nchildren + l[2].nchildren);
+	cr_assert_eq(t.nchildren, 16);
+	cr_assert_leq(t.nchildren, SHMCOLL_TREE_MAX_CHILDREN);
+}
+
+/* With any place unknown, or all ranks in one domain, it is the plain k-nomial tree. */
+Test(sched, topo_tree_plain_without_topology)
+{
+	static struct shmcoll_place pl[MAXP];
+	struct shmcoll_tree a, b;
+	int P, root, r, i, c;
+
+	for (P = 1; P <= 70; P++)
+		for (c = 0; c < 3; c++) {
+			for (r = 0; r < P; r++)
+				pl[r] = c == 0 ? (struct shmcoll_place){3, 7}
+				               : (struct shmcoll_place){r % 2, r % 3};
+			if (c == 1)
+				pl[P / 2].l3 = -1;
+			if (c == 2)
+				pl[P - 1].pkg = -1;
+			for (root = 0; root < P; root++)
+				for (r = 0; r < P; r++) {
+					shmcoll__tree_topo(r, P, root, pl, &a);
+					shmcoll__tree(r, P, root, &b);
+					cr_assert_eq(a.parent, b.parent, "P=%d case %d", P, c);
+					cr_assert_eq(a.nchildren, b.nchildren, "P=%d case %d", P,
+					             c);
+					for (i = 0; i < a.nchildren; i++)
+						cr_assert_eq(a.children[i], b.children[i]);
+				}
+		}
+}
+
+Test(sched, topology_spec)
+{
+	static const char *const bad[] = {
+	    "",        "2",      "2x2",      "2x2x4x",
+	    "2x2x4x1", "0x1x1",  "1x0x1",    "1x1x0",
+	    "x2x4",    "2x2x4 ", " 2x2x4",   "2X2X4",
+	    "-1x2x2",  "2x+2x4", "1025x1x1", "2x2x99999999999999999999",
+	    "2,2,4",   "2x2x4\n"};
+	int dims[3];
+	size_t i;
+	struct shmcoll_place p;
+
+	cr_assert_eq(shmcoll__topo_parse("2x2x4", dims), 0);
+	cr_assert(dims[0] == 2 && dims[1] == 2 && dims[2] == 4);
+	cr_assert_eq(shmcoll__topo_parse("1x1x1024", dims), 0);
+	cr_assert_eq(dims[2], 1024);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(shmcoll__topo_parse(bad[i], dims), -1, "\"%s\" taken", bad[i]);
+	cr_assert_eq(shmcoll__topo_parse("2x2x4", dims), 0);
+	p = shmcoll__topo_place(dims, 5);
+	cr_assert(p.pkg == 0 && p.l3 == 1, "rank 5 of 2x2x4: %d %d", p.pkg, p.l3);
+	p = shmcoll__topo_place(dims, 9);
+	cr_assert(p.pkg == 1 && p.l3 == 2, "rank 9 of 2x2x4: %d %d", p.pkg, p.l3);
+	p = shmcoll__topo_place(dims, 16 + 13);
+	cr_assert(p.pkg == 1 && p.l3 == 3, "rank 29 of 2x2x4 wraps: %d %d", p.pkg, p.l3);
 }
 
 Test(sched, segments_tile_evenly)

@@ -24,9 +24,12 @@ static inline size_t min_size(size_t a, size_t b)
  * P. With k = 2 this is the binomial tree; its depth is ceil(log_k P). Radix 4: depth log4(P),
  * at most 3 children per level, so a parent waits on few ranks and the release reaches 64
  * ranks in three hops. */
-#define SHMCOLL_TREE_RADIX        4
-#define SHMCOLL_TREE_DEPTH_MAX    5 /* 4^5 = SHMCOLL_SCHED_MAX */
-#define SHMCOLL_TREE_MAX_CHILDREN ((SHMCOLL_TREE_RADIX - 1) * SHMCOLL_TREE_DEPTH_MAX)
+#define SHMCOLL_TREE_RADIX     4
+#define SHMCOLL_TREE_DEPTH_MAX 5 /* 4^5 = SHMCOLL_SCHED_MAX */
+/* A rank of the topology-aware tree (below) may lead at three levels, each a k-nomial tree
+ * whose depth rounds its log up: over at most SHMCOLL_SCHED_MAX ranks the three depths add
+ * up to at most SHMCOLL_TREE_DEPTH_MAX + 2 (5 x 5 x 17 ranks: 2 + 2 + 3). */
+#define SHMCOLL_TREE_MAX_CHILDREN ((SHMCOLL_TREE_RADIX - 1) * (SHMCOLL_TREE_DEPTH_MAX + 2))
 
 struct shmcoll_tree {
 	int parent;    /* -1 at the root */
@@ -36,6 +39,38 @@ struct shmcoll_tree {
 
 /* rank's place in the k-nomial tree of size ranks rooted at root (all in range). */
 void shmcoll__tree(int rank, int size, int root, struct shmcoll_tree *t);
+
+/* --- topology-aware tree (bcast, barrier on many ranks across L3 domains and sockets) ------
+ * A rank's place on the machine: its package (socket) and its L3 domain, -1 where unknown.
+ * Two ranks share a domain when both ids are equal (an L3 id need not be unique across
+ * packages). The hierarchical tree is three k-nomial trees (SHMCOLL_TREE_RADIX), each over a
+ * list of ranks whose first is its root:
+ *   - within each L3 domain, rooted at the domain's leader: root if it is in the domain, else
+ *     the domain's lowest rank; the others follow in rank order;
+ *   - over the domain leaders of each package, rooted at the package's leader: root in
+ *     root's package, else the package's lowest rank; the other leaders follow in the order
+ *     of their domains' lowest ranks;
+ *   - over the package leaders, rooted at root; the others follow in rank order.
+ * So each domain is one subtree entered by one edge, and packages - 1 edges cross packages.
+ * A rank lists its children from the highest level down: in a release the longest hop
+ * starts first. With any place unknown, or every rank in one domain, it is shmcoll__tree's
+ * tree. Costs O(size x domains) time and a few KiB of stack: callers keep the result. */
+struct shmcoll_place {
+	int pkg; /* package id, or -1 */
+	int l3;  /* L3 domain id, or -1 */
+};
+
+void shmcoll__tree_topo(int rank, int size, int root, const struct shmcoll_place *places,
+                        struct shmcoll_tree *t);
+
+/* A pretend machine (SHMCOLL_TOPOLOGY, e.g. "2x2x4"): packages x L3 domains per package x
+ * ranks per domain, three whole numbers in 1..SHMCOLL_SCHED_MAX joined by 'x', nothing
+ * else. Returns 0 with the layout in dims, or -1. */
+int shmcoll__topo_parse(const char *spec, int dims[3]);
+
+/* The place of rank in that layout: its index rank mod the layout's ranks, laid out package
+ * by package and domain by domain (ranks beyond the layout wrap around to the first). */
+struct shmcoll_place shmcoll__topo_place(const int dims[3], int rank);
 
 /* --- segments and slices ------------------------------------------------------------------ */
 
