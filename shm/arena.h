@@ -25,7 +25,7 @@
 #include "shm/proc.h"
 
 #define SHMCOLL_ARENA_MAGIC   0x314c4c4f434d4853ull /* "SHMCOLL1" */
-#define SHMCOLL_ARENA_VERSION 8u
+#define SHMCOLL_ARENA_VERSION 9u
 #define SHMCOLL_ARENA_READY   0x59444552u /* "REDY" */
 #define SHMCOLL_MAX_RANKS     1024
 #define SHMCOLL_CPU_WORDS     16 /* affinity union of up to 1024 CPUs */
@@ -129,6 +129,11 @@ struct shmcoll_ctrl {
 	/* owner: 1 + the CPU of its last long wait (shm/wait.h's pace), 0 before. Not in the seq
 	 * line: a peer polls that line, and a store there during a wait would take it away. */
 	_Atomic int32_t cpu;
+	/* owner, once before it counts itself attached: its place on the machine, package and
+	 * L3 domain (-1: unknown), from which every rank computes the same trees
+	 * (lib/core/topo.c). */
+	int32_t place_pkg;
+	int32_t place_l3;
 	/* owner, once before it counts itself attached: where in its memory
 	 * peers find cma_nonce, to prove they can read it (lib/cma.c); 0 when
 	 * it does not offer single-copy reads. */

@@ -8,7 +8,8 @@
  * publish does not wait for a line a peer is polling (measured 0.127 -> 0.076 us at P=2,
  * docs/BENCHMARKS.md).
  *
- * Tree protocol (k-nomial, root 0, lib/sched), two steps s and s + 1:
+ * Tree protocol (k-nomial, root 0, lib/sched; topology-aware where the ranks span L3 domains,
+ * lib/core/topo.h), two steps s and s + 1:
  *   1. Arrive: wait until each child has published s (its whole subtree has arrived) and
  *      check its call word, then publish s.
  *   2. Release: the root publishes s + 1 at once; every other rank waits for its parent's
@@ -19,6 +20,7 @@
  *   children and its parent instead of all P - 1 peers. */
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/core/topo.h"
 #include "lib/sched/sched.h"
 
 enum { AT_GUARD = 1, AT_PEER, AT_CHILD, AT_PARENT, AT_STEP };
@@ -66,7 +68,7 @@ static int barrier_tree(struct shmcoll_node *n, struct shmcoll_task *t)
 		goto parent;
 	}
 	shmcoll__describe(n, t);
-	shmcoll__tree(n->rank, n->size, 0, &t->tree);
+	shmcoll__node_tree(n, 0, &t->tree);
 guard:
 	rc = shmcoll__await_guard(n, t);
 	if (rc)

@@ -14,7 +14,8 @@
  *   When the root was read in place, a final step keeps it from returning while a rank still
  *   reads.
  *
- * Tree protocol (k-nomial from the root, lib/sched), chunk i at step s + i:
+ * Tree protocol (k-nomial from the root, lib/sched; topology-aware where the ranks span L3
+ * domains, lib/core/topo.h), chunk i at step s + i:
  *   1. Flow control: before writing its half for step s + i, a rank waits until its children
  *      published s + i - 2 (they have read what it wrote there); for i < 2 that half may
  *      still hold what the call before this one wrote, read by anyone, and the guard waits
@@ -32,6 +33,7 @@
  * for everyone; the others read buf from the root's memory straight into theirs. */
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/core/topo.h"
 #include "lib/kernels/copy.h"
 #include "lib/sched/sched.h"
 
@@ -190,7 +192,7 @@ static int bcast_tree(struct shmcoll_node *n, struct shmcoll_task *t)
 		goto end;
 	}
 	shmcoll__describe(n, t);
-	shmcoll__tree(n->rank, n->size, t->root, &t->tree);
+	shmcoll__node_tree(n, t->root, &t->tree);
 	for (t->off = 0; t->off < t->count; t->off += t->len) {
 		t->step = n->st.seq + 1;
 		t->len = min_size(cap, t->count - t->off);

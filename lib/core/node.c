@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lib/core/env.h"
+#include "lib/core/topo.h"
 
 #define DEFAULT_TIMEOUT_MS 300000
 
@@ -117,6 +118,8 @@ int shmcoll__node_create(const struct shmcoll_node_cfg *cfg, struct shmcoll_node
 	rc = shmcoll__tuning_read(&n->tune, err, errlen);
 	if (rc == 0)
 		rc = shmcoll__cma_offer(&n->cma, err, errlen);
+	if (rc == 0)
+		rc = shmcoll__topo_read(n, err, errlen);
 	if (rc < 0)
 		goto err_free;
 
@@ -135,6 +138,7 @@ int shmcoll__node_create(const struct shmcoll_node_cfg *cfg, struct shmcoll_node
 	n->st.seq = load_relaxed(&n->st.me->seq);
 	n->st.clean = n->st.seq;
 	shmcoll__cma_show(n);
+	shmcoll__topo_publish(n);
 	if (n->rank == 0) {
 		struct shmcoll_tunefile f;
 

@@ -15,6 +15,7 @@
 #include "shm/wait.h"
 #include "lib/core/queue.h"
 #include "lib/core/tuning.h"
+#include "lib/sched/sched.h"
 
 struct shmcoll_task;
 struct shmcoll_p2p_op;
@@ -24,6 +25,14 @@ struct shmcoll_cma {
 	int ok;         /* every rank can read every peer's memory: the same on every rank */
 	size_t min;     /* SHMCOLL_CMA_MIN: single copies from this block size on; 0: none */
 	uint64_t nonce; /* what peers read here to prove they can */
+};
+
+/* Owned by topo.c: this rank's place on the machine and the trees over every rank's. */
+struct shmcoll_topo {
+	struct shmcoll_place me; /* published in this rank's control block at create */
+	int hier;                /* 0: not decided yet; 1: the plain tree; 2: topology-aware */
+	int root[2];             /* the roots of the trees kept: 0's, the last other's; -1: none */
+	struct shmcoll_tree tree[2];
 };
 
 #define NO_OFF UINT64_MAX
@@ -139,6 +148,7 @@ struct shmcoll_node {
 	 * (shmcoll_comm_tuning). */
 	char tune_source[SHMCOLL_TUNED_SOURCE];
 	struct shmcoll_cma cma;   /* cma.c */
+	struct shmcoll_topo topo; /* topo.c */
 	struct shmcoll_heap heap; /* heap.c */
 	struct shmcoll_live live; /* live.c */
 	struct shmcoll_p2p p2p;   /* p2p.c */
