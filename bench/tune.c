@@ -12,6 +12,7 @@
  * show the tables and how many sizes it moves. */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -514,6 +515,25 @@ static int tune(const struct opts *o, FILE *f)
 	comment_table(f, &v, algos, 2);
 	write_crossover(f, "allreduce.direct_min_bytes", &v, SHMCOLL_ALLREDUCE_DIRECT_MIN, 1, 1);
 
+	/* allreduce with more ranks than CPUs: every step may wait for a turn of a CPU. */
+	if (!o->quick) {
+		struct opts over = *o;
+		cpu_set_t set;
+		int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+
+		over.np = 2 * (o->np > cpus ? o->np : cpus);
+		if (over.np > 16)
+			over.np = 16;
+		if (measure(&over, "allreduce", 256, 1u << 20, "--algo", algos, 2, &v) < 0)
+			return -1;
+		fprintf(f,
+		        "# allreduce at P=%d, more ranks than the %d CPUs, flat against direct:\n",
+		        over.np, cpus);
+		comment_table(f, &v, algos, 2);
+		write_crossover(f, "allreduce.direct_min_bytes.oversubscribed", &v,
+		                SHMCOLL_ALLREDUCE_DIRECT_MIN_OVER, 1, 1);
+	}
+
 	/* The direct protocol's chunk, at a size where it runs many chunks. */
 	for (k = 0; k < 4; k++) {
 		snprintf(chunk_names[k], sizeof(chunk_names[k]), "%u", 16384u << k);
@@ -573,34 +593,38 @@ static void describe(const struct shmcoll_tunefile *t)
 {
 	static const struct {
 		const char *name;
-		int kind, tree;
+		int kind, which; /* 0: direct_min, 1: tree_min, 2: direct_min_over */
+		size_t builtin;
 	} per_kind[] = {
-	    {"allreduce.direct_min_bytes", KIND_ALLREDUCE, 0},
-	    {"reduce.direct_min_bytes", KIND_REDUCE, 0},
-	    {"barrier.tree_min_ranks", KIND_BARRIER, 1},
-	    {"bcast.tree_min_ranks", KIND_BCAST, 1},
+	    {"allreduce.direct_min_bytes", KIND_ALLREDUCE, 0, SHMCOLL_ALLREDUCE_DIRECT_MIN},
+	    {"allreduce.direct_min_bytes.oversubscribed", KIND_ALLREDUCE, 2,
+	     SHMCOLL_ALLREDUCE_DIRECT_MIN_OVER},
+	    {"reduce.direct_min_bytes", KIND_REDUCE, 0, SHMCOLL_REDUCE_DIRECT_MIN},
+	    {"barrier.tree_min_ranks", KIND_BARRIER, 1, SHMCOLL_TREE_MIN_RANKS},
+	    {"bcast.tree_min_ranks", KIND_BCAST, 1, SHMCOLL_TREE_MIN_RANKS},
 	};
-	static const size_t builtin[] = {SHMCOLL_ALLREDUCE_DIRECT_MIN, SHMCOLL_REDUCE_DIRECT_MIN,
-	                                 SHMCOLL_TREE_MIN_RANKS, SHMCOLL_TREE_MIN_RANKS};
 	size_t i;
 
 	for (i = 0; i < sizeof(per_kind) / sizeof(per_kind[0]); i++) {
-		uint64_t v = per_kind[i].tree ? t->tree_min[per_kind[i].kind]
-		                              : t->direct_min[per_kind[i].kind];
+		int k = per_kind[i].kind;
+		uint64_t v = per_kind[i].which == 1   ? t->tree_min[k]
+		             : per_kind[i].which == 2 ? t->direct_min_over[k]
+		                                      : t->direct_min[k];
 
-		printf("  %-27s %llu%s\n", per_kind[i].name,
-		       (unsigned long long)shmcoll__tuned(v, builtin[i]), v ? "" : " (built-in)");
+		printf("  %-41s %llu%s\n", per_kind[i].name,
+		       (unsigned long long)shmcoll__tuned(v, per_kind[i].builtin),
+		       v ? "" : " (built-in)");
 	}
 	if (t->chunk_bytes)
-		printf("  %-27s %llu\n", "chunk_bytes", (unsigned long long)t->chunk_bytes);
+		printf("  %-41s %llu\n", "chunk_bytes", (unsigned long long)t->chunk_bytes);
 	else
-		printf("  %-27s a staging half (built-in)\n", "chunk_bytes");
+		printf("  %-41s a staging half (built-in)\n", "chunk_bytes");
 	if (t->cma_min)
-		printf("  %-27s %llu\n", "cma_min_bytes", (unsigned long long)t->cma_min);
+		printf("  %-41s %llu\n", "cma_min_bytes", (unsigned long long)t->cma_min);
 	else
-		printf("  %-27s none: staging (built-in)\n", "cma_min_bytes");
+		printf("  %-41s none: staging (built-in)\n", "cma_min_bytes");
 	if (t->hop_ns > 0)
-		printf("  %-27s %.1f (as measured; informative)\n", "hop_ns", t->hop_ns);
+		printf("  %-41s %.1f (as measured; informative)\n", "hop_ns", t->hop_ns);
 }
 
 static int check(const char *path, int show)

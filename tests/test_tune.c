@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +34,7 @@ Test(tune, parses_every_key)
 	                   "bcast.tree_min_ranks = 12\n"
 	                   "chunk_bytes = 131072\n"
 	                   "cma_min_bytes = 1G\n"
+	                   "allreduce.direct_min_bytes.oversubscribed = 128K\n"
 	                   "hop_ns = 212.5",
 	                   &f, why),
 	             0, "%s", why);
@@ -42,6 +44,8 @@ Test(tune, parses_every_key)
 	cr_assert_eq(f.tree_min[KIND_BCAST], 12);
 	cr_assert_eq(f.chunk_bytes, 131072);
 	cr_assert_eq(f.cma_min, 1ull << 30);
+	cr_assert_eq(f.direct_min_over[KIND_ALLREDUCE], 128 << 10);
+	cr_assert_eq(f.direct_min[KIND_ALLREDUCE], 8192, "the two allreduce keys apart");
 	cr_assert_float_eq(f.hop_ns, 212.5, 1e-9);
 	/* Nothing set: every threshold stays the built-in one. */
 	cr_assert_eq(parse("# empty\n\n", &f, why), 0);
@@ -151,6 +155,7 @@ Test(tune, load_refuses_what_is_not_a_tuning_file, .fini = remove_files)
 struct seen {
 	char source[320];
 	char allreduce_64[16], allreduce_32[16], reduce_1k[16], barrier[16], bcast[16];
+	char allreduce_16k[16], allreduce_64k[16];
 	size_t chunk, cma_min;
 };
 
@@ -192,6 +197,9 @@ static int check_calls(shmcoll_comm *c, int rank, int size)
 	return 0;
 }
 
+/* 1 + the CPU every rank is confined to, so that the ranks outnumber their CPUs; 0: none. */
+static int one_cpu;
+
 static void run_ranks(int size, const char *const *tune, const char *chunk_env, struct seen *seen)
 {
 	shmcoll_config cfg = {.size = size, .timeout_ms = 60000};
@@ -217,6 +225,14 @@ static void run_ranks(int size, const char *const *tune, const char *chunk_env, 
 				unsetenv("SHMCOLL_TUNE");
 			if (chunk_env)
 				setenv("SHMCOLL_CHUNK_BYTES", chunk_env, 1);
+			if (one_cpu) {
+				cpu_set_t one;
+
+				CPU_ZERO(&one);
+				CPU_SET(one_cpu - 1, &one);
+				if (sched_setaffinity(0, sizeof(one), &one) != 0)
+					_exit(103);
+			}
 			cfg.rank = r;
 			if (shmcoll_comm_create(&cfg, &c) != 0)
 				_exit(100);
@@ -226,6 +242,10 @@ static void run_ranks(int size, const char *const *tune, const char *chunk_env, 
 			snprintf(s.allreduce_32, 16, "%s",
 			         shmcoll__probe_choice(c, "allreduce", 32));
 			snprintf(s.reduce_1k, 16, "%s", shmcoll__probe_choice(c, "reduce", 1024));
+			snprintf(s.allreduce_16k, 16, "%s",
+			         shmcoll__probe_choice(c, "allreduce", 16384));
+			snprintf(s.allreduce_64k, 16, "%s",
+			         shmcoll__probe_choice(c, "allreduce", 65536));
 			snprintf(s.barrier, 16, "%s", shmcoll__probe_choice(c, "barrier", 0));
 			snprintf(s.bcast, 16, "%s", shmcoll__probe_choice(c, "bcast", 0));
 			s.chunk = shmcoll__probe_chunk_bytes(c);
@@ -251,6 +271,7 @@ static void run_ranks(int size, const char *const *tune, const char *chunk_env, 
 
 #define TUNED_TEXT                                                                                 \
 	"version = 1\nallreduce.direct_min_bytes = 64\nreduce.direct_min_bytes = 1K\n"             \
+	"allreduce.direct_min_bytes.oversubscribed = 64\n"                                         \
 	"barrier.tree_min_ranks = 2\nbcast.tree_min_ranks = 2\nchunk_bytes = 8K\n"                 \
 	"cma_min_bytes = 1M\nhop_ns = 40\n"
 
@@ -414,6 +435,22 @@ static void run_tool(struct tool_run *r, const char *tune, const char *const *ar
 	unlink(err);
 }
 
+/* The number after "  key " on a line of the tool's report, or -1. */
+static long long value_of(const char *out, const char *key)
+{
+	char pat[96];
+	const char *at = out;
+	size_t len;
+
+	len = (size_t)snprintf(pat, sizeof(pat), "  %s ", key);
+	while ((at = strstr(at, pat))) {
+		if (at == out || at[-1] == '\n')
+			return strtoll(at + len, NULL, 10);
+		at += len;
+	}
+	return -1;
+}
+
 Test(tune, tool_checks_a_file, .fini = remove_files)
 {
 	static const char bad[] = "version = 1\nallreduce.direct_min_bytes = 8K\nfoo = 1\n";
@@ -424,9 +461,10 @@ Test(tune, tool_checks_a_file, .fini = remove_files)
 	snprintf(goodpath, sizeof(goodpath), "%s", good);
 	run_tool(&r, NULL, (const char *[]){"--check", goodpath, NULL});
 	cr_assert_eq(r.code, 0, "%s", r.err);
-	cr_assert(strstr(r.out, "valid") && strstr(r.out, "allreduce.direct_min_bytes  64\n") &&
-	              strstr(r.out, "cma_min_bytes               1048576"),
-	          "%s", r.out);
+	cr_assert(strstr(r.out, "valid"), "%s", r.out);
+	cr_assert_eq(value_of(r.out, "allreduce.direct_min_bytes"), 64, "%s", r.out);
+	cr_assert_eq(value_of(r.out, "cma_min_bytes"), 1 << 20, "%s", r.out);
+	cr_assert_eq(value_of(r.out, "allreduce.direct_min_bytes.oversubscribed"), 64, "%s", r.out);
 	/* Without a path: the file the library would read, SHMCOLL_TUNE's. */
 	run_tool(&r, goodpath, (const char *[]){"--check", NULL});
 	cr_assert_eq(r.code, 0, "%s", r.err);
@@ -439,7 +477,8 @@ Test(tune, tool_checks_a_file, .fini = remove_files)
 	cr_assert(strstr(r.out, "built-in thresholds"), "%s", r.out);
 	run_tool(&r, "none", (const char *[]){"--show", NULL});
 	cr_assert_eq(r.code, 0);
-	cr_assert(strstr(r.out, "allreduce.direct_min_bytes  4096 (built-in)"), "%s", r.out);
+	cr_assert_eq(value_of(r.out, "allreduce.direct_min_bytes"), 4096, "%s", r.out);
+	cr_assert(strstr(r.out, "4096 (built-in)"), "%s", r.out);
 }
 
 Test(tune, tool_refuses_a_bad_command_line)
@@ -495,4 +534,35 @@ Test(tune, tool_writes_a_file_the_library_takes, .fini = remove_files, .timeout 
 	/* Nothing left beside it: the temporary file was renamed over it. */
 	cr_assert_eq(system("ls /tmp/shmcoll-tune-*/written.*.tmp >/dev/null 2>&1"), 512,
 	             "a temporary file was left");
+}
+
+/* More ranks than CPUs: allreduce keeps the flat protocol to 32 KiB (each of the direct
+ * protocol's extra steps may wait for a turn of the CPU), unless the file says otherwise for
+ * that case; a file's threshold for ranks with a CPU each does not apply. */
+Test(tune, oversubscribed_jobs_have_their_own_threshold, .fini = remove_files, .timeout = 120)
+{
+	static const char text[] = "allreduce.direct_min_bytes = 64\n";
+	static const char over[] = "allreduce.direct_min_bytes.oversubscribed = 16K\n";
+	const char *none[2] = {"none", "none"};
+	struct seen seen[2];
+	char path[128];
+	const char *tune[2] = {path, path};
+
+	TH_PROCESSES_ONLY();
+	one_cpu = 1 + (sched_getcpu() < 0 ? 0 : sched_getcpu());
+	run_ranks(2, none, NULL, seen);
+	cr_assert_str_eq(seen[1].allreduce_16k, "flat");
+	cr_assert_str_eq(seen[1].allreduce_64k, "direct");
+	snprintf(path, sizeof(path), "%s", write_file("cpu", text, strlen(text)));
+	run_ranks(2, tune, NULL, seen);
+	cr_assert_str_eq(seen[1].allreduce_16k, "flat", "the file's threshold is for a CPU each");
+	snprintf(path, sizeof(path), "%s", write_file("over", over, strlen(over)));
+	run_ranks(2, tune, NULL, seen);
+	cr_assert_str_eq(seen[0].allreduce_16k, "direct");
+	cr_assert_str_eq(seen[1].allreduce_16k, "direct");
+	one_cpu = 0;
+	/* A CPU each (when this machine has two): the built-in 4 KiB. */
+	run_ranks(2, none, NULL, seen);
+	if (sysconf(_SC_NPROCESSORS_ONLN) >= 2)
+		cr_assert_str_eq(seen[1].allreduce_16k, "direct");
 }

@@ -67,11 +67,11 @@ const char *shmcoll__probe_choice(shmcoll_comm *c, const char *collective, size_
 
 	switch (k) {
 	case KIND_ALLREDUCE:
-		return shmcoll__algo_name((uint32_t)shmcoll__algo_reduction(
-		    n, KIND_ALLREDUCE, bytes, sizeof(double), SHMCOLL_ALLREDUCE_DIRECT_MIN));
+		return shmcoll__algo_name(
+		    (uint32_t)shmcoll__algo_reduction(n, KIND_ALLREDUCE, bytes, sizeof(double)));
 	case KIND_REDUCE:
-		return shmcoll__algo_name((uint32_t)shmcoll__algo_reduction(
-		    n, KIND_REDUCE, bytes, sizeof(double), SHMCOLL_REDUCE_DIRECT_MIN));
+		return shmcoll__algo_name(
+		    (uint32_t)shmcoll__algo_reduction(n, KIND_REDUCE, bytes, sizeof(double)));
 	case KIND_BARRIER:
 	case KIND_BCAST:
 		return shmcoll__algo_name(

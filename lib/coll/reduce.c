@@ -120,7 +120,7 @@ void shmcoll__reduce_init(struct shmcoll_node *n, struct shmcoll_task *t, const 
 		return;
 	bytes = count * t->es;
 	t->reduce = shmcoll__reduce_lookup(dt, op);
-	t->algo = shmcoll__algo_reduction(n, KIND_REDUCE, bytes, t->es, SHMCOLL_REDUCE_DIRECT_MIN);
+	t->algo = shmcoll__algo_reduction(n, KIND_REDUCE, bytes, t->es);
 	if (shmcoll__algo_inline(n, t->algo, bytes))
 		t->advance = reduce_inline;
 	else if (t->algo == ALGO_DIRECT)

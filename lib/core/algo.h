@@ -22,19 +22,31 @@ static inline size_t shmcoll__direct_slice_elems(const struct shmcoll_node *n, s
 	return n->size > 1 ? chunk / ((size_t)n->size * es) : 0;
 }
 
+/* From how many bytes an allreduce or reduce (kind) runs the direct protocol: the tuning
+ * file's threshold or the built-in one, for ranks with a CPU each or, for allreduce, ranks
+ * that outnumber the CPUs (the same on every rank: the CPU union is shared). */
+static inline uint64_t shmcoll__direct_min(const struct shmcoll_node *n, uint32_t kind)
+{
+	const struct shmcoll_tunefile *f = &n->tune.file;
+
+	if (kind == KIND_REDUCE)
+		return shmcoll__tuned(f->direct_min[kind], SHMCOLL_REDUCE_DIRECT_MIN);
+	return n->waiter.oversubscribed
+	           ? shmcoll__tuned(f->direct_min_over[kind], SHMCOLL_ALLREDUCE_DIRECT_MIN_OVER)
+	           : shmcoll__tuned(f->direct_min[kind], SHMCOLL_ALLREDUCE_DIRECT_MIN);
+}
+
 /* The protocol of an allreduce or reduce (kind) of bytes bytes of es-byte elements:
- * SHMCOLL_ALGO's, else direct from direct_min bytes on (the tuning file's, if it sets one); flat
- * where the direct protocol cannot run (one rank has nobody to split with; a tiny arena may not
- * hold a slice per rank: both depend only on what every rank shares). */
+ * SHMCOLL_ALGO's, else direct from shmcoll__direct_min on; flat where the direct protocol
+ * cannot run (one rank has nobody to split with; a tiny arena may not hold a slice per rank:
+ * both depend only on what every rank shares). */
 static inline int shmcoll__algo_reduction(const struct shmcoll_node *n, uint32_t kind, size_t bytes,
-                                          size_t es, size_t direct_min)
+                                          size_t es)
 {
 	int algo = n->tune.algo[kind];
 
 	if (algo == ALGO_AUTO)
-		algo = bytes >= shmcoll__tuned(n->tune.file.direct_min[kind], direct_min)
-		           ? ALGO_DIRECT
-		           : ALGO_FLAT;
+		algo = bytes >= shmcoll__direct_min(n, kind) ? ALGO_DIRECT : ALGO_FLAT;
 	if (algo == ALGO_DIRECT && !shmcoll__direct_slice_elems(n, es))
 		algo = ALGO_FLAT;
 	return algo;

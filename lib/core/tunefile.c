@@ -21,17 +21,19 @@ struct key {
 	const char *name;
 	enum key_kind kind;
 	int kind_id; /* enum shmcoll_kind for the per-collective keys; 0 otherwise */
+	int over;    /* the threshold for ranks that outnumber the CPUs */
 };
 
 static const struct key keys[] = {
-    {"version", KEY_VERSION, 0},
-    {"allreduce.direct_min_bytes", KEY_BYTES, KIND_ALLREDUCE},
-    {"reduce.direct_min_bytes", KEY_BYTES, KIND_REDUCE},
-    {"barrier.tree_min_ranks", KEY_RANKS, KIND_BARRIER},
-    {"bcast.tree_min_ranks", KEY_RANKS, KIND_BCAST},
-    {"chunk_bytes", KEY_BYTES, 0},
-    {"cma_min_bytes", KEY_BYTES, 0},
-    {"hop_ns", KEY_NS, 0},
+    {"version", KEY_VERSION, 0, 0},
+    {"allreduce.direct_min_bytes", KEY_BYTES, KIND_ALLREDUCE, 0},
+    {"allreduce.direct_min_bytes.oversubscribed", KEY_BYTES, KIND_ALLREDUCE, 1},
+    {"reduce.direct_min_bytes", KEY_BYTES, KIND_REDUCE, 0},
+    {"barrier.tree_min_ranks", KEY_RANKS, KIND_BARRIER, 0},
+    {"bcast.tree_min_ranks", KEY_RANKS, KIND_BCAST, 0},
+    {"chunk_bytes", KEY_BYTES, 0, 0},
+    {"cma_min_bytes", KEY_BYTES, 0, 0},
+    {"hop_ns", KEY_NS, 0, 0},
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -102,7 +104,10 @@ static int set_value(struct shmcoll_tunefile *f, const struct key *k, const char
 				snprintf(why, whylen, "%s wants at least 1 byte", k->name);
 				return -1;
 			}
-			f->direct_min[k->kind_id] = n;
+			if (k->over)
+				f->direct_min_over[k->kind_id] = n;
+			else
+				f->direct_min[k->kind_id] = n;
 		} else if (!strcmp(k->name, "chunk_bytes")) {
 			if (n < 64) {
 				snprintf(why, whylen, "chunk_bytes wants at least 64, not '%s'", v);
@@ -164,12 +169,14 @@ int shmcoll__tunefile_parse(const char *text, struct shmcoll_tunefile *f, char *
 			if (!strcmp(s, keys[i].name))
 				break;
 		if (i == NKEYS) {
-			snprintf(why, whylen,
-			         "line %d: unknown key '%s' (known: version, "
-			         "allreduce.direct_min_bytes, reduce.direct_min_bytes, "
-			         "barrier.tree_min_ranks, bcast.tree_min_ranks, chunk_bytes, "
-			         "cma_min_bytes, hop_ns)",
-			         lineno, s);
+			snprintf(
+			    why, whylen,
+			    "line %d: unknown key '%s' (known: version, "
+			    "allreduce.direct_min_bytes, "
+			    "allreduce.direct_min_bytes.oversubscribed, reduce.direct_min_bytes, "
+			    "barrier.tree_min_ranks, bcast.tree_min_ranks, chunk_bytes, "
+			    "cma_min_bytes, hop_ns)",
+			    lineno, s);
 			return -EINVAL;
 		}
 		if (seen & 1u << i) {

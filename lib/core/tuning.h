@@ -46,6 +46,10 @@ enum shmcoll_algo {
  * allreduce: vectors from this size on run the direct protocol (measured crossover,
  * docs/BENCHMARKS.md). */
 #define SHMCOLL_ALLREDUCE_DIRECT_MIN ((size_t)4 << 10)
+/* allreduce when ranks outnumber CPUs: every step is a hand-off that may wait for a turn of
+ * the CPU, and the direct protocol's extra steps cost more than its split saves up to 32 KiB
+ * (shmcoll-tune at P = 3, 4 and 8 on 2 CPUs: flat 1.5-2.2x faster at 4-16 KiB). */
+#define SHMCOLL_ALLREDUCE_DIRECT_MIN_OVER ((size_t)64 << 10)
 /* reduce: the direct protocol from this size on. Measured at P = 2-4 (docs/BENCHMARKS.md), the
  * flat one wins at every size up to 32 MiB: its non-roots stage and leave, so their copies
  * overlap the root's reduction, while the direct protocol adds a copy per slice. */
@@ -60,10 +64,12 @@ enum shmcoll_algo {
 #define SHMCOLL_TUNE_MAX_RANKS   4096
 struct shmcoll_tunefile {
 	uint64_t direct_min[KIND_COUNT]; /* <kind>.direct_min_bytes: direct from this size on */
-	uint32_t tree_min[KIND_COUNT];   /* <kind>.tree_min_ranks: the tree from this many ranks */
-	uint64_t chunk_bytes;            /* chunk_bytes: as SHMCOLL_CHUNK_BYTES */
-	uint64_t cma_min;                /* cma_min_bytes: as SHMCOLL_CMA_MIN */
-	double hop_ns;                   /* hop_ns: the cross-core hop it was measured with */
+	uint64_t direct_min_over[KIND_COUNT]; /* <kind>.direct_min_bytes.oversubscribed: the
+	                                         same when ranks outnumber CPUs */
+	uint32_t tree_min[KIND_COUNT]; /* <kind>.tree_min_ranks: the tree from this many ranks */
+	uint64_t chunk_bytes;          /* chunk_bytes: as SHMCOLL_CHUNK_BYTES */
+	uint64_t cma_min;              /* cma_min_bytes: as SHMCOLL_CMA_MIN */
+	double hop_ns;                 /* hop_ns: the cross-core hop it was measured with */
 };
 
 /* The tuning a node communicator reads at create (algo.c): the environment's on every rank,
