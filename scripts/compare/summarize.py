@@ -2,6 +2,8 @@
 """summarize.py - the report half of scripts/compare-mpi: reads the per-run CSVs,
 takes the median latency per (implementation, op, size), prints the comparison
 table and writes it as CSV and markdown, and renders the plots with gnuplot.
+With --dist (the benchmarks' calls timed one by one) it compares the median
+per-call latency, p50, and shows the 99th percentile, p99, beside it.
 Python 3 standard library only."""
 
 import argparse
@@ -71,19 +73,34 @@ def describe(impl):
 
 
 FIELDS = ["impl", "op", "ranks", "bytes", "lat_us", "algbw_GBps", "busbw_GBps"]
+# What --dist adds to every row (bench/busy.c): the median and 99th percentile of the
+# per-call latency (each the largest over the ranks), the calls timed, the busy processes.
+DIST_FIELDS = ["p50_us", "p99_us", "calls", "hogs"]
+# The latency compared, picked the fastest by, paired and plotted: "lat" (lat_us, the
+# per-call average), or "p50" with --dist (main sets it).
+METRIC = "lat"
 
 
-# {(impl, op, bytes): {repeat: lat_us}}: every run's latency by its repeat, for the
-# ratios of two builds paired within a repeat (against_rows).
+def dist_mode():
+    return METRIC == "p50"
+
+
+# {(impl, op, bytes): {repeat: latency}}: every run's latency (METRIC) by its repeat,
+# for the ratios of two builds paired within a repeat (against_rows).
 BY_REPEAT = defaultdict(dict)
+# With --dist, {(impl, op, bytes): {"p50": [...], "p99": [...], "calls": [...],
+# "hogs": [...]}}, a value per run, as lats has lat_us.
+DIST = defaultdict(lambda: defaultdict(list))
 
 
 def read_runs(runs_dir, ranks):
     """{(impl, op, bytes): [lat_us, ...]} and {(impl, op): busbw/algbw factor},
     from every runs/<impl>.<op>.<rep>.csv; rows of another rank count are dropped
-    (compare-mpi has reported them already). Fills BY_REPEAT too."""
+    (compare-mpi has reported them already). Fills BY_REPEAT too, and with --dist
+    DIST (rows without its columns are dropped then)."""
     lats = defaultdict(list)
     factor = {}
+    width = len(FIELDS) + (len(DIST_FIELDS) if dist_mode() else 0)
     for name in sorted(os.listdir(runs_dir)):
         if not name.endswith(".csv"):
             continue
@@ -91,17 +108,24 @@ def read_runs(runs_dir, ranks):
         rep = name[:-len(".csv")].rsplit(".", 1)[-1]
         with open(os.path.join(runs_dir, name), newline="") as f:
             for row in csv.reader(f):
-                if len(row) != len(FIELDS) or row[0] == "impl":
+                if len(row) != width or row[0] == "impl":
                     continue
                 try:
                     nranks, nbytes = int(row[2]), int(row[3])
                     lat, alg, bus = float(row[4]), float(row[5]), float(row[6])
+                    d = {}
+                    if dist_mode():
+                        d = dict(p50=float(row[7]), p99=float(row[8]), calls=int(row[9]),
+                                 hogs=int(row[10]))
                 except ValueError:
                     continue
-                if nranks != ranks or lat <= 0:
+                if nranks != ranks or lat <= 0 or (d and d["p50"] <= 0):
                     continue
-                lats[(impl, row[1], nbytes)].append(lat)
-                BY_REPEAT[(impl, row[1], nbytes)][rep] = lat
+                key = (impl, row[1], nbytes)
+                lats[key].append(lat)
+                for k, v in d.items():
+                    DIST[key][k].append(v)
+                BY_REPEAT[key][rep] = d["p50"] if d else lat
                 if alg > 0:
                     factor[(impl, row[1])] = bus / alg
     return lats, factor
@@ -116,6 +140,11 @@ def medians(lats, factor, ranks):
         med[(impl, op, nbytes)] = dict(ranks=ranks, lat=lat, algbw=alg,
                                        busbw=alg * factor.get((impl, op), 1.0),
                                        runs=len(v), min=min(v), max=max(v))
+        d = DIST.get((impl, op, nbytes))
+        if d:
+            med[(impl, op, nbytes)].update(
+                {k: statistics.median(x) for k, x in d.items()},
+                p50_min=min(d["p50"]), p50_max=max(d["p50"]))
     return med
 
 
@@ -144,7 +173,15 @@ def fmt_bw(op, gbps):
 
 def fastest(med, impls, op, b):
     return min((i for i in impls if (i, op, b) in med),
-               key=lambda i: med[(i, op, b)]["lat"], default=None)
+               key=lambda i: med[(i, op, b)][METRIC], default=None)
+
+
+def second(op, m):
+    """The cell after a latency in the comparison table: the bus bandwidth, or
+    with --dist the p99."""
+    if m is None:
+        return "-"
+    return fmt_lat(m["p99"]) if dist_mode() else fmt_bw(op, m["busbw"])
 
 
 def summary_rows(med, op, impls):
@@ -152,7 +189,8 @@ def summary_rows(med, op, impls):
     (best MPI latency / shmcoll latency) or None. With interposed runs, three
     more cells: the fastest of them, its latency, and the best plain MPI's
     latency over it (what the interposer gains an unmodified program). When no
-    MPI ran at all (--no-mpi), only the first three cells: shmcoll's figures."""
+    MPI ran at all (--no-mpi), only the first three cells: shmcoll's figures. With
+    --dist the latencies are p50s and the bandwidth cells give way to the p99s."""
     mpis = [i for i in impls if i != SHM and not interposed(i) and not against(i)]
     withs = [i for i in impls if interposed(i)]
     sizes = sorted({b for (i, o, b) in med if o == op})
@@ -161,22 +199,22 @@ def summary_rows(med, op, impls):
         s = med.get((SHM, op, b))
         best = fastest(med, mpis, op, b)
         m = med[(best, op, b)] if best else None
-        ratio = m["lat"] / s["lat"] if s and m else None
+        ratio = m[METRIC] / s[METRIC] if s and m else None
         cells = [fmt_bytes(b),
-                 fmt_lat(s["lat"]) if s else "-",
-                 fmt_bw(op, s["busbw"]) if s else "-"]
+                 fmt_lat(s[METRIC]) if s else "-",
+                 second(op, s)]
         if not mpis and not withs:
             rows.append((cells, None))
             continue
         cells += [best or "-",
-                  fmt_lat(m["lat"]) if m else "-",
-                  fmt_bw(op, m["busbw"]) if m else "-",
+                  fmt_lat(m[METRIC]) if m else "-",
+                  second(op, m),
                   "%.2fx" % ratio if ratio else "-"]
         if withs:
             w = fastest(med, withs, op, b)
             x = med[(w, op, b)] if w else None
-            cells += [w or "-", fmt_lat(x["lat"]) if x else "-",
-                      "%.2fx" % (m["lat"] / x["lat"]) if m and x else "-"]
+            cells += [w or "-", fmt_lat(x[METRIC]) if x else "-",
+                      "%.2fx" % (m[METRIC] / x[METRIC]) if m and x else "-"]
         rows.append((cells, ratio))
     return rows
 
@@ -184,10 +222,16 @@ def summary_rows(med, op, impls):
 HEAD = ["size", "shmcoll us", "busbw GB/s", "best MPI", "MPI us", "busbw GB/s",
         "MPI/shmcoll"]
 HEAD_WITH = ["MPI+shmcoll", "us", "MPI/(MPI+shmcoll)"]
+# With --dist: the best MPI is the one of the lowest p50, and the ratios are of p50s.
+HEAD_DIST = ["size", "shmcoll p50 us", "p99 us", "best MPI", "MPI p50 us", "p99 us",
+             "MPI/shmcoll p50"]
+HEAD_WITH_DIST = ["MPI+shmcoll", "p50 us", "MPI/(MPI+shmcoll) p50"]
 
 
 def head_of(rows):
     n = len(rows[0][0]) if rows else len(HEAD)
+    if dist_mode():
+        return (HEAD_DIST + HEAD_WITH_DIST)[:n]
     return (HEAD + HEAD_WITH)[:n]
 # Run-to-run spread on the reference VM is 5-30 % (baseline README): a ratio
 # closer to 1 than this is not a difference.
@@ -206,6 +250,8 @@ def verdict(rows):
     text = ("of %d sizes, shmcoll is > %.1fx faster at %d, > %.1fx slower at %d, within"
             " noise at %d; geometric mean MPI/shmcoll %.2fx"
             % (len(ratios), NOISE, faster, NOISE, slower, len(ratios) - faster - slower, gm))
+    if dist_mode():
+        text = "in p50, " + text
     gains = [float(c[-1][:-1]) for c, _ in rows if len(c) > len(HEAD) and c[-1] != "-"]
     if gains:
         text += ("; through the interposer the MPI program is > %.1fx faster at %d sizes,"
@@ -264,13 +310,15 @@ def against_rows(med, op, rev):
     for b in sorted({b for (i, o, b) in med if o == op and i in (rev, SHM)}):
         r, s = med.get((rev, op, b)), med.get((SHM, op, b))
         ratio = paired_ratio(rev, op, b) if r and s else None
-        rows.append(([fmt_bytes(b), fmt_lat(r["lat"]) if r else "-",
-                      fmt_lat(s["lat"]) if s else "-",
+        rows.append(([fmt_bytes(b), fmt_lat(r[METRIC]) if r else "-",
+                      fmt_lat(s[METRIC]) if s else "-",
                       "%.2fx" % ratio if ratio else "-"], ratio))
     return rows
 
 
 def against_head(rev):
+    if dist_mode():
+        return ["size", rev + " p50 us", "shmcoll p50 us", "%s/current p50" % rev_of(rev)]
     return ["size", rev + " us", "shmcoll us", "%s/current" % rev_of(rev)]
 
 
@@ -313,16 +361,26 @@ def against_summary(stats_of, rev, ops):
 
 
 def write_csv(path, med, impls, ops):
+    """The medians; with --dist, the benchmarks' columns p50_us, p99_us, calls and hogs
+    (medians over the runs) after busbw_GBps, and p50_min_us, p50_max_us at the end."""
+    dist = dist_mode()
     with open(path, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
-        w.writerow(FIELDS + ["runs", "lat_min_us", "lat_max_us"])
+        w.writerow(FIELDS + (DIST_FIELDS if dist else []) + ["runs", "lat_min_us", "lat_max_us"]
+                   + (["p50_min_us", "p50_max_us"] if dist else []))
         for op in ops:
             for impl in impls:
                 for (i, o, b), m in sorted(med.items(), key=lambda kv: kv[0][2]):
                     if i == impl and o == op:
-                        w.writerow([impl, op, m["ranks"], b, "%.3f" % m["lat"],
-                                    "%.4f" % m["algbw"], "%.4f" % m["busbw"], m["runs"],
-                                    "%.3f" % m["min"], "%.3f" % m["max"]])
+                        row = [impl, op, m["ranks"], b, "%.3f" % m["lat"],
+                               "%.4f" % m["algbw"], "%.4f" % m["busbw"]]
+                        if dist:
+                            row += ["%.3f" % m["p50"], "%.3f" % m["p99"],
+                                    "%.0f" % m["calls"], "%.0f" % m["hogs"]]
+                        row += [m["runs"], "%.3f" % m["min"], "%.3f" % m["max"]]
+                        if dist:
+                            row += ["%.3f" % m["p50_min"], "%.3f" % m["p50_max"]]
+                        w.writerow(row)
 
 
 # A run during which other processes used this much of the CPUs is flagged.
@@ -387,7 +445,7 @@ def plots(med, impls, ops, out, work, tag, caption):
             dat = os.path.join(work, "%s.%s.dat" % (op, impl))
             with open(dat, "w") as f:
                 for b, m in pts:
-                    f.write("%d %.6g %.6g\n" % (b, m["lat"], m["busbw"]))
+                    f.write("%d %.6g %.6g\n" % (b, m[METRIC], m["busbw"]))
             series.append((impl, dat))
         if not series:
             continue
@@ -395,7 +453,8 @@ def plots(med, impls, ops, out, work, tag, caption):
         script.append("set xtics (%s)" % xtics(sizes))
         script.append("set xrange [%g:%g]" % (sizes[0] / 1.4, sizes[-1] * 1.4))
         script.append('set xlabel "size (bytes, as shmcoll-bench and mpi-bench count them)"')
-        for kind, col, ylabel, logy in (("lat", 2, "latency (us)", True),
+        for kind, col, ylabel, logy in (("lat", 2, "p50 latency per call (us)" if dist_mode()
+                                         else "latency (us)", True),
                                         ("busbw", 3, "bus bandwidth (GB/s)", False)):
             png = "%s-%s-%s.png" % (op, tag, kind)
             script.append('set output "%s"' % os.path.join(out, png))
@@ -425,15 +484,29 @@ def main():
     p.add_argument("--ranks", type=int, required=True)
     p.add_argument("--repeat", type=int, required=True)
     p.add_argument("--sync", action="store_true")
+    p.add_argument("--dist", action="store_true",
+                   help="rows with p50_us,p99_us,calls,hogs: compare p50, show p99")
+    p.add_argument("--hogs", type=int, default=0, help="busy processes in every run")
+    p.add_argument("--hog-pin", action="store_true", help="the busy processes were pinned")
+    p.add_argument("--unpinned", action="store_true", help="no implementation pinned its ranks")
     p.add_argument("--tag", required=True, help="file name part, e.g. P2 or P2-sync")
     p.add_argument("--out", required=True)
     p.add_argument("--stem", required=True, help="name of the .csv and .md")
     p.add_argument("--ops", required=True)
     p.add_argument("--impls", required=True)
     a = p.parse_args()
+    global METRIC
+    METRIC = "p50" if a.dist else "lat"
     ops = [o for o in OPS if o in a.ops.split()]
     impls = a.impls.split()
     mode = "OSU-style --sync" if a.sync else "back-to-back"
+    if a.dist:
+        mode += " calls timed one by one (--dist)"
+        if a.hogs:
+            mode += ", %d busy process%s (%s)" % (a.hogs, "" if a.hogs == 1 else "es",
+                                                  "pinned" if a.hog_pin else "unpinned")
+    if a.unpinned:
+        mode += ", ranks unpinned"
     caption = "P=%d, %s, median of %d run%s" % (a.ranks, mode, a.repeat,
                                                 "" if a.repeat == 1 else "s")
 
@@ -454,19 +527,24 @@ def main():
                                    caption), "",
           "Generated by `scripts/compare-mpi`. Every figure is the median over the runs of"
           " one implementation (`runs` in the CSV)"
-          + ("; MPI/shmcoll is the best MPI's latency over shmcoll's, so > 1 means shmcoll is"
+          + (("; p50 and p99 are the median and the 99th percentile of the calls timed one by"
+              " one (each the largest over the ranks), and the best MPI is the one of the"
+              " lowest p50; MPI/shmcoll p50 is its p50 over shmcoll's" if a.dist else
+              "; MPI/shmcoll is the best MPI's latency over shmcoll's")
+             + ", so > 1 means shmcoll is"
              " faster. Differences under ~1.3x are within this machine's run-to-run noise."
              if any_mpi or not revs else ".")
           + (" MPI+shmcoll is the fastest MPI run with the shmcoll interposer preloaded"
              " (the same mpi-bench binary, unmodified), and MPI/(MPI+shmcoll) the best"
-             " plain MPI's latency over it." if any(interposed(i) for i in impls) else "")
+             " plain MPI's %s over it." % ("p50" if a.dist else "latency")
+             if any(interposed(i) for i in impls) else "")
           + (" `shmcoll@<id>` is shmcoll built from commit <id> (--against), run interleaved"
              " with the others in every repeat; <id>/current is the median over the repeats of"
-             " its latency over this tree's build's (`shmcoll`) in the same repeat (the two"
+             " its %s over this tree's build's (`shmcoll`) in the same repeat (the two"
              " runs are adjacent, so the machine's changes of state between repeats cancel"
              " out), so > 1 means the current build is faster, and"
              " sizes more than %d%% apart either way are counted."
-             % round((APART - 1) * 100) if revs else ""),
+             % ("p50" if a.dist else "latency", round((APART - 1) * 100)) if revs else ""),
           ""]
     md += ["- **%s**: %s" % (k, v.replace("|", "\\|")) for k, v in meta]
     md.append("- **implementations**: " + ", ".join(
