@@ -51,10 +51,16 @@ static uint64_t min_half(uint32_t nranks)
 	return round_up(m > SHMCOLL_MIN_SLOT_HALF ? m : SHMCOLL_MIN_SLOT_HALF, SHMCOLL_LINE);
 }
 
-/* The header page and the control blocks. */
-static uint64_t fixed_bytes(uint32_t nranks)
+/* One control block with msgs inline messages. */
+static uint64_t ctrl_stride(uint64_t msgs)
 {
-	return round_up(PAGE + (uint64_t)nranks * sizeof(struct shmcoll_ctrl), PAGE);
+	return sizeof(struct shmcoll_ctrl) + msgs * sizeof(struct shmcoll_msg);
+}
+
+/* The header page and the control blocks. */
+static uint64_t fixed_bytes(uint32_t nranks, uint64_t msgs)
+{
+	return round_up(PAGE + (uint64_t)nranks * ctrl_stride(msgs), PAGE);
 }
 
 /* The point-to-point control blocks of nranks ranks (arena.h): two arrays of
@@ -91,12 +97,25 @@ uint64_t shmcoll__ring_default(uint32_t nranks)
 	return ring < SHMCOLL_RING_MIN ? SHMCOLL_RING_MIN : ring;
 }
 
-/* The least a layout for nranks can be: staging halves of min_half, the
- * smallest rings, no heap. */
+/* The least a layout for nranks with msgs inline messages per rank can be:
+ * staging halves of min_half, the smallest rings, no heap. */
+static uint64_t min_total_with(uint32_t nranks, uint64_t msgs)
+{
+	return fixed_bytes(nranks, msgs) + (uint64_t)nranks * 2 * min_half(nranks) +
+	       p2p_bytes(nranks, SHMCOLL_RING_MIN);
+}
+
 static uint64_t min_total(uint32_t nranks)
 {
-	return fixed_bytes(nranks) + (uint64_t)nranks * 2 * min_half(nranks) +
-	       p2p_bytes(nranks, SHMCOLL_RING_MIN);
+	return min_total_with(nranks, SHMCOLL_MSG_RING_MIN);
+}
+
+/* The deep message ring where it takes at most half of room, else the least. */
+static uint64_t msgs_for(uint32_t nranks, uint64_t room)
+{
+	return min_total_with(nranks, SHMCOLL_MSG_RING_DEFAULT) <= room / 2
+	           ? SHMCOLL_MSG_RING_DEFAULT
+	           : SHMCOLL_MSG_RING_MIN;
 }
 
 uint64_t shmcoll__arena_min_bytes(uint32_t nranks)
@@ -105,10 +124,12 @@ uint64_t shmcoll__arena_min_bytes(uint32_t nranks)
 }
 
 static void place(struct shmcoll_layout *out, uint32_t nranks, uint64_t half, uint64_t ring,
-                  uint64_t heap)
+                  uint64_t heap, uint64_t msgs)
 {
-	uint64_t fixed = fixed_bytes(nranks);
+	uint64_t fixed = fixed_bytes(nranks, msgs);
 
+	out->msg_ring = msgs;
+	out->ctrl_stride = ctrl_stride(msgs);
 	out->ctrl_off = PAGE;
 	out->slot_half = half;
 	out->slot_stride = 2 * half;
@@ -125,7 +146,7 @@ static void place(struct shmcoll_layout *out, uint32_t nranks, uint64_t half, ui
 int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_layout *out,
                           char *err, size_t errlen)
 {
-	uint64_t avail, half, heap, ring, minimum, pairs;
+	uint64_t avail, half, heap, ring, minimum, pairs, msgs;
 
 	if (nranks < 1 || nranks > SHMCOLL_MAX_RANKS) {
 		snprintf(err, errlen, "size %u out of range 1..%d", nranks, SHMCOLL_MAX_RANKS);
@@ -133,7 +154,7 @@ int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_la
 	}
 	if (arena_bytes == 0) {
 		place(out, nranks, SHMCOLL_DEFAULT_SLOT_HALF, shmcoll__ring_default(nranks),
-		      SHMCOLL_DEFAULT_HEAP_BYTES);
+		      SHMCOLL_DEFAULT_HEAP_BYTES, SHMCOLL_MSG_RING_DEFAULT);
 		return 0;
 	}
 	minimum = min_total(nranks);
@@ -144,8 +165,9 @@ int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_la
 	}
 	/* The rings take at most an eighth of what is left (never more than by default),
 	 * staging at most half of the rest, the heap the rest. */
+	msgs = msgs_for(nranks, arena_bytes);
 	pairs = (uint64_t)nranks * nranks;
-	avail = arena_bytes - fixed_bytes(nranks) - p2p_bytes(nranks, 0);
+	avail = arena_bytes - fixed_bytes(nranks, msgs) - p2p_bytes(nranks, 0);
 	ring = avail / 8 / pairs;
 	ring = ring < SHMCOLL_RING_MIN ? SHMCOLL_RING_MIN : pow2_floor(ring);
 	if (ring > shmcoll__ring_default(nranks))
@@ -157,24 +179,26 @@ int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_la
 	if (half < min_half(nranks))
 		half = min_half(nranks);
 	heap = (avail - (uint64_t)nranks * 2 * half) / nranks / SHMCOLL_LINE * SHMCOLL_LINE;
-	place(out, nranks, half, ring, heap);
+	place(out, nranks, half, ring, heap, msgs);
 	return 0;
 }
 
 int shmcoll__arena_fit(uint32_t nranks, uint64_t room, struct shmcoll_layout *out)
 {
 	uint64_t per, half = SHMCOLL_DEFAULT_SLOT_HALF, heap = SHMCOLL_DEFAULT_HEAP_BYTES;
-	uint64_t ring = shmcoll__ring_default(nranks), rest;
+	uint64_t ring = shmcoll__ring_default(nranks), rest, msgs;
 
 	if (nranks < 1 || nranks > SHMCOLL_MAX_RANKS)
 		return -EINVAL;
-	place(out, nranks, half, ring, heap);
+	place(out, nranks, half, ring, heap, SHMCOLL_MSG_RING_DEFAULT);
 	if (out->total_bytes <= room)
 		return 0;
 	if (room < min_total(nranks))
 		return -ENOSPC;
-	/* The heap goes first, then the rings halve, then the staging halves shrink. */
-	rest = room - fixed_bytes(nranks);
+	/* The heap goes first, then the rings halve, then the staging halves shrink; the deep
+	 * message ring only where it takes at most half the room. */
+	msgs = msgs_for(nranks, room);
+	rest = room - fixed_bytes(nranks, msgs);
 	while (ring > SHMCOLL_RING_MIN &&
 	       p2p_bytes(nranks, ring) + (uint64_t)nranks * 2 * half > rest)
 		ring /= 2;
@@ -188,7 +212,7 @@ int shmcoll__arena_fit(uint32_t nranks, uint64_t room, struct shmcoll_layout *ou
 		if (half < min_half(nranks))
 			half = min_half(nranks); /* room >= min_total: it fits */
 	}
-	place(out, nranks, half, ring, heap);
+	place(out, nranks, half, ring, heap, msgs);
 	return 0;
 }
 
@@ -223,7 +247,7 @@ int shmcoll__arena_validate(const struct shmcoll_arena_hdr *h, uint64_t file_byt
 		         (unsigned long long)h->total_bytes, (unsigned long long)file_bytes);
 		return -EPROTO;
 	}
-	if (h->creator.pid <= 0 || h->creator.pad || h->pad) {
+	if (h->creator.pid <= 0 || h->creator.pad || h->pad || h->pad1) {
 		snprintf(err, errlen, "bad creator pid %d", (int)h->creator.pid);
 		return -EPROTO;
 	}
@@ -232,18 +256,19 @@ int shmcoll__arena_validate(const struct shmcoll_arena_hdr *h, uint64_t file_byt
 	if (h->slot_half < min_half(nranks) || h->slot_half > SHMCOLL_DEFAULT_SLOT_HALF ||
 	    h->slot_half % SHMCOLL_LINE || h->heap_stride % SHMCOLL_LINE ||
 	    h->heap_stride > file_bytes || h->ring_bytes < SHMCOLL_RING_MIN ||
-	    h->ring_bytes > SHMCOLL_RING_MAX || (h->ring_bytes & (h->ring_bytes - 1))) {
-		snprintf(err, errlen, "slot, ring or heap size out of range");
+	    h->ring_bytes > SHMCOLL_RING_MAX || (h->ring_bytes & (h->ring_bytes - 1)) ||
+	    (h->msg_ring != SHMCOLL_MSG_RING_MIN && h->msg_ring != SHMCOLL_MSG_RING_DEFAULT)) {
+		snprintf(err, errlen, "slot, ring, message ring or heap size out of range");
 		return -EPROTO;
 	}
 	/* Every rank's heap inside the file, checked without the overflow that
 	 * heap_off + nranks * heap_stride could wrap around to. */
-	place(&want, nranks, h->slot_half, h->ring_bytes, 0);
+	place(&want, nranks, h->slot_half, h->ring_bytes, 0, h->msg_ring);
 	if (file_bytes < want.heap_off || h->heap_stride > (file_bytes - want.heap_off) / nranks) {
 		snprintf(err, errlen, "the heaps do not fit in the segment");
 		return -EPROTO;
 	}
-	place(&want, nranks, h->slot_half, h->ring_bytes, h->heap_stride);
+	place(&want, nranks, h->slot_half, h->ring_bytes, h->heap_stride, h->msg_ring);
 	if (h->ctrl_off != want.ctrl_off || h->slot_off != want.slot_off ||
 	    h->slot_stride != want.slot_stride || h->heap_off != want.heap_off ||
 	    h->p2p_off != want.p2p_off || h->p2p_stride != want.p2p_stride ||
@@ -267,6 +292,8 @@ static void layout_from(struct shmcoll_layout *l, const struct shmcoll_arena_hdr
 	l->p2p_stride = h->p2p_stride;
 	l->ring_off = h->ring_off;
 	l->ring_bytes = h->ring_bytes;
+	l->msg_ring = h->msg_ring;
+	l->ctrl_stride = ctrl_stride(h->msg_ring);
 }
 
 /* ---- room: the shared-memory filesystem and the memory cgroup ---- */
@@ -529,7 +556,7 @@ static int preflight(struct shmcoll_layout *lay, uint32_t nranks, size_t arena_b
 		return 0;
 	/* The margin is a preference: the least layout may still take it. */
 	if (min_total(nranks) <= room) {
-		place(lay, nranks, min_half(nranks), SHMCOLL_RING_MIN, 0);
+		place(lay, nranks, min_half(nranks), SHMCOLL_RING_MIN, 0, SHMCOLL_MSG_RING_MIN);
 		return 0;
 	}
 	snprintf(err, errlen,
@@ -942,6 +969,7 @@ int shmcoll__arena_create(struct shmcoll_arena *a, const char *job, uint32_t nra
 	h0.p2p_stride = lay.p2p_stride;
 	h0.ring_off = lay.ring_off;
 	h0.ring_bytes = lay.ring_bytes;
+	h0.msg_ring = (uint32_t)lay.msg_ring;
 	shmcoll__proc_self(&h0.creator);
 	h0.hdr_bytes = sizeof(h0);
 	n = pwrite(fd, &h0, sizeof(h0), 0);

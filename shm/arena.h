@@ -4,7 +4,8 @@
  * Layout (offsets from the start of the segment; every part page- or
  * line-aligned; nothing inside is a pointer):
  *   0                      struct shmcoll_arena_hdr (one page)
- *   ctrl_off               nranks x struct shmcoll_ctrl
+ *   ctrl_off               nranks x control block of ctrl_stride bytes:
+ *                          struct shmcoll_ctrl, then msg_ring messages
  *   slot_off               nranks x data slot: two halves of slot_half bytes
  *   p2p_off                nranks x point-to-point control block of p2p_stride
  *                          bytes: heads[nranks], tails[nranks], bell, sleepers
@@ -25,7 +26,7 @@
 #include "shm/proc.h"
 
 #define SHMCOLL_ARENA_MAGIC   0x314c4c4f434d4853ull /* "SHMCOLL1" */
-#define SHMCOLL_ARENA_VERSION 9u
+#define SHMCOLL_ARENA_VERSION 10u
 #define SHMCOLL_ARENA_READY   0x59444552u /* "REDY" */
 #define SHMCOLL_MAX_RANKS     1024
 #define SHMCOLL_CPU_WORDS     16 /* affinity union of up to 1024 CPUs */
@@ -86,14 +87,14 @@ static_assert(sizeof(struct shmcoll_desc) == 64, "a descriptor is one 64-byte li
 #define SHMCOLL_INLINE_MAX 1024
 
 /* A small call's whole contribution: written by the owner into
- * msg[s % SHMCOLL_MSG_RING] (stamp last, release) before it publishes step s,
+ * msg[s % msg_ring] (stamp last, release) before it publishes step s,
  * the first and only step of the call. The stamp, call word and first 32
  * bytes of data share one 64-byte line, so a reader that spins on the stamp
  * gets a small call's data and call word in one cache-line transfer, where
  * seq and a staging half would take two; longer data follows in the next
  * lines. Every rank of an inline call writes its message, with no data if it
  * has none to give, so the call word a peer may need to explain a mismatch is
- * always there. A slot is rewritten SHMCOLL_MSG_RING steps later, once every
+ * always there. A slot is rewritten msg_ring steps later, once every
  * peer has published the step after the one it held (lib/engine.c:
  * msg_guard): a root can run that many calls ahead of its readers, as MPI's
  * eager "fast boxes" do. */
@@ -107,11 +108,18 @@ static_assert(sizeof(struct shmcoll_msg) % 64 == 0, "a message is whole 64-byte 
 static_assert(offsetof(struct shmcoll_msg, data) + 32 <= 64,
               "the stamp, call word and 32 bytes of data share the first line");
 
-/* Inline messages per rank, a power of two: how many small calls a rank can
- * run ahead of its slowest reader (docs/BENCHMARKS.md has the measurement). */
-#define SHMCOLL_MSG_RING 4
-static_assert((SHMCOLL_MSG_RING & (SHMCOLL_MSG_RING - 1)) == 0 && SHMCOLL_MSG_RING >= 2,
-              "the ring is indexed by step % SHMCOLL_MSG_RING and holds the step parity");
+/* Inline messages per rank (msg_ring), a power of two: how many small calls a
+ * rank can run ahead of its slowest reader. 16 by default: a reader then
+ * rarely polls the writer's lines, and a writer whose readers lag does not
+ * wait (back-to-back 8 B bcast with a 200 ns hop: 0.163 us with 4, 0.140
+ * with 8, 0.081 with 16, docs/BENCHMARKS.md). 4 where a caller's small arena
+ * cannot spare the 13 KiB per rank more. */
+#define SHMCOLL_MSG_RING_MIN     4u
+#define SHMCOLL_MSG_RING_DEFAULT 16u
+static_assert((SHMCOLL_MSG_RING_MIN & (SHMCOLL_MSG_RING_MIN - 1)) == 0 &&
+                  (SHMCOLL_MSG_RING_DEFAULT & (SHMCOLL_MSG_RING_DEFAULT - 1)) == 0 &&
+                  SHMCOLL_MSG_RING_MIN >= 2,
+              "the ring is indexed by step % msg_ring and holds the step parity");
 
 /* Per-rank control block. Writer of each line in its comment. */
 struct shmcoll_ctrl {
@@ -139,11 +147,10 @@ struct shmcoll_ctrl {
 	 * it does not offer single-copy reads. */
 	uint64_t cma_addr;
 	uint64_t cma_nonce;
-	_Alignas(SHMCOLL_LINE) struct shmcoll_msg msg[SHMCOLL_MSG_RING]; /* owner, by step */
+	/* owner, by step: msg_ring of them (the arena's layout) */
+	_Alignas(SHMCOLL_LINE) struct shmcoll_msg msg[];
 };
-static_assert(sizeof(struct shmcoll_ctrl) ==
-                  4 * SHMCOLL_LINE + SHMCOLL_MSG_RING * sizeof(struct shmcoll_msg),
-              "four lines plus the message ring per rank");
+static_assert(sizeof(struct shmcoll_ctrl) == 4 * SHMCOLL_LINE, "four lines, then the message ring");
 static_assert(offsetof(struct shmcoll_ctrl, call) + sizeof(struct shmcoll_call[2]) <= 64,
               "seq and the call words share one 64-byte coherence line");
 
@@ -173,6 +180,8 @@ struct shmcoll_arena_hdr {
 	struct shmcoll_proc_id creator;
 	uint32_t hdr_bytes; /* sizeof(struct shmcoll_arena_hdr) of the creator */
 	uint32_t pad;       /* 0 */
+	uint32_t msg_ring;  /* inline messages per rank */
+	uint32_t pad1;      /* 0 */
 
 	/* creator: 0 until the fields above are valid (release). */
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t ready;
@@ -203,6 +212,7 @@ static_assert(sizeof(struct shmcoll_arena_hdr) <= 4096, "the header fits its pag
 struct shmcoll_layout {
 	uint64_t total_bytes, ctrl_off, slot_off, slot_stride, slot_half, heap_off, heap_stride;
 	uint64_t p2p_off, p2p_stride, ring_off, ring_bytes;
+	uint64_t msg_ring, ctrl_stride; /* messages per rank; one control block's bytes */
 };
 
 /* The process-local view of an attached arena. */
@@ -342,7 +352,8 @@ uint8_t *shmcoll__segment_part(const struct shmcoll_segment *s, uint32_t rank);
 
 static inline struct shmcoll_ctrl *shmcoll__ctrl(const struct shmcoll_arena *a, uint32_t rank)
 {
-	return (struct shmcoll_ctrl *)(a->base + a->lay.ctrl_off) + rank;
+	return (struct shmcoll_ctrl *)(a->base + a->lay.ctrl_off +
+	                               (uint64_t)rank * a->lay.ctrl_stride);
 }
 
 /* The point-to-point words (lib/core/p2p.c). Each rank's control block holds

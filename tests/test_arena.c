@@ -60,7 +60,11 @@ Test(arena, layout_defaults_and_bounds)
 		cr_assert_eq(l.slot_half, SHMCOLL_DEFAULT_SLOT_HALF);
 		cr_assert_eq(l.heap_stride, SHMCOLL_DEFAULT_HEAP_BYTES);
 		cr_assert_geq(l.ctrl_off, sizeof(struct shmcoll_arena_hdr));
-		cr_assert_geq(l.slot_off, l.ctrl_off + n * sizeof(struct shmcoll_ctrl));
+		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_DEFAULT);
+		cr_assert_eq(l.ctrl_stride,
+		             sizeof(struct shmcoll_ctrl) +
+		                 SHMCOLL_MSG_RING_DEFAULT * sizeof(struct shmcoll_msg));
+		cr_assert_geq(l.slot_off, l.ctrl_off + n * l.ctrl_stride);
 		cr_assert_eq(l.ring_bytes, shmcoll__ring_default(n));
 		cr_assert_eq(l.p2p_off, l.slot_off + n * l.slot_stride);
 		cr_assert_geq(l.ring_off, l.p2p_off + n * l.p2p_stride);
@@ -72,6 +76,55 @@ Test(arena, layout_defaults_and_bounds)
 	cr_assert_eq(shmcoll__arena_layout(0, 0, &l, err, sizeof(err)), -EINVAL);
 	cr_assert_eq(shmcoll__arena_layout(SHMCOLL_MAX_RANKS + 1, 0, &l, err, sizeof(err)),
 	             -EINVAL);
+}
+
+/* The deep message ring where it takes at most half the arena; the least one in an arena
+ * too small for that, which still takes every rank count its minimum allows; a header with
+ * any other depth is refused. */
+Test(arena, message_ring_depth_follows_the_room)
+{
+	struct shmcoll_layout l;
+	struct shmcoll_arena_hdr h;
+	uint32_t n;
+
+	for (n = 1; n <= 64; n *= 2) {
+		uint64_t least = shmcoll__arena_min_bytes(n);
+
+		cr_assert_eq(shmcoll__arena_layout(n, least, &l, err, sizeof(err)), 0, "%s", err);
+		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_MIN, "%u ranks in the least arena", n);
+		cr_assert_leq(l.total_bytes, least);
+		cr_assert_eq(shmcoll__arena_layout(n, 64u << 20, &l, err, sizeof(err)), 0, "%s",
+		             err);
+		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_DEFAULT, "%u ranks in 64 MiB", n);
+		cr_assert_leq(l.total_bytes, 64u << 20);
+		cr_assert_eq(shmcoll__arena_fit(n, least, &l), 0);
+		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_MIN);
+	}
+	cr_assert_eq(shmcoll__arena_layout(2, 0, &l, err, sizeof(err)), 0);
+	memset(&h, 0, sizeof(h));
+	h.magic = SHMCOLL_ARENA_MAGIC;
+	h.version = SHMCOLL_ARENA_VERSION;
+	h.hdr_bytes = sizeof(h);
+	h.nranks = 2;
+	h.creator.pid = 1;
+	h.total_bytes = l.total_bytes;
+	h.ctrl_off = l.ctrl_off;
+	h.slot_off = l.slot_off;
+	h.slot_stride = l.slot_stride;
+	h.slot_half = l.slot_half;
+	h.heap_off = l.heap_off;
+	h.heap_stride = l.heap_stride;
+	h.p2p_off = l.p2p_off;
+	h.p2p_stride = l.p2p_stride;
+	h.ring_off = l.ring_off;
+	h.ring_bytes = l.ring_bytes;
+	h.msg_ring = (uint32_t)l.msg_ring;
+	cr_assert_eq(shmcoll__arena_validate(&h, l.total_bytes, 2, err, sizeof(err)), 0, "%s", err);
+	h.msg_ring = 8;
+	cr_assert_eq(shmcoll__arena_validate(&h, l.total_bytes, 2, err, sizeof(err)), -EPROTO);
+	cr_assert(strstr(err, "message ring"), "%s", err);
+	h.msg_ring = SHMCOLL_MSG_RING_MIN; /* offsets of the deep ring with the least depth */
+	cr_assert_eq(shmcoll__arena_validate(&h, l.total_bytes, 2, err, sizeof(err)), -EPROTO);
 }
 
 Test(arena, layout_fits_a_given_size)
@@ -1021,6 +1074,7 @@ Test(arena, fit_shrinks_heap_then_staging)
 			h.p2p_stride = l.p2p_stride;
 			h.ring_off = l.ring_off;
 			h.ring_bytes = l.ring_bytes;
+			h.msg_ring = (uint32_t)l.msg_ring;
 			cr_assert_eq(
 			    shmcoll__arena_validate(&h, l.total_bytes, n, err, sizeof(err)), 0,
 			    "%u ranks, room %llu: %s", n, (unsigned long long)room, err);

@@ -407,7 +407,7 @@ Test(coll, mixed_flat_p8, .timeout = 300)
 }
 
 /* Run-ahead: small rooted calls travel in a ring of message lines, so a root
- * may be several calls ahead of a reader (shm/arena.h, SHMCOLL_MSG_RING).
+ * may be several calls ahead of a reader (shm/arena.h, msg_ring).
  * Rank 0 broadcasts and scatters a long run of distinct values, the other
  * ranks gather a reduce to rank 1 in between and hold back now and then so
  * the root fills the ring; a staged bcast every so often makes the ring

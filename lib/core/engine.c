@@ -179,10 +179,11 @@ int shmcoll__await_guard(struct shmcoll_node *n, struct shmcoll_task *t)
  * per ring, not once per call. */
 int shmcoll__await_msg_guard(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	uint32_t s = n->st.seq + 1, need = s - SHMCOLL_MSG_RING + 1, cur;
+	uint32_t ring = (uint32_t)n->arena.lay.msg_ring;
+	uint32_t s = n->st.seq + 1, need = s - ring + 1, cur;
 	int p, rc;
 
-	if (seq_reached(n->st.clean, s - SHMCOLL_MSG_RING))
+	if (seq_reached(n->st.clean, s - ring))
 		return 0;
 	if (t->k == 0)
 		t->low = n->st.seq + 1;

@@ -1,6 +1,6 @@
 /* engine.h - the step engine every node collective runs on. A call is a sequence of steps:
  * in step s a rank writes what it contributes (its half s & 1 of its staging slot, or its
- * message s % SHMCOLL_MSG_RING), publishes seq = s (release), waits for the ranks it depends
+ * message s % msg_ring), publishes seq = s (release), waits for the ranks it depends
  * on to publish s (acquire) and reads what it needs from theirs. The first step of a call
  * also publishes its call word, which peers check (-EPROTO on a mismatch).
  *
@@ -31,7 +31,7 @@ static inline uint8_t *shmcoll__slot(const struct shmcoll_node *n, int rank, uin
 static inline struct shmcoll_msg *shmcoll__msg(const struct shmcoll_node *n, int rank,
                                                uint32_t step)
 {
-	return &shmcoll__ctrl(&n->arena, (uint32_t)rank)->msg[step & (SHMCOLL_MSG_RING - 1)];
+	return &shmcoll__ctrl(&n->arena, (uint32_t)rank)->msg[step & (n->arena.lay.msg_ring - 1)];
 }
 
 /* Elements of es bytes per staging chunk when each chunk is split into parts pieces (1 for
@@ -79,8 +79,8 @@ static inline void shmcoll__describe_inline(struct shmcoll_node *n, struct shmco
  * s - 1, unless `clean` says so already (then it costs a comparison). */
 int shmcoll__await_guard(struct shmcoll_node *n, struct shmcoll_task *t);
 
-/* Before an inline call writes its message for step s into slot s % SHMCOLL_MSG_RING: every
- * peer is done with what the slot held (written at s - SHMCOLL_MSG_RING or before), i.e. has
+/* Before an inline call writes its message for step s into slot s % msg_ring: every
+ * peer is done with what the slot held (written at s - msg_ring or before), i.e. has
  * published the step after it. */
 int shmcoll__await_msg_guard(struct shmcoll_node *n, struct shmcoll_task *t);
 
