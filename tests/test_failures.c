@@ -251,6 +251,7 @@ Test(failures, bad_tuning_variables_fail_create, .timeout = 60)
 	    {"SHMCOLL_ALGO", "gather:direct", "gather"},
 	    {"SHMCOLL_ALGO", "bogus:flat", "bogus"},
 	    {"SHMCOLL_ALGO", "allreduce:tree", "tree"},
+	    {"SHMCOLL_ALGO", "allreduce:topo", "topo"},
 	    {"SHMCOLL_CHUNK_BYTES", "12", "SHMCOLL_CHUNK_BYTES"},
 	    {"SHMCOLL_CHUNK_BYTES", "1k", "SHMCOLL_CHUNK_BYTES"},
 	    {"SHMCOLL_NT", "2", "SHMCOLL_NT"},

@@ -1,6 +1,6 @@
 /* test_topo.c - barrier and bcast over topology-aware trees: pretend machines of
  * SHMCOLL_TOPOLOGY (2 packages x 2 L3 domains x 4 ranks and the like) with the tree forced
- * (SHMCOLL_ALGO=tree), up to 64 ranks as threads, and 8 as processes. Every barrier is
+ * (SHMCOLL_ALGO=...:topo), up to 64 ranks as threads, and 8 as processes. Every barrier is
  * checked by counters no rank may see behind; every broadcast, from every root, on every rank
  * byte for byte. The trees' shapes are tests/test_sched.c's; here they carry calls. A
  * malformed SHMCOLL_TOPOLOGY fails the create. Criterion runs each test in its own process,
@@ -86,7 +86,7 @@ static void run_topo(const char *spec, int P, int threads, size_t arena_bytes)
 	void *p;
 
 	cr_assert(setenv("SHMCOLL_TOPOLOGY", spec, 1) == 0);
-	cr_assert(setenv("SHMCOLL_ALGO", "barrier:tree,bcast:tree", 1) == 0);
+	cr_assert(setenv("SHMCOLL_ALGO", "barrier:topo,bcast:topo", 1) == 0);
 	p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	cr_assert(p != MAP_FAILED, "mmap of the barrier counters failed");
 	j.counters = p;

@@ -68,7 +68,7 @@ static int barrier_tree(struct shmcoll_node *n, struct shmcoll_task *t)
 		goto parent;
 	}
 	shmcoll__describe(n, t);
-	shmcoll__node_tree(n, 0, &t->tree);
+	shmcoll__node_tree(n, 0, t->algo == ALGO_TOPO, &t->tree);
 guard:
 	rc = shmcoll__await_guard(n, t);
 	if (rc)
@@ -133,7 +133,7 @@ void shmcoll__barrier_init(struct shmcoll_node *n, struct shmcoll_task *t)
 	t->algo = shmcoll__algo_tree(n, KIND_BARRIER, SHMCOLL_TREE_MIN_RANKS);
 	if (shmcoll__algo_inline(n, t->algo, 0))
 		t->advance = barrier_inline;
-	else if (t->algo == ALGO_TREE)
+	else if (t->algo == ALGO_TREE || t->algo == ALGO_TOPO)
 		t->advance = barrier_tree;
 }
 

@@ -192,7 +192,7 @@ static int bcast_tree(struct shmcoll_node *n, struct shmcoll_task *t)
 		goto end;
 	}
 	shmcoll__describe(n, t);
-	shmcoll__node_tree(n, t->root, &t->tree);
+	shmcoll__node_tree(n, t->root, t->algo == ALGO_TOPO, &t->tree);
 	for (t->off = 0; t->off < t->count; t->off += t->len) {
 		t->step = n->st.seq + 1;
 		t->len = min_size(cap, t->count - t->off);
@@ -258,7 +258,7 @@ void shmcoll__bcast_init(struct shmcoll_node *n, struct shmcoll_task *t, void *b
 	t->algo = shmcoll__algo_tree(n, KIND_BCAST, SHMCOLL_TREE_MIN_RANKS);
 	if (shmcoll__algo_inline(n, t->algo, bytes))
 		t->advance = bcast_inline;
-	else if (t->algo == ALGO_TREE)
+	else if (t->algo == ALGO_TREE || t->algo == ALGO_TOPO)
 		t->advance = bcast_tree;
 	else
 		t->advance = bcast_flat;

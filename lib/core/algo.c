@@ -24,7 +24,7 @@ static const char *const kind_names[KIND_COUNT] = {
 
 static const char *const algo_names[ALGO_COUNT] = {
     [ALGO_AUTO] = "auto", [ALGO_FLAT] = "flat", [ALGO_DIRECT] = "direct",
-    [ALGO_TREE] = "tree", [ALGO_CMA] = "cma",
+    [ALGO_TREE] = "tree", [ALGO_CMA] = "cma",   [ALGO_TOPO] = "topo",
 };
 
 /* The protocols each kind implements, as bits of (1 << algo). */
@@ -32,9 +32,10 @@ static const char *const algo_names[ALGO_COUNT] = {
 #define DIRECT (1u << ALGO_DIRECT)
 #define TREE   (1u << ALGO_TREE)
 #define CMA    (1u << ALGO_CMA)
+#define TOPO   (1u << ALGO_TOPO)
 static const unsigned algo_supported[KIND_COUNT] = {
-    [KIND_BARRIER] = FLAT | TREE,
-    [KIND_BCAST] = FLAT | TREE | CMA,
+    [KIND_BARRIER] = FLAT | TREE | TOPO,
+    [KIND_BCAST] = FLAT | TREE | CMA | TOPO,
     [KIND_REDUCE] = FLAT | DIRECT,
     [KIND_ALLREDUCE] = FLAT | DIRECT,
     [KIND_ALLGATHER] = FLAT | CMA,
@@ -130,10 +131,10 @@ int shmcoll__algo_parse(uint8_t *table, const char *spec, char *err, size_t errl
 		}
 		algo = algo_lookup(item, (size_t)(end - item));
 		if (algo < 0) {
-			snprintf(
-			    err, errlen,
-			    "SHMCOLL_ALGO: unknown protocol '%.*s' (auto, flat, direct, tree, cma)",
-			    (int)(end - item), item);
+			snprintf(err, errlen,
+			         "SHMCOLL_ALGO: unknown protocol '%.*s' (auto, flat, direct, tree, "
+			         "cma, topo)",
+			         (int)(end - item), item);
 			return -EINVAL;
 		}
 		rc = force(table, kind, algo, err, errlen);

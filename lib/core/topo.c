@@ -158,13 +158,13 @@ static void read_places(const struct shmcoll_node *n, struct shmcoll_place *pl)
 	}
 }
 
-void shmcoll__node_tree(struct shmcoll_node *n, int root, struct shmcoll_tree *t)
+void shmcoll__node_tree(struct shmcoll_node *n, int root, int topo, struct shmcoll_tree *t)
 {
 	struct shmcoll_topo *tp = &n->topo;
 	struct shmcoll_place pl[SHMCOLL_MAX_RANKS];
 	int r, k = root != 0;
 
-	if (tp->hier == 1) {
+	if (!topo || tp->hier == 1) {
 		shmcoll__tree(n->rank, n->size, root, t);
 		return;
 	}

@@ -17,8 +17,12 @@ int shmcoll__topo_read(struct shmcoll_node *n, char *err, size_t errlen);
 /* Before the rank counts itself attached: writes its place into its control block, where
  * every peer reads it (the first time one needs a tree). */
 void shmcoll__topo_publish(struct shmcoll_node *n);
-/* This rank's place in the tree rooted at root: the same on every rank, since every rank
- * computes it from the same published places. Kept for root 0 and the last other root. */
-void shmcoll__node_tree(struct shmcoll_node *n, int root, struct shmcoll_tree *t);
+/* This rank's place in the tree rooted at root: the k-nomial tree over rank numbers, or with
+ * topo (SHMCOLL_ALGO=...:topo) the topology-aware one, the same on every rank, since every
+ * rank computes it from the same published places. Kept for root 0 and the last other root.
+ * The topology-aware tree is not the default: by the cost model (docs/BENCHMARKS.md, "Many
+ * ranks") it is 30-65% slower than the k-nomial tree over ranks numbered as the cores from
+ * 64 ranks on, and no two-socket machine has measured it yet. */
+void shmcoll__node_tree(struct shmcoll_node *n, int root, int topo, struct shmcoll_tree *t);
 
 #endif

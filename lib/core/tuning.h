@@ -38,6 +38,7 @@ enum shmcoll_algo {
 	ALGO_DIRECT, /* pipelined reduce-scatter + allgather: each rank owns 1/P */
 	ALGO_TREE,   /* k-nomial tree: gather up, release down */
 	ALGO_CMA,    /* single copy: read peers' buffers with process_vm_readv (cma.c) */
+	ALGO_TOPO,   /* the tree by package and L3 domain (topo.c): only when asked for */
 	ALGO_COUNT
 };
 
