@@ -78,6 +78,29 @@ Test(arena, layout_defaults_and_bounds)
 	             -EINVAL);
 }
 
+/* The header a creator would write for layout l of n ranks. */
+static void header_of(struct shmcoll_arena_hdr *h, const struct shmcoll_layout *l, uint32_t n)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = SHMCOLL_ARENA_MAGIC;
+	h->version = SHMCOLL_ARENA_VERSION;
+	h->hdr_bytes = sizeof(*h);
+	h->nranks = n;
+	h->creator.pid = 1;
+	h->total_bytes = l->total_bytes;
+	h->ctrl_off = l->ctrl_off;
+	h->slot_off = l->slot_off;
+	h->slot_stride = l->slot_stride;
+	h->slot_half = l->slot_half;
+	h->heap_off = l->heap_off;
+	h->heap_stride = l->heap_stride;
+	h->p2p_off = l->p2p_off;
+	h->p2p_stride = l->p2p_stride;
+	h->ring_off = l->ring_off;
+	h->ring_bytes = l->ring_bytes;
+	h->msg_ring = (uint32_t)l->msg_ring;
+}
+
 /* The deep message ring where it takes at most half the arena; the least one in an arena
  * too small for that, which still takes every rank count its minimum allows; a header with
  * any other depth is refused. */
@@ -101,24 +124,7 @@ Test(arena, message_ring_depth_follows_the_room)
 		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_MIN);
 	}
 	cr_assert_eq(shmcoll__arena_layout(2, 0, &l, err, sizeof(err)), 0);
-	memset(&h, 0, sizeof(h));
-	h.magic = SHMCOLL_ARENA_MAGIC;
-	h.version = SHMCOLL_ARENA_VERSION;
-	h.hdr_bytes = sizeof(h);
-	h.nranks = 2;
-	h.creator.pid = 1;
-	h.total_bytes = l.total_bytes;
-	h.ctrl_off = l.ctrl_off;
-	h.slot_off = l.slot_off;
-	h.slot_stride = l.slot_stride;
-	h.slot_half = l.slot_half;
-	h.heap_off = l.heap_off;
-	h.heap_stride = l.heap_stride;
-	h.p2p_off = l.p2p_off;
-	h.p2p_stride = l.p2p_stride;
-	h.ring_off = l.ring_off;
-	h.ring_bytes = l.ring_bytes;
-	h.msg_ring = (uint32_t)l.msg_ring;
+	header_of(&h, &l, 2);
 	cr_assert_eq(shmcoll__arena_validate(&h, l.total_bytes, 2, err, sizeof(err)), 0, "%s", err);
 	h.msg_ring = 8;
 	cr_assert_eq(shmcoll__arena_validate(&h, l.total_bytes, 2, err, sizeof(err)), -EPROTO);
@@ -1057,24 +1063,7 @@ Test(arena, fit_shrinks_heap_then_staging)
 			cr_assert(l.ring_bytes == SHMCOLL_RING_MIN ||
 			              l.slot_half == SHMCOLL_DEFAULT_SLOT_HALF,
 			          "staging shrank before the rings were least");
-			memset(&h, 0, sizeof(h));
-			h.magic = SHMCOLL_ARENA_MAGIC;
-			h.version = SHMCOLL_ARENA_VERSION;
-			h.hdr_bytes = sizeof(h);
-			h.nranks = n;
-			h.creator.pid = 1;
-			h.total_bytes = l.total_bytes;
-			h.ctrl_off = l.ctrl_off;
-			h.slot_off = l.slot_off;
-			h.slot_stride = l.slot_stride;
-			h.slot_half = l.slot_half;
-			h.heap_off = l.heap_off;
-			h.heap_stride = l.heap_stride;
-			h.p2p_off = l.p2p_off;
-			h.p2p_stride = l.p2p_stride;
-			h.ring_off = l.ring_off;
-			h.ring_bytes = l.ring_bytes;
-			h.msg_ring = (uint32_t)l.msg_ring;
+			header_of(&h, &l, n);
 			cr_assert_eq(
 			    shmcoll__arena_validate(&h, l.total_bytes, n, err, sizeof(err)), 0,
 			    "%u ranks, room %llu: %s", n, (unsigned long long)room, err);

@@ -27,18 +27,13 @@ static int log_ceil(int P, int k)
 	return d;
 }
 
-/* The whole tree of P ranks rooted at root: parents and children agree, every rank but the
- * root has one parent, all are reached from the root, and no path is longer than
- * ceil(log4 P). Returns 0 or a code for the message. */
-static int check_tree(int P, int root, char *why, size_t len)
+/* Only the root lacks a parent, and no rank has more children than the room for them. 0, or
+ * 1 or 2 with the message in why. */
+static int check_ranks(const struct shmcoll_tree *t, int P, int root, char *why, size_t len)
 {
-	static struct shmcoll_tree t[MAXP];
-	static int depth[MAXP], queue[MAXP];
-	int r, i, head = 0, tail = 0, seen = 0, maxd = log_ceil(P, SHMCOLL_TREE_RADIX);
+	int r;
 
 	for (r = 0; r < P; r++) {
-		shmcoll__tree(r, P, root, &t[r]);
-		depth[r] = -1;
 		if ((r == root) != (t[r].parent == -1)) {
 			snprintf(why, len, "P=%d root=%d: rank %d has parent %d", P, root, r,
 			         t[r].parent);
@@ -49,22 +44,22 @@ static int check_tree(int P, int root, char *why, size_t len)
 			return 2;
 		}
 	}
-	for (r = 0; r < P; r++)
-		for (i = 0; i < t[r].nchildren; i++) {
-			int ch = t[r].children[i];
+	return 0;
+}
 
-			if (ch < 0 || ch >= P || t[ch].parent != r) {
-				snprintf(why, len,
-				         "P=%d root=%d: %d lists child %d whose parent is %d", P,
-				         root, r, ch, ch >= 0 && ch < P ? t[ch].parent : -2);
-				return 3;
-			}
-		}
+/* Every rank of the tree t of P ranks reached once from root, none deeper than maxd. 0, or 4
+ * (reached twice), 5 (too deep), 6 (not all reached) with the message in why. */
+static int reach_all(const struct shmcoll_tree *t, int P, int root, int maxd, char *why, size_t len)
+{
+	static int depth[MAXP], queue[MAXP];
+	int r, i, head = 0, tail = 0;
+
+	for (r = 0; r < P; r++)
+		depth[r] = -1;
 	depth[root] = 0;
 	queue[tail++] = root;
 	while (head < tail) {
 		r = queue[head++];
-		seen++;
 		for (i = 0; i < t[r].nchildren; i++) {
 			int ch = t[r].children[i];
 
@@ -81,11 +76,37 @@ static int check_tree(int P, int root, char *why, size_t len)
 			queue[tail++] = ch;
 		}
 	}
-	if (seen != P) {
-		snprintf(why, len, "P=%d root=%d: %d of %d ranks reached", P, root, seen, P);
+	if (tail != P) {
+		snprintf(why, len, "P=%d root=%d: %d of %d ranks reached", P, root, tail, P);
 		return 6;
 	}
 	return 0;
+}
+
+/* The whole tree of P ranks rooted at root: parents and children agree, every rank but the
+ * root has one parent, all are reached from the root, and no path is longer than
+ * ceil(log4 P). Returns 0 or a code for the message. */
+static int check_tree(int P, int root, char *why, size_t len)
+{
+	static struct shmcoll_tree t[MAXP];
+	int r, i, maxd = log_ceil(P, SHMCOLL_TREE_RADIX);
+
+	for (r = 0; r < P; r++)
+		shmcoll__tree(r, P, root, &t[r]);
+	if ((i = check_ranks(t, P, root, why, len)))
+		return i;
+	for (r = 0; r < P; r++)
+		for (i = 0; i < t[r].nchildren; i++) {
+			int ch = t[r].children[i];
+
+			if (ch < 0 || ch >= P || t[ch].parent != r) {
+				snprintf(why, len,
+				         "P=%d root=%d: %d lists child %d whose parent is %d", P,
+				         root, r, ch, ch >= 0 && ch < P ? t[ch].parent : -2);
+				return 3;
+			}
+		}
+	return reach_all(t, P, root, maxd, why, len);
 }
 
 Test(sched, tree_whole_for_every_size_and_small_roots)
@@ -188,8 +209,8 @@ static int check_topo_tree(int P, const struct shmcoll_place *pl, int npkg, int 
                            size_t len)
 {
 	static struct shmcoll_tree t[MAXP];
-	static int depth[MAXP], queue[MAXP], entered[MAXP], dsize[MAXP];
-	int r, i, head = 0, tail = 0, cross = 0, maxdom = 0, maxlead = 0, maxd;
+	static int entered[MAXP], dsize[MAXP];
+	int r, i, cross = 0, maxdom = 0, maxlead = 0, maxd;
 
 	/* Domain sizes and the domain leaders per package, for the depth bound. */
 	for (r = 0; r < P; r++) {
@@ -213,19 +234,10 @@ static int check_topo_tree(int P, const struct shmcoll_place *pl, int npkg, int 
 	}
 	maxd = log_ceil(npkg, SHMCOLL_TREE_RADIX) + log_ceil(maxlead, SHMCOLL_TREE_RADIX) +
 	       log_ceil(maxdom, SHMCOLL_TREE_RADIX);
-	for (r = 0; r < P; r++) {
+	for (r = 0; r < P; r++)
 		shmcoll__tree_topo(r, P, root, pl, &t[r]);
-		depth[r] = -1;
-		if ((r == root) != (t[r].parent == -1)) {
-			snprintf(why, len, "P=%d root=%d: rank %d has parent %d", P, root, r,
-			         t[r].parent);
-			return 1;
-		}
-		if (t[r].nchildren > SHMCOLL_TREE_MAX_CHILDREN) {
-			snprintf(why, len, "P=%d: rank %d has %d children", P, r, t[r].nchildren);
-			return 2;
-		}
-	}
+	if ((i = check_ranks(t, P, root, why, len)))
+		return i;
 	for (r = 0; r < P; r++)
 		for (i = 0; i < t[r].nchildren; i++) {
 			int ch = t[r].children[i], lv = edge_level(pl, r, ch);
@@ -269,31 +281,7 @@ static int check_topo_tree(int P, const struct shmcoll_place *pl, int npkg, int 
 		         npkg);
 		return 9;
 	}
-	depth[root] = 0;
-	queue[tail++] = root;
-	while (head < tail) {
-		r = queue[head++];
-		for (i = 0; i < t[r].nchildren; i++) {
-			int ch = t[r].children[i];
-
-			if (depth[ch] >= 0) {
-				snprintf(why, len, "P=%d root=%d: %d reached twice", P, root, ch);
-				return 4;
-			}
-			depth[ch] = depth[r] + 1;
-			if (depth[ch] > maxd) {
-				snprintf(why, len, "P=%d root=%d: %d at depth %d > %d", P, root, ch,
-				         depth[ch], maxd);
-				return 5;
-			}
-			queue[tail++] = ch;
-		}
-	}
-	if (tail != P) {
-		snprintf(why, len, "P=%d root=%d: %d of %d ranks reached", P, root, tail, P);
-		return 6;
-	}
-	return 0;
+	return reach_all(t, P, root, maxd, why, len);
 }
 
 Test(sched, topo_tree_on_synthetic_machines)
