@@ -717,7 +717,7 @@ int main(int argc, char **argv)
 {
 	struct opts o = {.np = 0, .reps = 5, .iters_scale = 1};
 	const char *out;
-	char tmp[PATH_MAX];
+	char tmp[PATH_MAX], target[PATH_MAX - 64];
 	FILE *f;
 	int rc;
 
@@ -742,7 +742,10 @@ int main(int argc, char **argv)
 	                               : SHMCOLL_TUNE_DEFAULT_PATH;
 	if (!*out || !strcmp(out, "none"))
 		return usage_error("SHMCOLL_TUNE=%s: say where to write with -o", out);
-	out = strdup(out);
+	/* Copied: the setenv below may free the environment's string. */
+	if (snprintf(target, sizeof(target), "%s", out) >= (int)sizeof(target))
+		return usage_error("path too long: %s", out);
+	out = target;
 	setenv("SHMCOLL_TUNE", "none", 1);
 	find_prog(run_path, "SHMCOLL_RUN", "shmcoll-run", "lib");
 	find_prog(bench_path, "SHMCOLL_BENCH", "shmcoll-bench", "bench");

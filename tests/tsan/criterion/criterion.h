@@ -99,14 +99,17 @@ void tr_log(const char *level, const char *fmt, ...) __attribute__((format(print
 #define cr_assert_str_empty(s, ...)     cr_assert((s)[0] == '\0', __VA_ARGS__)
 #define cr_assert_str_not_empty(s, ...) cr_assert((s)[0] != '\0', __VA_ARGS__)
 #define cr_assert_arr_eq(a, b, n, ...)  cr_assert(memcmp((a), (b), (n)) == 0, __VA_ARGS__)
-#define cr_expect_eq(a, b, ...)         cr_expect((a) == (b), __VA_ARGS__)
-#define cr_expect_neq(a, b, ...)        cr_expect((a) != (b), __VA_ARGS__)
-#define cr_expect_null(p, ...)          cr_expect((p) == NULL, __VA_ARGS__)
-#define cr_expect_not_null(p, ...)      cr_expect((p) != NULL, __VA_ARGS__)
-#define cr_expect_lt(a, b, ...)         cr_expect((a) < (b), __VA_ARGS__)
-#define cr_expect_leq(a, b, ...)        cr_expect((a) <= (b), __VA_ARGS__)
-#define cr_expect_gt(a, b, ...)         cr_expect((a) > (b), __VA_ARGS__)
-#define cr_expect_geq(a, b, ...)        cr_expect((a) >= (b), __VA_ARGS__)
-#define cr_expect_str_eq(a, b, ...)     cr_expect(strcmp((a), (b)) == 0, __VA_ARGS__)
+#define cr_assert_float_eq(a, b, eps, ...)                                                         \
+	cr_assert((double)(a) - (double)(b) <= (eps) && (double)(b) - (double)(a) <= (eps),        \
+	          __VA_ARGS__)
+#define cr_expect_eq(a, b, ...)     cr_expect((a) == (b), __VA_ARGS__)
+#define cr_expect_neq(a, b, ...)    cr_expect((a) != (b), __VA_ARGS__)
+#define cr_expect_null(p, ...)      cr_expect((p) == NULL, __VA_ARGS__)
+#define cr_expect_not_null(p, ...)  cr_expect((p) != NULL, __VA_ARGS__)
+#define cr_expect_lt(a, b, ...)     cr_expect((a) < (b), __VA_ARGS__)
+#define cr_expect_leq(a, b, ...)    cr_expect((a) <= (b), __VA_ARGS__)
+#define cr_expect_gt(a, b, ...)     cr_expect((a) > (b), __VA_ARGS__)
+#define cr_expect_geq(a, b, ...)    cr_expect((a) >= (b), __VA_ARGS__)
+#define cr_expect_str_eq(a, b, ...) cr_expect(strcmp((a), (b)) == 0, __VA_ARGS__)
 
 #endif
