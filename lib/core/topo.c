@@ -123,8 +123,14 @@ int shmcoll__topo_read(struct shmcoll_node *n, char *err, size_t errlen)
 	int dims[3];
 
 	n->topo.root[0] = n->topo.root[1] = -1;
+	n->topo.me = (struct shmcoll_place){-1, -1};
 	if (!shmcoll__env_set("SHMCOLL_TOPOLOGY")) {
-		n->topo.me = sysfs_place();
+		/* Only a communicator that may run the topology-aware tree (SHMCOLL_ALGO=...:topo,
+		 * which every rank must set alike) reads sysfs: some twenty files a create would
+		 * read for nothing, since the default tree needs no place. */
+		if (n->tune.algo[KIND_BARRIER] == ALGO_TOPO ||
+		    n->tune.algo[KIND_BCAST] == ALGO_TOPO)
+			n->topo.me = sysfs_place();
 		return 0;
 	}
 	if (shmcoll__topo_parse(spec, dims) < 0) {

@@ -11,7 +11,8 @@
 #include "lib/sched/sched.h"
 
 /* Before the arena: this rank's place, from SHMCOLL_TOPOLOGY (a pretend machine, as 2x2x4),
- * else from sysfs for the CPUs it may run on; unknown where they span L3 domains. 0, or
+ * else, where SHMCOLL_ALGO asks for the topology-aware tree, from sysfs for the CPUs it may
+ * run on; unknown where they span L3 domains, or nobody asked. 0, or
  * -EINVAL with a message naming SHMCOLL_TOPOLOGY in err. */
 int shmcoll__topo_read(struct shmcoll_node *n, char *err, size_t errlen);
 /* Before the rank counts itself attached: writes its place into its control block, where
