@@ -43,7 +43,8 @@ guard:
 	shmcoll__msg_publish(n, t, t->send, t->count * t->es);
 	for (t->p = 0; t->p < n->size; t->p++) {
 		if (t->p == n->rank) {
-			n->st.srcs[t->p] = shmcoll__msg(n, t->p, t->d->step)->data;
+			n->st.srcs[t->p] =
+			    t->send != t->recv ? t->send : shmcoll__msg(n, t->p, t->d->step)->data;
 			continue;
 		}
 	peer:
@@ -90,8 +91,10 @@ guard:
 		if (rc)
 			return shmcoll__suspend(t, AT_STEP, rc);
 		for (p = 0; p < n->size; p++)
-			n->st.srcs[p] =
-			    n->st.zc[p] ? n->st.zc[p] + t->off * es : shmcoll__slot(n, p, t->step);
+			n->st.srcs[p] = n->st.zc[p] ? n->st.zc[p] + t->off * es
+			                : p == n->rank && t->send != t->recv
+			                    ? t->send + t->off * es
+			                    : shmcoll__slot(n, p, t->step);
 		t->reduce(t->recv + t->off * es, n->st.srcs, n->size, t->len);
 	}
 	if (!shmcoll__zc_any(n, -1))

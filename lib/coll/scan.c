@@ -93,7 +93,9 @@ static int scan_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 		if (!folded(n, t))
 			continue;
 		for (p = 0; p < folded(n, t); p++)
-			n->st.srcs[p] = shmcoll__slot(n, p, t->step);
+			n->st.srcs[p] = p == n->rank && t->send != t->recv
+			                    ? t->send + t->off * es
+			                    : shmcoll__slot(n, p, t->step);
 		t->reduce(t->recv + t->off * es, n->st.srcs, folded(n, t), t->len);
 	}
 	return 0;
