@@ -513,7 +513,14 @@ static int tune(const struct opts *o, FILE *f)
 		return -1;
 	fprintf(f, "# allreduce, flat against direct:\n");
 	comment_table(f, &v, algos, 2);
-	write_crossover(f, "allreduce.direct_min_bytes", &v, SHMCOLL_ALLREDUCE_DIRECT_MIN, 1, 1);
+	/* Two ranks run flat at every size unless the file says otherwise; the key holds for
+	 * every number of ranks, so a pair's sweep sets it only where direct clearly won. */
+	if (o->np == 2)
+		write_crossover(f, "allreduce.direct_min_bytes", &v,
+		                SHMCOLL_ALLREDUCE_DIRECT_MIN_PAIR, 1, 0);
+	else
+		write_crossover(f, "allreduce.direct_min_bytes", &v, SHMCOLL_ALLREDUCE_DIRECT_MIN,
+		                1, 1);
 
 	/* allreduce with more ranks than CPUs: every step may wait for a turn of a CPU. */
 	if (!o->quick) {
@@ -613,7 +620,10 @@ static void describe(const struct shmcoll_tunefile *t)
 
 		printf("  %-41s %llu%s\n", per_kind[i].name,
 		       (unsigned long long)shmcoll__tuned(v, per_kind[i].builtin),
-		       v ? "" : " (built-in)");
+		       v ? ""
+		       : per_kind[i].kind == KIND_ALLREDUCE && per_kind[i].which == 0
+		           ? " (built-in; two ranks: flat at every size)"
+		           : " (built-in)");
 	}
 	if (t->chunk_bytes)
 		printf("  %-41s %llu\n", "chunk_bytes", (unsigned long long)t->chunk_bytes);

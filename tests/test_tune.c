@@ -478,7 +478,7 @@ Test(tune, tool_checks_a_file, .fini = remove_files)
 	run_tool(&r, "none", (const char *[]){"--show", NULL});
 	cr_assert_eq(r.code, 0);
 	cr_assert_eq(value_of(r.out, "allreduce.direct_min_bytes"), 4096, "%s", r.out);
-	cr_assert(strstr(r.out, "4096 (built-in)"), "%s", r.out);
+	cr_assert(strstr(r.out, "4096 (built-in; two ranks: flat at every size)"), "%s", r.out);
 }
 
 Test(tune, tool_refuses_a_bad_command_line)
@@ -538,7 +538,8 @@ Test(tune, tool_writes_a_file_the_library_takes, .fini = remove_files, .timeout 
 
 /* More ranks than CPUs: allreduce keeps the flat protocol to 32 KiB (each of the direct
  * protocol's extra steps may wait for a turn of the CPU), unless the file says otherwise for
- * that case; a file's threshold for ranks with a CPU each does not apply. */
+ * that case; a file's threshold for ranks with a CPU each does not apply. Two ranks with a
+ * CPU each run flat at every size unless the file's threshold says otherwise. */
 Test(tune, oversubscribed_jobs_have_their_own_threshold, .fini = remove_files, .timeout = 120)
 {
 	static const char text[] = "allreduce.direct_min_bytes = 64\n";
@@ -561,8 +562,14 @@ Test(tune, oversubscribed_jobs_have_their_own_threshold, .fini = remove_files, .
 	cr_assert_str_eq(seen[0].allreduce_16k, "direct");
 	cr_assert_str_eq(seen[1].allreduce_16k, "direct");
 	one_cpu = 0;
-	/* A CPU each (when this machine has two): the built-in 4 KiB. */
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return;
+	/* A CPU each: two ranks run flat at every size, unless a file says otherwise. */
 	run_ranks(2, none, NULL, seen);
-	if (sysconf(_SC_NPROCESSORS_ONLN) >= 2)
-		cr_assert_str_eq(seen[1].allreduce_16k, "direct");
+	cr_assert_str_eq(seen[1].allreduce_16k, "flat");
+	cr_assert_str_eq(seen[1].allreduce_64k, "flat");
+	snprintf(path, sizeof(path), "%s", write_file("cpu", text, strlen(text)));
+	run_ranks(2, tune, NULL, seen);
+	cr_assert_str_eq(seen[0].allreduce_16k, "direct");
+	cr_assert_str_eq(seen[1].allreduce_64k, "direct");
 }

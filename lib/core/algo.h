@@ -22,18 +22,20 @@ static inline size_t shmcoll__direct_slice_elems(const struct shmcoll_node *n, s
 	return n->size > 1 ? chunk / ((size_t)n->size * es) : 0;
 }
 
-/* From how many bytes an allreduce or reduce (kind) runs the direct protocol: the tuning
- * file's threshold or the built-in one, for ranks with a CPU each or, for allreduce, ranks
- * that outnumber the CPUs (the same on every rank: the CPU union is shared). */
+/* From how many bytes an allreduce or reduce (kind) runs the direct protocol (0: never): the
+ * tuning file's threshold or the built-in one, for ranks with a CPU each (two of them apart)
+ * or, for allreduce, ranks that outnumber the CPUs (the same on every rank: the CPU union is
+ * shared). */
 static inline uint64_t shmcoll__direct_min(const struct shmcoll_node *n, uint32_t kind)
 {
 	const struct shmcoll_tunefile *f = &n->tune.file;
 
 	if (kind == KIND_REDUCE)
 		return shmcoll__tuned(f->direct_min[kind], SHMCOLL_REDUCE_DIRECT_MIN);
-	return n->waiter.oversubscribed
-	           ? shmcoll__tuned(f->direct_min_over[kind], SHMCOLL_ALLREDUCE_DIRECT_MIN_OVER)
-	           : shmcoll__tuned(f->direct_min[kind], SHMCOLL_ALLREDUCE_DIRECT_MIN);
+	if (n->waiter.oversubscribed)
+		return shmcoll__tuned(f->direct_min_over[kind], SHMCOLL_ALLREDUCE_DIRECT_MIN_OVER);
+	return shmcoll__tuned(f->direct_min[kind], n->size == 2 ? SHMCOLL_ALLREDUCE_DIRECT_MIN_PAIR
+	                                                        : SHMCOLL_ALLREDUCE_DIRECT_MIN);
 }
 
 /* The protocol of an allreduce or reduce (kind) of bytes bytes of es-byte elements:
@@ -45,8 +47,11 @@ static inline int shmcoll__algo_reduction(const struct shmcoll_node *n, uint32_t
 {
 	int algo = n->tune.algo[kind];
 
-	if (algo == ALGO_AUTO)
-		algo = bytes >= shmcoll__direct_min(n, kind) ? ALGO_DIRECT : ALGO_FLAT;
+	if (algo == ALGO_AUTO) {
+		uint64_t min = shmcoll__direct_min(n, kind);
+
+		algo = min && bytes >= min ? ALGO_DIRECT : ALGO_FLAT;
+	}
 	if (algo == ALGO_DIRECT && !shmcoll__direct_slice_elems(n, es))
 		algo = ALGO_FLAT;
 	return algo;

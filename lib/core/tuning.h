@@ -47,6 +47,11 @@ enum shmcoll_algo {
  * allreduce: vectors from this size on run the direct protocol (measured crossover,
  * docs/BENCHMARKS.md). */
 #define SHMCOLL_ALLREDUCE_DIRECT_MIN ((size_t)4 << 10)
+/* allreduce of two ranks with a CPU each: flat at every size. At P = 2 both protocols read the
+ * peer's whole vector once, and flat does it in fewer dependent steps: measured 1.2-2x faster
+ * at 4 KiB-256 KiB and no slower to 64 MiB with a 27 ns hop, 1.5-1.9x faster at 4 KiB-64 MiB
+ * with a 180 ns one (docs/BENCHMARKS.md, "Allreduce: flat or direct"). 0: never direct. */
+#define SHMCOLL_ALLREDUCE_DIRECT_MIN_PAIR 0
 /* allreduce when ranks outnumber CPUs: every step is a hand-off that may wait for a turn of
  * the CPU, and the direct protocol's extra steps cost more than its split saves up to 32 KiB
  * (shmcoll-tune at P = 3, 4 and 8 on 2 CPUs: flat 1.5-2.2x faster at 4-16 KiB). */
