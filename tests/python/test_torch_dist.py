@@ -276,26 +276,47 @@ def test_in_flight_while_python_runs(world):
 
 
 def test_who_completes_a_work(world, monkeypatch):
-    """A synchronous collective (no async_op), which torch waits for at once, is completed by
-    the thread that called it, the completer thread left asleep; an asynchronous one nobody
-    waits for is completed by the completer thread while the caller only looks."""
+    """A synchronous collective (no async_op), which torch waits for at once, is run start to
+    finish by the thread that called it when nothing else is outstanding, without the queue
+    (no _Op); when something is, it is queued, marked waited, and completes after it; an
+    asynchronous one nobody waits for is completed by the completer thread while the caller
+    only looks."""
     import threading
     import time
 
     rank, size, _ = world
-    ran = []
-    run = sct._Op.run
+    ran, now = [], []
+    run, run_now = sct._Op.run, sct._Completer.run_now
 
     def recording(op):
         ran.append((op.waited, threading.get_ident()))
         run(op)
 
+    def recording_now(completer, group, starts, finish):
+        done = run_now(completer, group, starts, finish)
+        now.append((done, threading.get_ident()))
+        return done
+
     monkeypatch.setattr(sct._Op, "run", recording)
+    monkeypatch.setattr(sct._Completer, "run_now", recording_now)
     me = threading.get_ident()
     t = torch.ones(4)
+    assert dist.all_reduce(t) is None
+    assert now == [(True, me)] and ran == [] and (t == size).all()
+    # Behind an asynchronous work: either queued (waited) and completed after it, or run at
+    # once if the completer thread finished the first already. Which one is the machine's.
+    now.clear()
+    u = torch.ones(3)
+    w = dist.all_reduce(u, async_op=True)
     dist.all_reduce(t)
-    assert len(ran) == 1 and ran[0][0] > 0 and ran[0][1] == me and (t == size).all()
+    assert w.is_completed() and (u == size).all() and (t == size * size).all()
+    assert len(now) == 1 and now[0][1] == me
+    if not now[0][0]:
+        assert [r[0] > 0 for r in ran] == [False, True]
+    w.wait()
+    t.fill_(size)
     ran.clear()
+    now.clear()
     w = dist.all_reduce(t, async_op=True)
     deadline = time.monotonic() + 30
     while not w.is_completed() and time.monotonic() < deadline:
