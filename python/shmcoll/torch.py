@@ -11,7 +11,9 @@ starts shmcoll's non-blocking call in the caller's thread (bad input raises ther
 returns a work whose future completes when the operation has, its copies back done: the
 process's completer thread, or a thread that waits, completes the operations of every group
 in the order they were issued, blocking in the library's wait with the GIL released. So
-DistributedDataParallel's gradient all-reduce runs while backward computes. torch's own
+DistributedDataParallel's gradient all-reduce runs while backward computes. One of torch's
+synchronous calls (no async_op) made with nothing outstanding skips all that: it runs to its
+end in the caller's thread and returns a completed work (_Completer.run_now). torch's own
 functions get a Work whose wait() raises the operation's error (shmcoll.Error); other
 callers, which may be C++, a work made from a future (it stays alive when C++ keeps it).
 isend/irecv return works that wait on shmcoll requests.
