@@ -28,6 +28,12 @@
 /* Longest single futex sleep: a wake that races with the abort check, or a
  * peer's death (nobody wakes us for it), costs at most this much delay. */
 #define SLEEP_SLICE_NS 50000000
+/* How long a store may sit in a publisher's store buffer before other CPUs see
+ * it, as far as a sleeper relies on it (see futex_sleep): store buffers drain
+ * in well under a microsecond, and an interrupt or a context switch drains
+ * them. A sleeper's first sleep is this long; futex timer slack (50 us by
+ * default) makes it longer, never shorter. */
+#define DRAIN_NS 20000
 
 int64_t shmcoll__now_ns(void)
 {
@@ -52,12 +58,16 @@ void shmcoll__wake_all(_Atomic uint32_t *word)
 
 void shmcoll__publish(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t val)
 {
-	/* Sequentially consistent store then load: either this load sees a
-	 * sleeper, or the sleeper's re-check after its fetch-add in
-	 * futex_sleep() sees val (store-buffer litmus; both sides seq_cst).
-	 * The store is also the release that publishes the staged data. */
-	store_seqcst(word, val);
-	if (load_seqcst(sleepers) != 0)
+	/* A release store and a plain load, no fence between them: a
+	 * sequentially consistent store (xchg on x86) waits until this CPU owns
+	 * word's line, which the peers polling it keep taking; at P=2 that wait
+	 * was a third of a small rooted call (8 B bcast 0.038 against 0.024 us,
+	 * docs/BENCHMARKS.md). So the load may see no sleeper while val still
+	 * sits in the store buffer, and a sleeper that registered meanwhile may
+	 * read the old value and sleep; futex_sleep() bounds that sleep by
+	 * DRAIN_NS and then reads word again. */
+	atomic_store_explicit(word, val, memory_order_release);
+	if (load_relaxed(sleepers) != 0)
 		shmcoll__wake_all(word);
 }
 
@@ -66,11 +76,21 @@ static void futex_sleep(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint
 {
 	uint32_t cur;
 
-	/* Pairs with the seq_cst store and load in shmcoll__publish(). */
+	/* The fetch-add is visible to every CPU once it returns: a publisher
+	 * whose load of sleepers comes later wakes us. One whose load came
+	 * earlier may have its store still buffered when we read word below, so
+	 * the first sleep lasts at most DRAIN_NS; by then that store is visible
+	 * and the second read sees it. A wake-up lost that way costs DRAIN_NS
+	 * (plus timer slack) once; a publisher whose store has not happened yet
+	 * sees the count and wakes us. */
 	fetch_add_seqcst(sleepers, 1);
-	cur = load_seqcst(word);
-	if (!seq_reached(cur, want))
-		shmcoll__futex_wait(word, cur, ns);
+	cur = load_relaxed(word);
+	if (!seq_reached(cur, want)) {
+		shmcoll__futex_wait(word, cur, ns < DRAIN_NS ? ns : DRAIN_NS);
+		cur = load_relaxed(word);
+		if (ns > DRAIN_NS && !seq_reached(cur, want))
+			shmcoll__futex_wait(word, cur, ns - DRAIN_NS);
+	}
 	fetch_sub_seqcst(sleepers, 1);
 }
 

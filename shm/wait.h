@@ -37,7 +37,8 @@ struct shmcoll_waiter {
 /* Sets *word = val and wakes whoever sleeps on it. val must be later than the
  * current value (sequence numbers only grow). The store is a release: data
  * written before it is visible to a waiter that returns 0 from wait_geq.
- * Pairs with the fetch-add of sleepers in futex_sleep() (wait.c). */
+ * Pairs with the fetch-add of sleepers in futex_sleep() (wait.c): no fence
+ * on this side, a bounded first sleep on that one. */
 void shmcoll__publish(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t val);
 
 /* Where the waiter and the rank it waits for last waited (1 + the CPU
