@@ -66,7 +66,7 @@ void shmcoll__publish(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32
 	 * sits in the store buffer, and a sleeper that registered meanwhile may
 	 * read the old value and sleep; futex_sleep() bounds that sleep by
 	 * DRAIN_NS and then reads word again. */
-	atomic_store_explicit(word, val, memory_order_release);
+	store_release(word, val);
 	if (load_relaxed(sleepers) != 0)
 		shmcoll__wake_all(word);
 }
