@@ -71,6 +71,14 @@ void shmcoll__publish(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32
 		shmcoll__wake_all(word);
 }
 
+void shmcoll__publish_fenced(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t val)
+{
+	/* The same pairing with futex_sleep(); the store waits for word's line. */
+	store_seqcst(word, val);
+	if (load_seqcst(sleepers) != 0)
+		shmcoll__wake_all(word);
+}
+
 static void futex_sleep(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t want,
                         int64_t ns)
 {

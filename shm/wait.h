@@ -40,6 +40,10 @@ struct shmcoll_waiter {
  * Pairs with the fetch-add of sleepers in futex_sleep() (wait.c): no fence
  * on this side, a bounded first sleep on that one. */
 void shmcoll__publish(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t val);
+/* The same with a sequentially consistent store: the caller waits until the store is
+ * visible to every CPU, which costs a hop when a peer holds word's line and next to
+ * nothing when nobody polls it. */
+void shmcoll__publish_fenced(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t val);
 
 /* Where the waiter and the rank it waits for last waited (1 + the CPU
  * number, 0 before any, in their control lines): a wait that finds the other

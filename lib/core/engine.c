@@ -208,6 +208,22 @@ int shmcoll__await_msg_guard(struct shmcoll_node *n, struct shmcoll_task *t)
 	return 0;
 }
 
+/* Publishes the next step. fenced: with a sequentially consistent store, for the inline
+ * calls without a root, whose every rank waits for the others right after publishing
+ * (shm/wait.h; docs/BENCHMARKS.md, "Publishing without a fence"). */
+static inline void publish_seq(struct shmcoll_node *n, int fenced)
+{
+	uint32_t step = n->st.seq + 1;
+
+	/* Release: our staged data and call word for this step are visible to a peer whose
+	 * wait for it returns. */
+	if (fenced)
+		shmcoll__publish_fenced(&n->st.me->seq, &n->st.me->sleepers, step);
+	else
+		shmcoll__publish(&n->st.me->seq, &n->st.me->sleepers, step);
+	n->st.seq = step;
+}
+
 void shmcoll__publish_next(struct shmcoll_node *n, const struct shmcoll_desc *first)
 {
 	uint32_t step = n->st.seq + 1;
@@ -217,10 +233,7 @@ void shmcoll__publish_next(struct shmcoll_node *n, const struct shmcoll_desc *fi
 		n->st.me->call[step & 1] = n->st.call;
 		n->st.me->desc[step & 1] = *first;
 	}
-	/* Release: our staged data and call word for this step are visible to a peer whose
-	 * wait for it returns. */
-	shmcoll__publish(&n->st.me->seq, &n->st.me->sleepers, step);
-	n->st.seq = step;
+	publish_seq(n, 0);
 }
 
 int shmcoll__await_all(struct shmcoll_node *n, struct shmcoll_task *t)
@@ -351,7 +364,7 @@ static inline void msg_commit(struct shmcoll_node *n, struct shmcoll_task *t, st
 	 * without the call word, which an inline call keeps in its message only
 	 * (shmcoll__check_rank looks there). */
 	store_release(&m->stamp, t->d->step);
-	shmcoll__publish_next(n, NULL);
+	publish_seq(n, t->root < 0);
 }
 
 void shmcoll__msg_publish(struct shmcoll_node *n, struct shmcoll_task *t, const void *data,
