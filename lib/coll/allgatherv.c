@@ -84,7 +84,8 @@ static int allgatherv_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 		t->step = n->st.seq + 1;
 		len = piece(mine, t->i, chunk);
 		if (len)
-			memcpy(shmcoll__slot(n, n->rank, t->step), t->send + t->i * chunk, len);
+			shmcoll__copy_in(shmcoll__slot(n, n->rank, t->step), t->send + t->i * chunk,
+			                 len);
 		shmcoll__publish_next(n, t->i == 0 ? t->d : NULL);
 	step:
 		rc = shmcoll__await_from(n, t, STEP_ALL, t->i == 0, 0);

@@ -21,6 +21,7 @@
  * Direct reduce-scatter + allgather (large vectors): direct.c. */
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/kernels/copy.h"
 
 enum { AT_GUARD = 1, AT_PEER, AT_STEP, AT_RELEASE };
 
@@ -83,8 +84,8 @@ guard:
 		t->step = n->st.seq + 1;
 		t->len = min_size(cap, t->count - t->off);
 		if (t->d->src_off == NO_OFF)
-			memcpy(shmcoll__slot(n, n->rank, t->step), t->send + t->off * es,
-			       t->len * es);
+			shmcoll__copy_in(shmcoll__slot(n, n->rank, t->step), t->send + t->off * es,
+			                 t->len * es);
 		shmcoll__publish_next(n, t->off == 0 ? t->d : NULL);
 	step:
 		rc = shmcoll__await_from(n, t, STEP_ALL, t->off == 0, t->count * es);

@@ -100,7 +100,8 @@ guard:
 			rc = shmcoll__await_guard(n, t);
 			if (rc)
 				return shmcoll__suspend(t, AT_STAGE, rc);
-			memcpy(shmcoll__slot(n, n->rank, t->step), b + t->off * es, t->len * es);
+			shmcoll__copy_in(shmcoll__slot(n, n->rank, t->step), b + t->off * es,
+			                 t->len * es);
 		}
 		shmcoll__publish_next(n, t->off == 0 ? t->d : NULL);
 	step:
@@ -212,7 +213,8 @@ static int bcast_tree(struct shmcoll_node *n, struct shmcoll_task *t)
 				return shmcoll__suspend(t, AT_GUARD, rc);
 		}
 		if (t->tree.parent < 0) {
-			memcpy(shmcoll__slot(n, n->rank, t->step), b + t->off * es, t->len * es);
+			shmcoll__copy_in(shmcoll__slot(n, n->rank, t->step), b + t->off * es,
+			                 t->len * es);
 		} else {
 		parent:
 			rc = shmcoll__await_rank(n, t, t->tree.parent, t->step);
@@ -223,8 +225,8 @@ static int bcast_tree(struct shmcoll_node *n, struct shmcoll_task *t)
 			shmcoll__copy_out(b + t->off * es,
 			                  shmcoll__slot(n, t->tree.parent, t->step), t->len * es);
 			if (t->tree.nchildren)
-				memcpy(shmcoll__slot(n, n->rank, t->step), b + t->off * es,
-				       t->len * es);
+				shmcoll__copy_in(shmcoll__slot(n, n->rank, t->step),
+				                 b + t->off * es, t->len * es);
 		}
 		shmcoll__publish_next(n, t->step == t->d->step ? t->d : NULL);
 	}

@@ -132,8 +132,8 @@ guard:
 			rc = shmcoll__await_guard(n, t);
 			if (rc)
 				return shmcoll__suspend(t, AT_STAGE, rc);
-			memcpy(shmcoll__slot(n, n->rank, t->step), t->send + t->off * es,
-			       t->len * es);
+			shmcoll__copy_in(shmcoll__slot(n, n->rank, t->step), t->send + t->off * es,
+			                 t->len * es);
 		}
 		shmcoll__publish_next(n, t->off == 0 ? t->d : NULL);
 	step:

@@ -85,7 +85,7 @@ guard:
 			if (rc)
 				return shmcoll__suspend(t, AT_SGUARD, rc);
 			count = t->scount;
-			memcpy(shmcoll__slot(n, n->rank, t->d->step), t->send, bytes);
+			shmcoll__copy_in(shmcoll__slot(n, n->rank, t->d->step), t->send, bytes);
 			memcpy(shmcoll__msg_data(n, t), &count, sizeof(count));
 			shmcoll__msg_commit(n, t, STAGED);
 			return 0;

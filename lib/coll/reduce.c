@@ -18,6 +18,7 @@
  * falling on the root. It only pays from 64 MiB (SHMCOLL_REDUCE_DIRECT_MIN). */
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/kernels/copy.h"
 
 enum { AT_GUARD = 1, AT_PEER, AT_STAGE, AT_STEP };
 
@@ -90,8 +91,8 @@ guard:
 			rc = shmcoll__await_guard(n, t);
 			if (rc)
 				return shmcoll__suspend(t, AT_STAGE, rc);
-			memcpy(shmcoll__slot(n, n->rank, t->step), t->send + t->off * es,
-			       t->len * es);
+			shmcoll__copy_in(shmcoll__slot(n, n->rank, t->step), t->send + t->off * es,
+			                 t->len * es);
 		}
 		shmcoll__publish_next(n, t->off == 0 ? t->d : NULL);
 	step:

@@ -17,6 +17,7 @@
  *   ring). */
 #include "lib/coll/coll.h"
 #include "lib/coll/proto.h"
+#include "lib/kernels/copy.h"
 
 enum { AT_GUARD = 1, AT_PEER, AT_STEP };
 
@@ -80,7 +81,8 @@ static int scan_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 			return shmcoll__suspend(t, AT_GUARD, rc);
 		t->step = n->st.seq + 1;
 		t->len = min_size(cap, t->count - t->off);
-		memcpy(shmcoll__slot(n, n->rank, t->step), t->send + t->off * es, t->len * es);
+		shmcoll__copy_in(shmcoll__slot(n, n->rank, t->step), t->send + t->off * es,
+		                 t->len * es);
 		shmcoll__publish_next(n, t->off == 0 ? t->d : NULL);
 		for (t->p = 0; t->p < n->rank; t->p++) {
 		step:

@@ -11,6 +11,32 @@
 #include <string.h>
 
 #include "lib/kernels/copy.h"
+#include "shm/atomics.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+/* -1 before the first look; then 0 or 1. Every thread that looks computes the same. */
+static _Atomic int rep_movsb_fast = -1;
+
+int shmcoll__rep_movsb_fast(void)
+{
+	unsigned a, b, c, d;
+	int fast = load_relaxed(&rep_movsb_fast);
+
+	if (fast >= 0)
+		return fast;
+	/* Leaf 7: EBX bit 9 ERMS, EDX bit 4 FSRM. */
+	fast = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((b >> 9 & 1) || (d >> 4 & 1));
+	store_relaxed(&rep_movsb_fast, fast);
+	return fast;
+}
+#else
+int shmcoll__rep_movsb_fast(void)
+{
+	return 0;
+}
+#endif
 
 #if defined(__SSE2__)
 #include <emmintrin.h>

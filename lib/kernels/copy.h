@@ -33,6 +33,34 @@ static inline void *shmcoll__copy_out(void *dst, const void *src, size_t n)
 	return shmcoll__copy_near(dst, src, n);
 }
 
+/* shmcoll__copy_in copies with rep movsb from this size up to the size from which glibc's
+ * memcpy uses it itself (2112 bytes here); below, memcpy. */
+#define SHMCOLL_COPY_IN_REP_MIN 1024
+#define SHMCOLL_COPY_IN_REP_MAX 4096
+
+/* Whether this CPU copies fast with rep movsb (ERMS or FSRM), read once. */
+int shmcoll__rep_movsb_fast(void);
+
+/* memcpy into this rank's staging, which its peers read and so hold in their caches. An
+ * ordinary store must first take each line back with its data (a read for ownership); rep
+ * movsb on a CPU with ERMS writes whole lines and only invalidates the peers' copies. glibc
+ * starts using it at about 2 KiB; from 1 KiB it pays already (P=2, slow hop state: a 2 KiB
+ * allreduce 0.51-0.62 against 0.68-0.80 us, 1.5 KiB 0.46-0.51 against 0.58-0.70; a 2 KiB
+ * bcast 0.35-0.41 against 0.46-0.51; docs/BENCHMARKS.md). Returns dst. */
+static inline void *shmcoll__copy_in(void *dst, const void *src, size_t n)
+{
+#if defined(__x86_64__)
+	if (n >= SHMCOLL_COPY_IN_REP_MIN && n < SHMCOLL_COPY_IN_REP_MAX &&
+	    shmcoll__rep_movsb_fast()) {
+		void *d = dst;
+
+		__asm__ volatile("rep movsb" : "+D"(d), "+S"(src), "+c"(n) : : "memory");
+		return dst;
+	}
+#endif
+	return memcpy(dst, src, n);
+}
+
 /* Results from this size on are written with shmcoll__copy_nt when
  * SHMCOLL_NT=1 (lib/coll/direct.c). */
 #define SHMCOLL_NT_MIN_BYTES (16u * 1024 * 1024)
