@@ -50,8 +50,11 @@ int shmcoll__rep_movsb_fast(void);
 static inline void *shmcoll__copy_in(void *dst, const void *src, size_t n)
 {
 #if defined(__x86_64__)
+	uintptr_t ahead = ((uintptr_t)dst - (uintptr_t)src) & 4095;
+
+	/* Not when dst lies 1 to 63 bytes after src modulo 4 KiB (see shmcoll__copy_out). */
 	if (n >= SHMCOLL_COPY_IN_REP_MIN && n < SHMCOLL_COPY_IN_REP_MAX &&
-	    shmcoll__rep_movsb_fast()) {
+	    (ahead == 0 || ahead >= 64) && shmcoll__rep_movsb_fast()) {
 		void *d = dst;
 
 		__asm__ volatile("rep movsb" : "+D"(d), "+S"(src), "+c"(n) : : "memory");
