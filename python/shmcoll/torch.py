@@ -227,6 +227,18 @@ def _copy_back(plan):
         back.copy_(flat.reshape(back.shape))
 
 
+def _wait_all(reqs):
+    """Waits for every request, even after one failed (each holds buffers); returns the
+    first error, or None."""
+    error = None
+    for r in reqs:
+        try:
+            r.Wait()
+        except Exception as e:
+            error = error or e
+    return error
+
+
 class _Op:
     """A group's operation in flight: the shmcoll requests it started (completed in order),
     what they read and write (kept alive until then), what runs once they have (the copies
@@ -251,13 +263,8 @@ class _Op:
         """Waits for the requests (the GIL released) holding the group's lock, as the
         communicator is used by one thread at a time, then finishes and completes the
         future: its then() callbacks run here, after the lock is let go."""
-        error = None
         with self.group._lock:
-            for r in self.reqs:  # every one, even after one failed: each holds buffers
-                try:
-                    r.Wait()
-                except Exception as e:
-                    error = error or e
+            error = _wait_all(self.reqs)
         if error is None and self.finish is not None:
             try:
                 self.finish()
@@ -377,12 +384,8 @@ class _Completer:
                 try:
                     for start in starts:
                         reqs.append(start())
-                finally:  # every request started, even after a start failed: each holds buffers
-                    for r in reqs:
-                        try:
-                            r.Wait()
-                        except Exception as e:
-                            error = error or e
+                finally:  # those started, even after a start failed
+                    error = _wait_all(reqs)
             if error is not None:
                 raise error
             if finish is not None:
