@@ -286,19 +286,19 @@ def test_who_completes_a_work(world, monkeypatch):
 
     rank, size, _ = world
     ran, now = [], []
-    run, run_now = sct._Op.run, sct._Completer.run_now
+    run, enter_now = sct._Op.run, sct._Completer._enter_now
 
     def recording(op):
         ran.append((op.waited, threading.get_ident()))
         run(op)
 
-    def recording_now(completer, group, starts, finish):
-        done = run_now(completer, group, starts, finish)
+    def recording_now(completer, group):  # run_now and call_now: whether it runs at once
+        done = enter_now(completer, group)
         now.append((done, threading.get_ident()))
         return done
 
     monkeypatch.setattr(sct._Op, "run", recording)
-    monkeypatch.setattr(sct._Completer, "run_now", recording_now)
+    monkeypatch.setattr(sct._Completer, "_enter_now", recording_now)
     me = threading.get_ident()
     t = torch.ones(4)
     assert dist.all_reduce(t) is None
