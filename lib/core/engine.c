@@ -9,6 +9,7 @@
 
 #include "lib/core/algo.h"
 #include "lib/core/heap.h"
+#include "lib/kernels/copy.h"
 #include "lib/kernels/kernels.h"
 
 void shmcoll__describe(struct shmcoll_node *n, struct shmcoll_task *t)
@@ -372,7 +373,14 @@ void shmcoll__msg_publish(struct shmcoll_node *n, struct shmcoll_task *t, const 
 {
 	struct shmcoll_msg *m = shmcoll__msg(n, n->rank, t->d->step);
 
-	if (len)
+	/* A rooted call's messages go one way, run ahead of their readers and so rewrite
+	 * lines a reader holds: rep movsb, which does not fetch them back first
+	 * (lib/kernels/copy.h). A call without a root waits for its peers right after its
+	 * own write, where rep movsb's start-up cost is on the path: memcpy (P=2, 60 ns hop,
+	 * 512 B-1 KiB: allreduce and alltoall 0.85-0.90x with rep movsb; docs/BENCHMARKS.md). */
+	if (len && t->root >= 0)
+		shmcoll__copy_in_msg(m->data, data, len);
+	else if (len)
 		memcpy(m->data, data, len);
 	msg_commit(n, t, m, len);
 }

@@ -43,9 +43,32 @@ static inline void *shmcoll__copy_out(void *dst, const void *src, size_t n)
  * memcpy uses it itself (2112 bytes here); below, memcpy. */
 #define SHMCOLL_COPY_IN_REP_MIN 1024
 #define SHMCOLL_COPY_IN_REP_MAX 4096
+/* shmcoll__copy_in_msg's lower bound: up to 256 bytes glibc loads every vector before it
+ * stores any, and rep movsb gains nothing (docs/BENCHMARKS.md, "Messages of 257 bytes to
+ * 1 KiB"). */
+#define SHMCOLL_COPY_IN_MSG_MIN 257
 
 /* Whether this CPU copies fast with rep movsb (ERMS or FSRM), read once. */
 int shmcoll__rep_movsb_fast(void);
+
+/* memcpy, with rep movsb for min <= n < SHMCOLL_COPY_IN_REP_MAX where that is fast and the
+ * addresses do not alias (shmcoll__copy_in, shmcoll__copy_in_msg). */
+static inline void *shmcoll__copy_in_from(void *dst, const void *src, size_t n, size_t min)
+{
+#if defined(__x86_64__)
+	if (n >= min && n < SHMCOLL_COPY_IN_REP_MAX && !shmcoll__rep_movsb_slow(dst, src) &&
+	    shmcoll__rep_movsb_fast()) {
+		void *d = dst;
+		/* An asm qualifier, not a shared word: the outputs go unused, so without it
+		 * the compiler could drop the copy. */
+		__asm__ volatile("rep movsb" : "+D"(d), "+S"(src), "+c"(n) : : "memory");
+		return dst;
+	}
+#else
+	(void)min;
+#endif
+	return memcpy(dst, src, n);
+}
 
 /* memcpy into this rank's staging, which its peers read and so hold in their caches. An
  * ordinary store must first take each line back with its data (a read for ownership); rep
@@ -55,18 +78,15 @@ int shmcoll__rep_movsb_fast(void);
  * bcast 0.35-0.41 against 0.46-0.51; docs/BENCHMARKS.md). Returns dst. */
 static inline void *shmcoll__copy_in(void *dst, const void *src, size_t n)
 {
-#if defined(__x86_64__)
-	if (n >= SHMCOLL_COPY_IN_REP_MIN && n < SHMCOLL_COPY_IN_REP_MAX &&
-	    !shmcoll__rep_movsb_slow(dst, src) && shmcoll__rep_movsb_fast()) {
-		void *d = dst;
+	return shmcoll__copy_in_from(dst, src, n, SHMCOLL_COPY_IN_REP_MIN);
+}
 
-		/* An asm qualifier, not a shared word: the outputs go unused, so without it
-		 * the compiler could drop the copy. */
-		__asm__ volatile("rep movsb" : "+D"(d), "+S"(src), "+c"(n) : : "memory");
-		return dst;
-	}
-#endif
-	return memcpy(dst, src, n);
+/* shmcoll__copy_in for a rooted call's inline message (lib/core/engine.c), from 257 bytes:
+ * with a 60 ns hop glibc's loop took a back-to-back bcast of 320 bytes to 1 KiB to 1.1-2.5x
+ * the time of rep movsb (docs/BENCHMARKS.md, "Messages of 257 bytes to 1 KiB"). */
+static inline void *shmcoll__copy_in_msg(void *dst, const void *src, size_t n)
+{
+	return shmcoll__copy_in_from(dst, src, n, SHMCOLL_COPY_IN_MSG_MIN);
 }
 
 /* Results from this size on are written with shmcoll__copy_nt when
