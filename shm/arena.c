@@ -51,10 +51,23 @@ static uint64_t min_half(uint32_t nranks)
 	return round_up(m > SHMCOLL_MIN_SLOT_HALF ? m : SHMCOLL_MIN_SLOT_HALF, SHMCOLL_LINE);
 }
 
+/* The data one message holds in a ring of msgs: the deep ring's whole
+ * SHMCOLL_MSG_DATA_MAX, the shallow one of a small arena SHMCOLL_INLINE_MAX. */
+static uint64_t msg_max(uint64_t msgs)
+{
+	return msgs == SHMCOLL_MSG_RING_DEFAULT ? SHMCOLL_MSG_DATA_MAX : SHMCOLL_INLINE_MAX;
+}
+
+/* Whole 64-byte lines, as the type is (shm/arena.h): the deep ring's are its size. */
+static uint64_t msg_stride(uint64_t msgs)
+{
+	return round_up(offsetof(struct shmcoll_msg, data) + msg_max(msgs), 64);
+}
+
 /* One control block with msgs inline messages. */
 static uint64_t ctrl_stride(uint64_t msgs)
 {
-	return sizeof(struct shmcoll_ctrl) + msgs * sizeof(struct shmcoll_msg);
+	return sizeof(struct shmcoll_ctrl) + msgs * msg_stride(msgs);
 }
 
 /* The header page and the control blocks. */
@@ -130,6 +143,8 @@ static void place(struct shmcoll_layout *out, uint32_t nranks, uint64_t half, ui
 
 	out->msg_ring = msgs;
 	out->ctrl_stride = ctrl_stride(msgs);
+	out->msg_stride = msg_stride(msgs);
+	out->msg_max = msg_max(msgs);
 	out->ctrl_off = PAGE;
 	out->slot_half = half;
 	out->slot_stride = 2 * half;
@@ -294,6 +309,8 @@ static void layout_from(struct shmcoll_layout *l, const struct shmcoll_arena_hdr
 	l->ring_bytes = h->ring_bytes;
 	l->msg_ring = h->msg_ring;
 	l->ctrl_stride = ctrl_stride(h->msg_ring);
+	l->msg_stride = msg_stride(h->msg_ring);
+	l->msg_max = msg_max(h->msg_ring);
 }
 
 /* ---- room: the shared-memory filesystem and the memory cgroup ---- */

@@ -81,10 +81,17 @@ struct shmcoll_desc {
 };
 static_assert(sizeof(struct shmcoll_desc) == 64, "a descriptor is one 64-byte line");
 
-/* Payloads up to this size travel inline, in the message the reader polls
- * (docs/BENCHMARKS.md: 1 KiB measured 1.6-2.3x faster than staging for small
- * rooted calls; 2 KiB 1.3x more, 4 KiB nothing, at 4x the memory). */
-#define SHMCOLL_INLINE_MAX 1024
+/* Payloads up to this size travel inline in every layout, in the message the
+ * reader polls (docs/BENCHMARKS.md: 1 KiB measured 1.6-2.3x faster than staging
+ * for small rooted calls with a 25 ns hop). The deep message ring's messages hold
+ * SHMCOLL_MSG_DATA_MAX (the layout's msg_max): with a 60 ns hop, where how far a
+ * writer runs ahead of its readers decides, rooted calls of 2-4 KiB were 1.3-1.7x
+ * faster inline ("The 60 ns state"; 2 KiB 1.3x, 4 KiB the same with a 25 ns
+ * hop). The shallow ring of a small arena keeps 1 KiB messages, so the least
+ * arena for a rank count does not grow. Calls in which every rank reads every
+ * peer's message stop at 1 KiB (lib/core/algo.h, SHMCOLL_INLINE_ALL_MAX). */
+#define SHMCOLL_INLINE_MAX   1024
+#define SHMCOLL_MSG_DATA_MAX 4096
 
 /* A small call's whole contribution: written by the owner into
  * msg[s % msg_ring] (stamp last, release) before it publishes step s,
@@ -102,7 +109,7 @@ struct shmcoll_msg {
 	_Alignas(64) _Atomic uint32_t stamp; /* the step this message is for */
 	uint32_t len;
 	struct shmcoll_call call;
-	uint8_t data[SHMCOLL_INLINE_MAX];
+	uint8_t data[SHMCOLL_MSG_DATA_MAX]; /* the layout's msg_max of it in the arena */
 };
 static_assert(sizeof(struct shmcoll_msg) % 64 == 0, "a message is whole 64-byte lines");
 static_assert(offsetof(struct shmcoll_msg, data) + 32 <= 64,
@@ -113,7 +120,7 @@ static_assert(offsetof(struct shmcoll_msg, data) + 32 <= 64,
  * rarely polls the writer's lines, and a writer whose readers lag does not
  * wait (back-to-back 8 B bcast with a 200 ns hop: 0.163 us with 4, 0.140
  * with 8, 0.081 with 16, docs/BENCHMARKS.md). 4 where a caller's small arena
- * cannot spare the 13 KiB per rank more. */
+ * cannot spare the 49 KiB per rank more. */
 #define SHMCOLL_MSG_RING_MIN 4u
 #ifndef SHMCOLL_MSG_RING_DEFAULT /* -DSHMCOLL_MSG_RING_DEFAULT=4 builds the shallow ring, to       \
                                     measure */
@@ -150,7 +157,8 @@ struct shmcoll_ctrl {
 	 * it does not offer single-copy reads. */
 	uint64_t cma_addr;
 	uint64_t cma_nonce;
-	/* owner, by step: msg_ring of them (the arena's layout) */
+	/* owner, by step: msg_ring of them, msg_stride bytes apart (the arena's layout;
+	 * lib/core/engine.h's shmcoll__msg), so not indexed as an array of the type */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_msg msg[];
 };
 static_assert(sizeof(struct shmcoll_ctrl) == 4 * SHMCOLL_LINE, "four lines, then the message ring");
@@ -216,6 +224,7 @@ struct shmcoll_layout {
 	uint64_t total_bytes, ctrl_off, slot_off, slot_stride, slot_half, heap_off, heap_stride;
 	uint64_t p2p_off, p2p_stride, ring_off, ring_bytes;
 	uint64_t msg_ring, ctrl_stride; /* messages per rank; one control block's bytes */
+	uint64_t msg_stride, msg_max;   /* one message's bytes; the data it holds */
 };
 
 /* The process-local view of an attached arena. */

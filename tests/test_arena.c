@@ -101,9 +101,9 @@ static void header_of(struct shmcoll_arena_hdr *h, const struct shmcoll_layout *
 	h->msg_ring = (uint32_t)l->msg_ring;
 }
 
-/* The deep message ring where it takes at most half the arena; the least one in an arena
- * too small for that, which still takes every rank count its minimum allows; a header with
- * any other depth is refused. */
+/* The deep message ring (messages of 4 KiB) where it takes at most half the arena; the
+ * least one (messages of 1 KiB) in an arena too small for that, which still takes every rank
+ * count its minimum allows; a header with any other depth is refused. */
 Test(arena, message_ring_depth_follows_the_room)
 {
 	struct shmcoll_layout l;
@@ -115,10 +115,17 @@ Test(arena, message_ring_depth_follows_the_room)
 
 		cr_assert_eq(shmcoll__arena_layout(n, least, &l, err, sizeof(err)), 0, "%s", err);
 		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_MIN, "%u ranks in the least arena", n);
+		/* The shallow ring's messages hold 1 KiB, the deep ring's 4 KiB. */
+		cr_assert_eq(l.msg_max, SHMCOLL_INLINE_MAX);
+		cr_assert_eq(l.msg_stride, 1088);
+		cr_assert_eq(l.ctrl_stride,
+		             sizeof(struct shmcoll_ctrl) + l.msg_ring * l.msg_stride);
 		cr_assert_leq(l.total_bytes, least);
 		cr_assert_eq(shmcoll__arena_layout(n, 64u << 20, &l, err, sizeof(err)), 0, "%s",
 		             err);
 		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_DEFAULT, "%u ranks in 64 MiB", n);
+		cr_assert_eq(l.msg_max, SHMCOLL_MSG_DATA_MAX);
+		cr_assert_eq(l.msg_stride, sizeof(struct shmcoll_msg));
 		cr_assert_leq(l.total_bytes, 64u << 20);
 		cr_assert_eq(shmcoll__arena_fit(n, least, &l), 0);
 		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_MIN);

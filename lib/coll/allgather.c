@@ -145,7 +145,7 @@ void shmcoll__allgather_init(struct shmcoll_node *n, struct shmcoll_task *t, con
 	                         send, recv, sendcount))
 		return;
 	bytes = sendcount * t->es;
-	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes)) {
+	if (shmcoll__algo_inline_all(n, ALGO_FLAT, bytes)) {
 		t->advance = allgather_inline;
 	} else if (shmcoll__cma_pick(n, KIND_ALLGATHER, bytes)) {
 		t->algo = ALGO_CMA;

@@ -122,7 +122,7 @@ void shmcoll__allgatherv_init(struct shmcoll_node *n, struct shmcoll_task *t, co
 	if (!longest)
 		return;
 	longest *= t->es;
-	if (shmcoll__algo_inline(n, ALGO_FLAT, longest)) {
+	if (shmcoll__algo_inline_all(n, ALGO_FLAT, longest)) {
 		t->advance = allgatherv_inline;
 		return;
 	}

@@ -117,7 +117,7 @@ void shmcoll__allreduce_init(struct shmcoll_node *n, struct shmcoll_task *t, con
 	bytes = count * t->es;
 	t->reduce = shmcoll__reduce_lookup(dt, op);
 	t->algo = shmcoll__algo_reduction(n, KIND_ALLREDUCE, bytes, t->es);
-	if (shmcoll__algo_inline(n, t->algo, bytes))
+	if (shmcoll__algo_inline_all(n, t->algo, bytes))
 		t->advance = allreduce_inline;
 	else if (t->algo == ALGO_DIRECT)
 		t->advance = shmcoll__direct_advance;

@@ -24,7 +24,7 @@ enum { AT_GUARD = 1, AT_PEER, AT_STAGE, AT_STEP };
 
 static SHMCOLL_HOT int reduce_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	uint8_t tmp[SHMCOLL_INLINE_MAX];
+	uint8_t tmp[SHMCOLL_MSG_DATA_MAX];
 	const uint8_t *m;
 	int rc;
 

@@ -114,7 +114,7 @@ void shmcoll__scan_init(struct shmcoll_node *n, struct shmcoll_task *t, const vo
 	if (!count)
 		return;
 	t->reduce = shmcoll__reduce_lookup(dt, op);
-	if (shmcoll__algo_inline(n, ALGO_FLAT, count * t->es))
+	if (shmcoll__algo_inline_all(n, ALGO_FLAT, count * t->es))
 		t->advance = scan_inline;
 	else
 		t->advance = scan_flat;

@@ -91,7 +91,19 @@ static inline int shmcoll__algo_tree(const struct shmcoll_node *n, uint32_t kind
  * ring): the same on every rank that makes the same call. */
 static inline int shmcoll__algo_inline(const struct shmcoll_node *n, int algo, size_t bytes)
 {
-	return algo == ALGO_FLAT && bytes <= SHMCOLL_INLINE_MAX && n->size > 1;
+	return algo == ALGO_FLAT && bytes <= n->arena.lay.msg_max && n->size > 1;
+}
+
+/* Calls without a root in which every rank waits for every peer's whole message (allreduce,
+ * allgather and allgatherv, scan) travel inline to 1 KiB only: from 2 KiB their staged form
+ * was as fast or faster (P=2, 60 ns hop: allreduce 2 KiB 0.94x inline, allgather with 2 KiB
+ * a rank 0.95x; docs/BENCHMARKS.md, "The 60 ns state"), and only a rooted call's writer
+ * gains from running a whole message ring ahead of its readers. */
+#define SHMCOLL_INLINE_ALL_MAX 1024u
+
+static inline int shmcoll__algo_inline_all(const struct shmcoll_node *n, int algo, size_t bytes)
+{
+	return bytes <= SHMCOLL_INLINE_ALL_MAX && shmcoll__algo_inline(n, algo, bytes);
 }
 
 #endif
