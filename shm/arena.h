@@ -120,7 +120,7 @@ static_assert(offsetof(struct shmcoll_msg, data) + 32 <= 64,
  * rarely polls the writer's lines, and a writer whose readers lag does not
  * wait (back-to-back 8 B bcast with a 200 ns hop: 0.163 us with 4, 0.140
  * with 8, 0.081 with 16, docs/BENCHMARKS.md). 4 where a caller's small arena
- * cannot spare the 49 KiB per rank more. */
+ * cannot spare the 62 KiB per rank more. */
 #define SHMCOLL_MSG_RING_MIN 4u
 #ifndef SHMCOLL_MSG_RING_DEFAULT /* -DSHMCOLL_MSG_RING_DEFAULT=4 builds the shallow ring, to       \
                                     measure */
