@@ -51,27 +51,26 @@ static uint64_t min_half(uint32_t nranks)
 	return round_up(m > SHMCOLL_MIN_SLOT_HALF ? m : SHMCOLL_MIN_SLOT_HALF, SHMCOLL_LINE);
 }
 
-/* The data one message holds in a ring of msgs: the deep ring's whole
- * SHMCOLL_MSG_DATA_MAX, the shallow one of a small arena SHMCOLL_INLINE_MAX. */
+/* The data one message carries in a ring of msgs: the deep ring's SHMCOLL_MSG_DATA_MAX
+ * (beyond SHMCOLL_INLINE_MAX in its second ring), the shallow one's SHMCOLL_INLINE_MAX. */
 static uint64_t msg_max(uint64_t msgs)
 {
 	return msgs == SHMCOLL_MSG_RING_DEFAULT ? SHMCOLL_MSG_DATA_MAX : SHMCOLL_INLINE_MAX;
 }
 
-/* Whole pairs of lines: the shallow ring's 1,088 bytes (the ring packed, as it always was),
- * the deep ring's 4,224. With 4,160 (whole lines only) gather at 8-64 B measured 0.78-0.84x
- * the 1 KiB ring's and 0.98-1.14x with 4,224 (P=2, 60 ns hop, seven repeats each). */
-static uint64_t msg_stride(uint64_t msgs)
+/* Where the second ring starts in a control block: after the messages. */
+static uint64_t msg_big_off(uint64_t msgs)
 {
-	uint64_t bytes = offsetof(struct shmcoll_msg, data) + msg_max(msgs);
-
-	return msgs == SHMCOLL_MSG_RING_DEFAULT ? round_up(bytes, 2 * 64) : round_up(bytes, 64);
+	return round_up(sizeof(struct shmcoll_ctrl) + msgs * sizeof(struct shmcoll_msg),
+	                SHMCOLL_LINE);
 }
 
-/* One control block with msgs inline messages. */
+/* One control block with msgs inline messages (and the second ring where it has one). */
 static uint64_t ctrl_stride(uint64_t msgs)
 {
-	return sizeof(struct shmcoll_ctrl) + msgs * msg_stride(msgs);
+	if (msg_max(msgs) > SHMCOLL_INLINE_MAX)
+		return msg_big_off(msgs) + msgs * SHMCOLL_MSG_DATA_MAX;
+	return sizeof(struct shmcoll_ctrl) + msgs * sizeof(struct shmcoll_msg);
 }
 
 /* The header page and the control blocks. */
@@ -147,8 +146,8 @@ static void place(struct shmcoll_layout *out, uint32_t nranks, uint64_t half, ui
 
 	out->msg_ring = msgs;
 	out->ctrl_stride = ctrl_stride(msgs);
-	out->msg_stride = msg_stride(msgs);
 	out->msg_max = msg_max(msgs);
+	out->msg_big_off = msg_big_off(msgs);
 	out->ctrl_off = PAGE;
 	out->slot_half = half;
 	out->slot_stride = 2 * half;
@@ -313,8 +312,8 @@ static void layout_from(struct shmcoll_layout *l, const struct shmcoll_arena_hdr
 	l->ring_bytes = h->ring_bytes;
 	l->msg_ring = h->msg_ring;
 	l->ctrl_stride = ctrl_stride(h->msg_ring);
-	l->msg_stride = msg_stride(h->msg_ring);
 	l->msg_max = msg_max(h->msg_ring);
+	l->msg_big_off = msg_big_off(h->msg_ring);
 }
 
 /* ---- room: the shared-memory filesystem and the memory cgroup ---- */

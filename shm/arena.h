@@ -83,15 +83,21 @@ static_assert(sizeof(struct shmcoll_desc) == 64, "a descriptor is one 64-byte li
 
 /* Payloads up to this size travel inline in every layout, in the message the
  * reader polls (docs/BENCHMARKS.md: 1 KiB measured 1.6-2.3x faster than staging
- * for small rooted calls with a 25 ns hop). The deep message ring's messages hold
- * SHMCOLL_MSG_DATA_MAX (the layout's msg_max): with a 60 ns hop, where how far a
- * writer runs ahead of its readers decides, rooted calls of 2-4 KiB were 1.3-1.7x
- * faster inline ("The 60 ns state"; 2 KiB 1.3x, 4 KiB the same with a 25 ns
- * hop). The shallow ring of a small arena keeps 1 KiB messages, so the least
- * arena for a rank count does not grow. Calls in which every rank reads every
- * peer's message stop at 1 KiB (lib/core/algo.h, SHMCOLL_INLINE_ALL_MAX). */
+ * for small rooted calls with a 25 ns hop). In the deep message ring a message's
+ * data may be up to SHMCOLL_MSG_DATA_MAX (the layout's msg_max): with a 60 ns
+ * hop, where how far a writer runs ahead of its readers decides, rooted calls of
+ * 2-4 KiB were 1.4-1.8x faster inline ("The 60 ns state"). Such data does not fit
+ * the message: it goes to the rank's slot of the same index in a second ring
+ * (msg_big_off, SHMCOLL_MSG_DATA_MAX bytes each), and the message's len carries
+ * SHMCOLL_MSG_BIG, so the messages stay packed one after another as they were,
+ * which a reader's prefetcher runs along (4 KiB messages in one ring made every
+ * 1 KiB call 0.90-0.95x). The shallow ring of a small arena has no second ring,
+ * so the least arena for a rank count does not grow. Calls in which every rank
+ * reads every peer's message stop at 1 KiB (lib/core/algo.h,
+ * SHMCOLL_INLINE_ALL_MAX). */
 #define SHMCOLL_INLINE_MAX   1024
 #define SHMCOLL_MSG_DATA_MAX 4096
+#define SHMCOLL_MSG_BIG      (1u << 30) /* in len: the data is in the second ring */
 
 /* A small call's whole contribution: written by the owner into
  * msg[s % msg_ring] (stamp last, release) before it publishes step s,
@@ -109,7 +115,7 @@ struct shmcoll_msg {
 	_Alignas(64) _Atomic uint32_t stamp; /* the step this message is for */
 	uint32_t len;
 	struct shmcoll_call call;
-	uint8_t data[SHMCOLL_MSG_DATA_MAX]; /* the layout's msg_max of it in the arena */
+	uint8_t data[SHMCOLL_INLINE_MAX];
 };
 static_assert(sizeof(struct shmcoll_msg) % 64 == 0, "a message is whole 64-byte lines");
 static_assert(offsetof(struct shmcoll_msg, data) + 32 <= 64,
@@ -120,7 +126,7 @@ static_assert(offsetof(struct shmcoll_msg, data) + 32 <= 64,
  * rarely polls the writer's lines, and a writer whose readers lag does not
  * wait (back-to-back 8 B bcast with a 200 ns hop: 0.163 us with 4, 0.140
  * with 8, 0.081 with 16, docs/BENCHMARKS.md). 4 where a caller's small arena
- * cannot spare the 62 KiB per rank more. */
+ * cannot spare the 77 KiB per rank more. */
 #define SHMCOLL_MSG_RING_MIN 4u
 #ifndef SHMCOLL_MSG_RING_DEFAULT /* -DSHMCOLL_MSG_RING_DEFAULT=4 builds the shallow ring, to       \
                                     measure */
@@ -157,8 +163,8 @@ struct shmcoll_ctrl {
 	 * it does not offer single-copy reads. */
 	uint64_t cma_addr;
 	uint64_t cma_nonce;
-	/* owner, by step: msg_ring of them, msg_stride bytes apart (the arena's layout;
-	 * lib/core/engine.h's shmcoll__msg), so not indexed as an array of the type */
+	/* owner, by step: msg_ring of them (the arena's layout), then in the deep ring
+	 * msg_ring data slots of SHMCOLL_MSG_DATA_MAX bytes at msg_big_off */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_msg msg[];
 };
 static_assert(sizeof(struct shmcoll_ctrl) == 4 * SHMCOLL_LINE, "four lines, then the message ring");
@@ -224,7 +230,8 @@ struct shmcoll_layout {
 	uint64_t total_bytes, ctrl_off, slot_off, slot_stride, slot_half, heap_off, heap_stride;
 	uint64_t p2p_off, p2p_stride, ring_off, ring_bytes;
 	uint64_t msg_ring, ctrl_stride; /* messages per rank; one control block's bytes */
-	uint64_t msg_stride, msg_max;   /* one message's bytes; the data it holds */
+	uint64_t msg_max;     /* the most data a message carries (SHMCOLL_MSG_BIG beyond 1 KiB) */
+	uint64_t msg_big_off; /* in a control block: the second ring (msg_max > 1 KiB only) */
 };
 
 /* The process-local view of an attached arena. */

@@ -61,9 +61,13 @@ Test(arena, layout_defaults_and_bounds)
 		cr_assert_eq(l.heap_stride, SHMCOLL_DEFAULT_HEAP_BYTES);
 		cr_assert_geq(l.ctrl_off, sizeof(struct shmcoll_arena_hdr));
 		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_DEFAULT);
-		cr_assert_eq(l.msg_stride, 4224); /* 4 KiB of data, in whole pairs of lines */
+		/* The messages packed, then the second ring of 4 KiB data slots. */
+		cr_assert_geq(l.msg_big_off,
+		              sizeof(struct shmcoll_ctrl) +
+		                  SHMCOLL_MSG_RING_DEFAULT * sizeof(struct shmcoll_msg));
+		cr_assert_eq(l.msg_big_off % SHMCOLL_LINE, 0);
 		cr_assert_eq(l.ctrl_stride,
-		             sizeof(struct shmcoll_ctrl) + SHMCOLL_MSG_RING_DEFAULT * l.msg_stride);
+		             l.msg_big_off + SHMCOLL_MSG_RING_DEFAULT * SHMCOLL_MSG_DATA_MAX);
 		cr_assert_geq(l.slot_off, l.ctrl_off + n * l.ctrl_stride);
 		cr_assert_eq(l.ring_bytes, shmcoll__ring_default(n));
 		cr_assert_eq(l.p2p_off, l.slot_off + n * l.slot_stride);
@@ -101,9 +105,9 @@ static void header_of(struct shmcoll_arena_hdr *h, const struct shmcoll_layout *
 	h->msg_ring = (uint32_t)l->msg_ring;
 }
 
-/* The deep message ring (messages of 4 KiB) where it takes at most half the arena; the
- * least one (messages of 1 KiB) in an arena too small for that, which still takes every rank
- * count its minimum allows; a header with any other depth is refused. */
+/* The deep message ring (data of up to 4 KiB, what passes 1 KiB in a second ring) where it
+ * takes at most half the arena; the least one (1 KiB) in an arena too small for that, which still
+ * takes every rank count its minimum allows; a header with any other depth is refused. */
 Test(arena, message_ring_depth_follows_the_room)
 {
 	struct shmcoll_layout l;
@@ -115,17 +119,16 @@ Test(arena, message_ring_depth_follows_the_room)
 
 		cr_assert_eq(shmcoll__arena_layout(n, least, &l, err, sizeof(err)), 0, "%s", err);
 		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_MIN, "%u ranks in the least arena", n);
-		/* The shallow ring's messages hold 1 KiB, the deep ring's 4 KiB. */
+		/* The shallow ring's messages carry 1 KiB, the deep ring's 4 KiB. */
 		cr_assert_eq(l.msg_max, SHMCOLL_INLINE_MAX);
-		cr_assert_eq(l.msg_stride, 1088);
+		cr_assert_eq(sizeof(struct shmcoll_msg), 1088);
 		cr_assert_eq(l.ctrl_stride,
-		             sizeof(struct shmcoll_ctrl) + l.msg_ring * l.msg_stride);
+		             sizeof(struct shmcoll_ctrl) + l.msg_ring * sizeof(struct shmcoll_msg));
 		cr_assert_leq(l.total_bytes, least);
 		cr_assert_eq(shmcoll__arena_layout(n, 64u << 20, &l, err, sizeof(err)), 0, "%s",
 		             err);
 		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_DEFAULT, "%u ranks in 64 MiB", n);
 		cr_assert_eq(l.msg_max, SHMCOLL_MSG_DATA_MAX);
-		cr_assert_geq(l.msg_stride, sizeof(struct shmcoll_msg));
 		cr_assert_leq(l.total_bytes, 64u << 20);
 		cr_assert_eq(shmcoll__arena_fit(n, least, &l), 0);
 		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_MIN);

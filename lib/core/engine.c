@@ -378,11 +378,18 @@ void shmcoll__msg_publish(struct shmcoll_node *n, struct shmcoll_task *t, const 
 	 * (lib/kernels/copy.h). A call without a root waits for its peers right after its
 	 * own write, where rep movsb's start-up cost is on the path: memcpy (P=2, 60 ns hop,
 	 * 512 B-1 KiB: allreduce and alltoall 0.85-0.90x with rep movsb; docs/BENCHMARKS.md). */
+	uint8_t *to = m->data;
+	size_t flags = 0;
+
+	if (len > SHMCOLL_INLINE_MAX) { /* at most msg_max: shmcoll__algo_inline */
+		to = shmcoll__msg_big(n, n->rank, t->d->step);
+		flags = SHMCOLL_MSG_BIG;
+	}
 	if (len && t->root >= 0)
-		shmcoll__copy_in_msg(m->data, data, len);
+		shmcoll__copy_in_msg(to, data, len);
 	else if (len)
-		memcpy(m->data, data, len);
-	msg_commit(n, t, m, len);
+		memcpy(to, data, len);
+	msg_commit(n, t, m, len | flags);
 }
 
 void shmcoll__msg_commit(struct shmcoll_node *n, struct shmcoll_task *t, size_t len)
@@ -443,7 +450,7 @@ int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, co
 			rc = mismatch(n, t->fn, &n->st.call, p, &m->call);
 		return rc;
 	}
-	*data = m->data;
+	*data = m->len & SHMCOLL_MSG_BIG ? shmcoll__msg_big(n, p, step) : m->data;
 	return 0;
 }
 

@@ -31,10 +31,15 @@ static inline uint8_t *shmcoll__slot(const struct shmcoll_node *n, int rank, uin
 static inline struct shmcoll_msg *shmcoll__msg(const struct shmcoll_node *n, int rank,
                                                uint32_t step)
 {
-	uint8_t *ring = (uint8_t *)shmcoll__ctrl(&n->arena, (uint32_t)rank)->msg;
+	return &shmcoll__ctrl(&n->arena, (uint32_t)rank)->msg[step & (n->arena.lay.msg_ring - 1)];
+}
 
-	return (struct shmcoll_msg *)(ring + (step & (n->arena.lay.msg_ring - 1)) *
-	                                         n->arena.lay.msg_stride);
+/* Rank's data slot for step in the second ring (shm/arena.h, SHMCOLL_MSG_BIG): where a
+ * message's data longer than SHMCOLL_INLINE_MAX is. */
+static inline uint8_t *shmcoll__msg_big(const struct shmcoll_node *n, int rank, uint32_t step)
+{
+	return (uint8_t *)shmcoll__ctrl(&n->arena, (uint32_t)rank) + n->arena.lay.msg_big_off +
+	       (size_t)(step & (n->arena.lay.msg_ring - 1)) * SHMCOLL_MSG_DATA_MAX;
 }
 
 /* Elements of es bytes per staging chunk when each chunk is split into parts pieces (1 for
@@ -127,7 +132,7 @@ void shmcoll__msg_publish(struct shmcoll_node *n, struct shmcoll_task *t, const 
 int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, const uint8_t **data);
 
 /* msg_publish in two halves, for a message built in place rather than copied in: msg_data
- * is this rank's message data for the task's step (the layout's msg_max bytes, free once the
+ * is this rank's message data for the task's step (SHMCOLL_INLINE_MAX bytes, free once the
  * message guard returned), msg_commit publishes its first len bytes. */
 static inline uint8_t *shmcoll__msg_data(struct shmcoll_node *n, const struct shmcoll_task *t)
 {
