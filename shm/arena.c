@@ -51,13 +51,6 @@ static uint64_t min_half(uint32_t nranks)
 	return round_up(m > SHMCOLL_MIN_SLOT_HALF ? m : SHMCOLL_MIN_SLOT_HALF, SHMCOLL_LINE);
 }
 
-/* The data one message carries in a ring of msgs: the deep ring's SHMCOLL_MSG_DATA_MAX
- * (beyond SHMCOLL_INLINE_MAX in its second ring), the shallow one's SHMCOLL_INLINE_MAX. */
-static uint64_t msg_max(uint64_t msgs)
-{
-	return msgs == SHMCOLL_MSG_RING_DEFAULT ? SHMCOLL_MSG_DATA_MAX : SHMCOLL_INLINE_MAX;
-}
-
 /* Where the second ring starts in a control block: after the messages. */
 static uint64_t msg_big_off(uint64_t msgs)
 {
@@ -65,18 +58,41 @@ static uint64_t msg_big_off(uint64_t msgs)
 	                SHMCOLL_LINE);
 }
 
-/* One control block with msgs inline messages (and the second ring where it has one). */
-static uint64_t ctrl_stride(uint64_t msgs)
+/* One control block with msgs inline messages carrying up to max bytes each: beyond
+ * SHMCOLL_INLINE_MAX, with a second ring of msgs data slots of max bytes. */
+static uint64_t ctrl_stride(uint64_t msgs, uint64_t max)
 {
-	if (msg_max(msgs) > SHMCOLL_INLINE_MAX)
-		return msg_big_off(msgs) + msgs * SHMCOLL_MSG_DATA_MAX;
+	if (max > SHMCOLL_INLINE_MAX)
+		return msg_big_off(msgs) + msgs * max;
 	return sizeof(struct shmcoll_ctrl) + msgs * sizeof(struct shmcoll_msg);
 }
 
-/* The header page and the control blocks. */
-static uint64_t fixed_bytes(uint32_t nranks, uint64_t msgs)
+/* The message rings a layout may have (arena.h), the largest first: the deep ring with
+ * data slots of SHMCOLL_MSG_DATA_MAX, then SHMCOLL_MSG_DATA_MID, then the shallow ring. */
+static const struct {
+	uint64_t msgs, max;
+} msg_shapes[] = {
+    {SHMCOLL_MSG_RING_DEFAULT, SHMCOLL_MSG_DATA_MAX},
+    {SHMCOLL_MSG_RING_DEFAULT, SHMCOLL_MSG_DATA_MID},
+    {SHMCOLL_MSG_RING_MIN, SHMCOLL_INLINE_MAX},
+};
+enum { SHAPE_DEEP = 0, SHAPE_LEAST = sizeof(msg_shapes) / sizeof(msg_shapes[0]) - 1 };
+
+/* The shape a header names, -1 for none. */
+static int msg_shape_of(uint64_t msgs, uint64_t max)
 {
-	return round_up(PAGE + (uint64_t)nranks * ctrl_stride(msgs), PAGE);
+	for (int i = 0; i <= SHAPE_LEAST; i++)
+		if (msg_shapes[i].msgs == msgs && msg_shapes[i].max == max)
+			return i;
+	return -1;
+}
+
+/* The header page and the control blocks. */
+static uint64_t fixed_bytes(uint32_t nranks, int shape)
+{
+	return round_up(PAGE + (uint64_t)nranks *
+	                           ctrl_stride(msg_shapes[shape].msgs, msg_shapes[shape].max),
+	                PAGE);
 }
 
 /* The point-to-point control blocks of nranks ranks (arena.h): two arrays of
@@ -113,25 +129,28 @@ uint64_t shmcoll__ring_default(uint32_t nranks)
 	return ring < SHMCOLL_RING_MIN ? SHMCOLL_RING_MIN : ring;
 }
 
-/* The least a layout for nranks with msgs inline messages per rank can be:
- * staging halves of min_half, the smallest rings, no heap. */
-static uint64_t min_total_with(uint32_t nranks, uint64_t msgs)
+/* The least a layout for nranks with message ring shape can be: staging halves of
+ * min_half, the smallest rings, no heap. */
+static uint64_t min_total_with(uint32_t nranks, int shape)
 {
-	return fixed_bytes(nranks, msgs) + (uint64_t)nranks * 2 * min_half(nranks) +
+	return fixed_bytes(nranks, shape) + (uint64_t)nranks * 2 * min_half(nranks) +
 	       p2p_bytes(nranks, SHMCOLL_RING_MIN);
 }
 
 static uint64_t min_total(uint32_t nranks)
 {
-	return min_total_with(nranks, SHMCOLL_MSG_RING_MIN);
+	return min_total_with(nranks, SHAPE_LEAST);
 }
 
-/* The deep message ring where it takes at most half of room, else the least. */
-static uint64_t msgs_for(uint32_t nranks, uint64_t room)
+/* The largest message ring whose least layout takes at most half of room, else the
+ * shallow one. */
+static int shape_for(uint32_t nranks, uint64_t room)
 {
-	return min_total_with(nranks, SHMCOLL_MSG_RING_DEFAULT) <= room / 2
-	           ? SHMCOLL_MSG_RING_DEFAULT
-	           : SHMCOLL_MSG_RING_MIN;
+	int shape = SHAPE_DEEP;
+
+	while (shape < SHAPE_LEAST && min_total_with(nranks, shape) > room / 2)
+		shape++;
+	return shape;
 }
 
 uint64_t shmcoll__arena_min_bytes(uint32_t nranks)
@@ -140,13 +159,13 @@ uint64_t shmcoll__arena_min_bytes(uint32_t nranks)
 }
 
 static void place(struct shmcoll_layout *out, uint32_t nranks, uint64_t half, uint64_t ring,
-                  uint64_t heap, uint64_t msgs)
+                  uint64_t heap, int shape)
 {
-	uint64_t fixed = fixed_bytes(nranks, msgs);
+	uint64_t fixed = fixed_bytes(nranks, shape), msgs = msg_shapes[shape].msgs;
 
 	out->msg_ring = msgs;
-	out->ctrl_stride = ctrl_stride(msgs);
-	out->msg_max = msg_max(msgs);
+	out->msg_max = msg_shapes[shape].max;
+	out->ctrl_stride = ctrl_stride(msgs, out->msg_max);
 	out->msg_big_off = msg_big_off(msgs);
 	out->ctrl_off = PAGE;
 	out->slot_half = half;
@@ -164,7 +183,8 @@ static void place(struct shmcoll_layout *out, uint32_t nranks, uint64_t half, ui
 int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_layout *out,
                           char *err, size_t errlen)
 {
-	uint64_t avail, half, heap, ring, minimum, pairs, msgs;
+	uint64_t avail, half, heap, ring, minimum, pairs;
+	int shape;
 
 	if (nranks < 1 || nranks > SHMCOLL_MAX_RANKS) {
 		snprintf(err, errlen, "size %u out of range 1..%d", nranks, SHMCOLL_MAX_RANKS);
@@ -172,7 +192,7 @@ int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_la
 	}
 	if (arena_bytes == 0) {
 		place(out, nranks, SHMCOLL_DEFAULT_SLOT_HALF, shmcoll__ring_default(nranks),
-		      SHMCOLL_DEFAULT_HEAP_BYTES, SHMCOLL_MSG_RING_DEFAULT);
+		      SHMCOLL_DEFAULT_HEAP_BYTES, SHAPE_DEEP);
 		return 0;
 	}
 	minimum = min_total(nranks);
@@ -183,9 +203,9 @@ int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_la
 	}
 	/* The rings take at most an eighth of what is left (never more than by default),
 	 * staging at most half of the rest, the heap the rest. */
-	msgs = msgs_for(nranks, arena_bytes);
+	shape = shape_for(nranks, arena_bytes);
 	pairs = (uint64_t)nranks * nranks;
-	avail = arena_bytes - fixed_bytes(nranks, msgs) - p2p_bytes(nranks, 0);
+	avail = arena_bytes - fixed_bytes(nranks, shape) - p2p_bytes(nranks, 0);
 	ring = avail / 8 / pairs;
 	ring = ring < SHMCOLL_RING_MIN ? SHMCOLL_RING_MIN : pow2_floor(ring);
 	if (ring > shmcoll__ring_default(nranks))
@@ -197,26 +217,27 @@ int shmcoll__arena_layout(uint32_t nranks, size_t arena_bytes, struct shmcoll_la
 	if (half < min_half(nranks))
 		half = min_half(nranks);
 	heap = (avail - (uint64_t)nranks * 2 * half) / nranks / SHMCOLL_LINE * SHMCOLL_LINE;
-	place(out, nranks, half, ring, heap, msgs);
+	place(out, nranks, half, ring, heap, shape);
 	return 0;
 }
 
 int shmcoll__arena_fit(uint32_t nranks, uint64_t room, struct shmcoll_layout *out)
 {
 	uint64_t per, half = SHMCOLL_DEFAULT_SLOT_HALF, heap = SHMCOLL_DEFAULT_HEAP_BYTES;
-	uint64_t ring = shmcoll__ring_default(nranks), rest, msgs;
+	uint64_t ring = shmcoll__ring_default(nranks), rest;
+	int shape;
 
 	if (nranks < 1 || nranks > SHMCOLL_MAX_RANKS)
 		return -EINVAL;
-	place(out, nranks, half, ring, heap, SHMCOLL_MSG_RING_DEFAULT);
+	place(out, nranks, half, ring, heap, SHAPE_DEEP);
 	if (out->total_bytes <= room)
 		return 0;
 	if (room < min_total(nranks))
 		return -ENOSPC;
 	/* The heap goes first, then the rings halve, then the staging halves shrink; the deep
 	 * message ring only where it takes at most half the room. */
-	msgs = msgs_for(nranks, room);
-	rest = room - fixed_bytes(nranks, msgs);
+	shape = shape_for(nranks, room);
+	rest = room - fixed_bytes(nranks, shape);
 	while (ring > SHMCOLL_RING_MIN &&
 	       p2p_bytes(nranks, ring) + (uint64_t)nranks * 2 * half > rest)
 		ring /= 2;
@@ -230,7 +251,7 @@ int shmcoll__arena_fit(uint32_t nranks, uint64_t room, struct shmcoll_layout *ou
 		if (half < min_half(nranks))
 			half = min_half(nranks); /* room >= min_total: it fits */
 	}
-	place(out, nranks, half, ring, heap, msgs);
+	place(out, nranks, half, ring, heap, shape);
 	return 0;
 }
 
@@ -238,6 +259,7 @@ int shmcoll__arena_validate(const struct shmcoll_arena_hdr *h, uint64_t file_byt
                             char *err, size_t errlen)
 {
 	struct shmcoll_layout want;
+	int shape;
 
 	/* The caller's count, not the segment's, but the checks below divide
 	 * by it: a count the layout could never have is refused first. */
@@ -265,7 +287,7 @@ int shmcoll__arena_validate(const struct shmcoll_arena_hdr *h, uint64_t file_byt
 		         (unsigned long long)h->total_bytes, (unsigned long long)file_bytes);
 		return -EPROTO;
 	}
-	if (h->creator.pid <= 0 || h->creator.pad || h->pad || h->pad1) {
+	if (h->creator.pid <= 0 || h->creator.pad || h->pad) {
 		snprintf(err, errlen, "bad creator pid %d", (int)h->creator.pid);
 		return -EPROTO;
 	}
@@ -275,18 +297,18 @@ int shmcoll__arena_validate(const struct shmcoll_arena_hdr *h, uint64_t file_byt
 	    h->slot_half % SHMCOLL_LINE || h->heap_stride % SHMCOLL_LINE ||
 	    h->heap_stride > file_bytes || h->ring_bytes < SHMCOLL_RING_MIN ||
 	    h->ring_bytes > SHMCOLL_RING_MAX || (h->ring_bytes & (h->ring_bytes - 1)) ||
-	    (h->msg_ring != SHMCOLL_MSG_RING_MIN && h->msg_ring != SHMCOLL_MSG_RING_DEFAULT)) {
+	    (shape = msg_shape_of(h->msg_ring, h->msg_max)) < 0) {
 		snprintf(err, errlen, "slot, ring, message ring or heap size out of range");
 		return -EPROTO;
 	}
 	/* Every rank's heap inside the file, checked without the overflow that
 	 * heap_off + nranks * heap_stride could wrap around to. */
-	place(&want, nranks, h->slot_half, h->ring_bytes, 0, h->msg_ring);
+	place(&want, nranks, h->slot_half, h->ring_bytes, 0, shape);
 	if (file_bytes < want.heap_off || h->heap_stride > (file_bytes - want.heap_off) / nranks) {
 		snprintf(err, errlen, "the heaps do not fit in the segment");
 		return -EPROTO;
 	}
-	place(&want, nranks, h->slot_half, h->ring_bytes, h->heap_stride, h->msg_ring);
+	place(&want, nranks, h->slot_half, h->ring_bytes, h->heap_stride, shape);
 	if (h->ctrl_off != want.ctrl_off || h->slot_off != want.slot_off ||
 	    h->slot_stride != want.slot_stride || h->heap_off != want.heap_off ||
 	    h->p2p_off != want.p2p_off || h->p2p_stride != want.p2p_stride ||
@@ -311,8 +333,8 @@ static void layout_from(struct shmcoll_layout *l, const struct shmcoll_arena_hdr
 	l->ring_off = h->ring_off;
 	l->ring_bytes = h->ring_bytes;
 	l->msg_ring = h->msg_ring;
-	l->ctrl_stride = ctrl_stride(h->msg_ring);
-	l->msg_max = msg_max(h->msg_ring);
+	l->msg_max = h->msg_max;
+	l->ctrl_stride = ctrl_stride(h->msg_ring, h->msg_max);
 	l->msg_big_off = msg_big_off(h->msg_ring);
 }
 
@@ -576,7 +598,7 @@ static int preflight(struct shmcoll_layout *lay, uint32_t nranks, size_t arena_b
 		return 0;
 	/* The margin is a preference: the least layout may still take it. */
 	if (min_total(nranks) <= room) {
-		place(lay, nranks, min_half(nranks), SHMCOLL_RING_MIN, 0, SHMCOLL_MSG_RING_MIN);
+		place(lay, nranks, min_half(nranks), SHMCOLL_RING_MIN, 0, SHAPE_LEAST);
 		return 0;
 	}
 	snprintf(err, errlen,
@@ -990,6 +1012,7 @@ int shmcoll__arena_create(struct shmcoll_arena *a, const char *job, uint32_t nra
 	h0.ring_off = lay.ring_off;
 	h0.ring_bytes = lay.ring_bytes;
 	h0.msg_ring = (uint32_t)lay.msg_ring;
+	h0.msg_max = (uint32_t)lay.msg_max;
 	shmcoll__proc_self(&h0.creator);
 	h0.hdr_bytes = sizeof(h0);
 	n = pwrite(fd, &h0, sizeof(h0), 0);

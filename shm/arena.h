@@ -26,7 +26,7 @@
 #include "shm/proc.h"
 
 #define SHMCOLL_ARENA_MAGIC   0x314c4c4f434d4853ull /* "SHMCOLL1" */
-#define SHMCOLL_ARENA_VERSION 10u
+#define SHMCOLL_ARENA_VERSION 11u
 #define SHMCOLL_ARENA_READY   0x59444552u /* "REDY" */
 #define SHMCOLL_MAX_RANKS     1024
 #define SHMCOLL_CPU_WORDS     16 /* affinity union of up to 1024 CPUs */
@@ -84,11 +84,13 @@ static_assert(sizeof(struct shmcoll_desc) == 64, "a descriptor is one 64-byte li
 /* Payloads up to this size travel inline in every layout, in the message the
  * reader polls (docs/BENCHMARKS.md: 1 KiB measured 1.6-2.3x faster than staging
  * for small rooted calls with a 25 ns hop). In the deep message ring a message's
- * data may be up to SHMCOLL_MSG_DATA_MAX (the layout's msg_max): with a 60 ns
- * hop, where how far a writer runs ahead of its readers decides, rooted calls of
- * 2-4 KiB were 1.4-1.8x faster inline ("The 60 ns state"). Such data does not fit
- * the message: it goes to the rank's slot of the same index in a second ring
- * (msg_big_off, SHMCOLL_MSG_DATA_MAX bytes each), and the message's len carries
+ * data may be longer, up to the layout's msg_max: SHMCOLL_MSG_DATA_MAX where the
+ * arena has room, SHMCOLL_MSG_DATA_MID in a smaller one (arena.c, msg_shapes).
+ * With a 60 ns hop, where how far a writer runs ahead of its readers decides,
+ * rooted calls of 2-32 KiB were 1.2-2.2x faster inline than staged, which lets a
+ * writer run one call ahead only ("The 60 ns state"). Such data does not fit the
+ * message: it goes to the rank's slot of the same index in a second ring
+ * (msg_big_off, msg_max bytes each), and the message's len carries
  * SHMCOLL_MSG_BIG, so the messages stay packed one after another as they were,
  * which a reader's prefetcher runs along (4 KiB messages in one ring made every
  * 1 KiB call 0.90-0.95x). The shallow ring of a small arena has no second ring,
@@ -96,7 +98,8 @@ static_assert(sizeof(struct shmcoll_desc) == 64, "a descriptor is one 64-byte li
  * reads every peer's message stop at 1 KiB (lib/core/algo.h,
  * SHMCOLL_INLINE_ALL_MAX). */
 #define SHMCOLL_INLINE_MAX   1024
-#define SHMCOLL_MSG_DATA_MAX 4096
+#define SHMCOLL_MSG_DATA_MID 4096
+#define SHMCOLL_MSG_DATA_MAX 32768
 #define SHMCOLL_MSG_BIG      (1u << 30) /* in len: the data is in the second ring */
 
 /* A small call's whole contribution: written by the owner into
@@ -126,7 +129,8 @@ static_assert(offsetof(struct shmcoll_msg, data) + 32 <= 64,
  * rarely polls the writer's lines, and a writer whose readers lag does not
  * wait (back-to-back 8 B bcast with a 200 ns hop: 0.163 us with 4, 0.140
  * with 8, 0.081 with 16, docs/BENCHMARKS.md). 4 where a caller's small arena
- * cannot spare the 77 KiB per rank more. */
+ * cannot spare the 77 KiB per rank more that 16 messages with data slots of
+ * SHMCOLL_MSG_DATA_MID take. */
 #define SHMCOLL_MSG_RING_MIN 4u
 #ifndef SHMCOLL_MSG_RING_DEFAULT /* -DSHMCOLL_MSG_RING_DEFAULT=4 builds the shallow ring, to       \
                                     measure */
@@ -164,7 +168,7 @@ struct shmcoll_ctrl {
 	uint64_t cma_addr;
 	uint64_t cma_nonce;
 	/* owner, by step: msg_ring of them (the arena's layout), then in the deep ring
-	 * msg_ring data slots of SHMCOLL_MSG_DATA_MAX bytes at msg_big_off */
+	 * msg_ring data slots of msg_max bytes at msg_big_off */
 	_Alignas(SHMCOLL_LINE) struct shmcoll_msg msg[];
 };
 static_assert(sizeof(struct shmcoll_ctrl) == 4 * SHMCOLL_LINE, "four lines, then the message ring");
@@ -198,7 +202,7 @@ struct shmcoll_arena_hdr {
 	uint32_t hdr_bytes; /* sizeof(struct shmcoll_arena_hdr) of the creator */
 	uint32_t pad;       /* 0 */
 	uint32_t msg_ring;  /* inline messages per rank */
-	uint32_t pad1;      /* 0 */
+	uint32_t msg_max;   /* the most data one carries (the layout's msg_max) */
 
 	/* creator: 0 until the fields above are valid (release). */
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t ready;

@@ -61,7 +61,8 @@ Test(arena, layout_defaults_and_bounds)
 		cr_assert_eq(l.heap_stride, SHMCOLL_DEFAULT_HEAP_BYTES);
 		cr_assert_geq(l.ctrl_off, sizeof(struct shmcoll_arena_hdr));
 		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_DEFAULT);
-		/* The messages packed, then the second ring of 4 KiB data slots. */
+		/* The messages packed, then the second ring of the largest data slots. */
+		cr_assert_eq(l.msg_max, SHMCOLL_MSG_DATA_MAX);
 		cr_assert_geq(l.msg_big_off,
 		              sizeof(struct shmcoll_ctrl) +
 		                  SHMCOLL_MSG_RING_DEFAULT * sizeof(struct shmcoll_msg));
@@ -103,11 +104,13 @@ static void header_of(struct shmcoll_arena_hdr *h, const struct shmcoll_layout *
 	h->ring_off = l->ring_off;
 	h->ring_bytes = l->ring_bytes;
 	h->msg_ring = (uint32_t)l->msg_ring;
+	h->msg_max = (uint32_t)l->msg_max;
 }
 
-/* The deep message ring (data of up to 4 KiB, what passes 1 KiB in a second ring) where it
- * takes at most half the arena; the least one (1 KiB) in an arena too small for that, which still
- * takes every rank count its minimum allows; a header with any other depth is refused. */
+/* The deep message ring (16 messages; what passes 1 KiB in a second ring of 32 KiB data slots,
+ * or of 4 KiB ones where those do not fit) where it takes at most half the arena; the least one
+ * (4 messages of 1 KiB) in an arena too small for that, which still takes every rank count its
+ * minimum allows; a header with any other shape is refused. */
 Test(arena, message_ring_depth_follows_the_room)
 {
 	struct shmcoll_layout l;
@@ -119,7 +122,7 @@ Test(arena, message_ring_depth_follows_the_room)
 
 		cr_assert_eq(shmcoll__arena_layout(n, least, &l, err, sizeof(err)), 0, "%s", err);
 		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_MIN, "%u ranks in the least arena", n);
-		/* The shallow ring's messages carry 1 KiB, the deep ring's 4 KiB. */
+		/* The shallow ring's messages carry 1 KiB. */
 		cr_assert_eq(l.msg_max, SHMCOLL_INLINE_MAX);
 		cr_assert_eq(sizeof(struct shmcoll_msg), 1088);
 		cr_assert_eq(l.ctrl_stride,
@@ -128,8 +131,18 @@ Test(arena, message_ring_depth_follows_the_room)
 		cr_assert_eq(shmcoll__arena_layout(n, 64u << 20, &l, err, sizeof(err)), 0, "%s",
 		             err);
 		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_DEFAULT, "%u ranks in 64 MiB", n);
-		cr_assert_eq(l.msg_max, SHMCOLL_MSG_DATA_MAX);
+		/* 16 slots of 32 KiB are 512 KiB a rank: more than half of 64 MiB at 64 ranks */
+		cr_assert_eq(l.msg_max, n < 64 ? SHMCOLL_MSG_DATA_MAX : SHMCOLL_MSG_DATA_MID,
+		             "%u ranks in 64 MiB", n);
+		cr_assert_eq(l.ctrl_stride, l.msg_big_off + l.msg_ring * l.msg_max);
 		cr_assert_leq(l.total_bytes, 64u << 20);
+		if (n <= 16) { /* 4 MiB: the 32 KiB slots for 2 ranks, the 4 KiB ones to 16 */
+			cr_assert_eq(shmcoll__arena_layout(n, 4u << 20, &l, err, sizeof(err)), 0,
+			             "%s", err);
+			cr_assert_eq(l.msg_max, n < 4 ? SHMCOLL_MSG_DATA_MAX : SHMCOLL_MSG_DATA_MID,
+			             "%u ranks in 4 MiB", n);
+			cr_assert_leq(l.total_bytes, 4u << 20);
+		}
 		cr_assert_eq(shmcoll__arena_fit(n, least, &l), 0);
 		cr_assert_eq(l.msg_ring, SHMCOLL_MSG_RING_MIN);
 	}
@@ -140,6 +153,14 @@ Test(arena, message_ring_depth_follows_the_room)
 	cr_assert_eq(shmcoll__arena_validate(&h, l.total_bytes, 2, err, sizeof(err)), -EPROTO);
 	cr_assert(strstr(err, "message ring"), "%s", err);
 	h.msg_ring = SHMCOLL_MSG_RING_MIN; /* offsets of the deep ring with the least depth */
+	cr_assert_eq(shmcoll__arena_validate(&h, l.total_bytes, 2, err, sizeof(err)), -EPROTO);
+	h.msg_ring = (uint32_t)l.msg_ring;
+	h.msg_max = 2048; /* no shape has it */
+	cr_assert_eq(shmcoll__arena_validate(&h, l.total_bytes, 2, err, sizeof(err)), -EPROTO);
+	cr_assert(strstr(err, "message ring"), "%s", err);
+	h.msg_max = SHMCOLL_MSG_DATA_MID; /* a shape, but not the one the offsets were made for */
+	cr_assert_eq(shmcoll__arena_validate(&h, l.total_bytes, 2, err, sizeof(err)), -EPROTO);
+	h.msg_max = SHMCOLL_INLINE_MAX; /* the shallow ring's data with the deep ring's depth */
 	cr_assert_eq(shmcoll__arena_validate(&h, l.total_bytes, 2, err, sizeof(err)), -EPROTO);
 }
 

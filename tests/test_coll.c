@@ -472,3 +472,113 @@ Test(coll, rooted_inline_run_ahead, .timeout = 300)
 		cr_assert(res.ok, "P=%d: %s", P, res.summary);
 	}
 }
+
+/* The second ring (shm/arena.h, SHMCOLL_MSG_BIG): rooted calls at and around each message
+ * size a layout may have (1 KiB, SHMCOLL_MSG_DATA_MID, SHMCOLL_MSG_DATA_MAX), so one call
+ * travels inline and the next of one byte more is staged, with rank 0 running ahead of the
+ * others through whole rings of them; reduce in place, whose root folds in its own message
+ * slot; every value checked on every rank. Run in the default arena (32 KiB slots), in one of
+ * 4 MiB (4 KiB slots from 4 ranks on) and in the least one (1 KiB messages, no second ring). */
+#define EDGE_MAX   (SHMCOLL_MSG_DATA_MAX + 1)
+#define EDGE_CALLS 200
+
+static const size_t edge_bytes[] = {1024,
+                                    1025,
+                                    SHMCOLL_MSG_DATA_MID - 1,
+                                    SHMCOLL_MSG_DATA_MID,
+                                    SHMCOLL_MSG_DATA_MID + 1,
+                                    SHMCOLL_MSG_DATA_MAX - 1,
+                                    SHMCOLL_MSG_DATA_MAX,
+                                    SHMCOLL_MSG_DATA_MAX + 1};
+
+static uint8_t edge_value(int i, int rank, size_t q)
+{
+	return (uint8_t)(i * 31 + rank * 7 + (int)(q % 251));
+}
+
+static int edges_body(shmcoll_comm *c, int rank, void *arg)
+{
+	int P = shmcoll_comm_size(c), i, p;
+	size_t n, q, each;
+	uint8_t *b = malloc((size_t)P * EDGE_MAX), *r = malloc((size_t)P * EDGE_MAX);
+	int rc = 0;
+
+	(void)arg;
+	if (!b || !r) {
+		free(b);
+		free(r);
+		return 1;
+	}
+	for (i = 0; i < EDGE_CALLS && rc == 0; i++) {
+		n = edge_bytes[i % (sizeof(edge_bytes) / sizeof(edge_bytes[0]))];
+		for (q = 0; q < n; q++)
+			b[q] = rank == 0 ? edge_value(i, 0, q) : 0;
+		if (shmcoll_bcast(b, n, SHMCOLL_UINT8, 0, c) != 0)
+			rc = 2;
+		for (q = 0; rc == 0 && q < n; q++)
+			if (b[q] != edge_value(i, 0, q))
+				rc = 3;
+		/* scatter of n bytes in all: each rank's block n / P */
+		each = n / (size_t)P;
+		for (q = 0; rank == 0 && q < each * (size_t)P; q++)
+			b[q] = edge_value(i, (int)(q / each), q % each);
+		if (rc == 0 && shmcoll_scatter(b, r, each, SHMCOLL_UINT8, 0, c) != 0)
+			rc = 4;
+		for (q = 0; rc == 0 && q < each; q++)
+			if (r[q] != edge_value(i, rank, q))
+				rc = 5;
+		/* gather of n bytes a rank to rank 1 */
+		for (q = 0; q < n; q++)
+			b[q] = edge_value(i, rank, q);
+		if (rc == 0 && shmcoll_gather(b, r, n, SHMCOLL_UINT8, 1, c) != 0)
+			rc = 6;
+		for (p = 0; rc == 0 && rank == 1 && p < P; p++)
+			for (q = 0; q < n; q++)
+				if (r[(size_t)p * n + q] != edge_value(i, p, q)) {
+					rc = 7;
+					break;
+				}
+		/* reduce in place at the root (rank 0): max of every rank's bytes */
+		for (q = 0; q < n; q++)
+			b[q] = edge_value(i, rank, q);
+		if (rc == 0 && shmcoll_reduce(b, b, n, SHMCOLL_UINT8, SHMCOLL_MAX, 0, c) != 0)
+			rc = 8;
+		for (q = 0; rc == 0 && rank == 0 && q < n; q++) {
+			uint8_t want = 0;
+
+			for (p = 0; p < P; p++)
+				if (edge_value(i, p, q) > want)
+					want = edge_value(i, p, q);
+			if (b[q] != want)
+				rc = 9;
+		}
+		/* A reader that falls behind lets rank 0 run the ring full. */
+		if (rank == P - 1 && i % 16 == 0)
+			usleep(200);
+	}
+	free(b);
+	free(r);
+	if (rc)
+		return rc;
+	return shmcoll_barrier(c) == 0 ? 0 : 10;
+}
+
+static void run_edges(size_t arena)
+{
+	th_opts o = {.arena_bytes = arena, .timeout_ms = TIMEOUT_MS, .wall_ms = 200000};
+	th_result res;
+
+	for (int P = 2; P <= 4; P++) {
+		if (arena && arena < shmcoll__arena_min_bytes((uint32_t)P))
+			continue;
+		th_run_ranks(P, edges_body, NULL, &o, &res);
+		cr_assert(res.ok, "P=%d, arena %zu: %s", P, arena, res.summary);
+	}
+}
+
+Test(coll, rooted_message_edges, .timeout = 300)
+{
+	run_edges(0);
+	run_edges((size_t)4 << 20);
+	run_edges((size_t)shmcoll__arena_min_bytes(4));
+}

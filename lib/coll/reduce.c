@@ -1,7 +1,8 @@
 /* reduce.c - the root gets op over all ranks' vectors.
  *
- * Inline (vectors of at most SHMCOLL_INLINE_MAX bytes): non-roots publish their message and
- * leave; the root folds every message (its own vector straight from sendbuf).
+ * Inline (vectors of at most the layout's msg_max bytes): non-roots publish their message and
+ * leave; the root folds every message (its own vector straight from sendbuf, or when in place
+ * from a copy in its own message's unused data space).
  *
  * Flat protocol, for each chunk of at most slot_half bytes:
  *   1. Each rank other than the root copies its chunk into its staging half for this step
@@ -24,8 +25,8 @@ enum { AT_GUARD = 1, AT_PEER, AT_STAGE, AT_STEP };
 
 static SHMCOLL_HOT int reduce_inline(struct shmcoll_node *n, struct shmcoll_task *t)
 {
-	uint8_t tmp[SHMCOLL_MSG_DATA_MAX];
 	const uint8_t *m;
+	uint8_t *tmp;
 	int rc;
 
 	switch (t->head.at) {
@@ -58,6 +59,7 @@ guard:
 	n->st.clean = n->st.seq - 1;
 	if (t->send == t->recv) {
 		/* In place: the kernel's dst may not be one of its sources. */
+		tmp = shmcoll__msg_scratch(n, t, t->count * t->es);
 		memcpy(tmp, t->send, t->count * t->es);
 		n->st.srcs[t->root] = tmp;
 	}

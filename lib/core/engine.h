@@ -35,11 +35,11 @@ static inline struct shmcoll_msg *shmcoll__msg(const struct shmcoll_node *n, int
 }
 
 /* Rank's data slot for step in the second ring (shm/arena.h, SHMCOLL_MSG_BIG): where a
- * message's data longer than SHMCOLL_INLINE_MAX is. */
+ * message's data longer than SHMCOLL_INLINE_MAX is, up to the layout's msg_max bytes. */
 static inline uint8_t *shmcoll__msg_big(const struct shmcoll_node *n, int rank, uint32_t step)
 {
 	return (uint8_t *)shmcoll__ctrl(&n->arena, (uint32_t)rank) + n->arena.lay.msg_big_off +
-	       (size_t)(step & (n->arena.lay.msg_ring - 1)) * SHMCOLL_MSG_DATA_MAX;
+	       (size_t)(step & (n->arena.lay.msg_ring - 1)) * n->arena.lay.msg_max;
 }
 
 /* Elements of es bytes per staging chunk when each chunk is split into parts pieces (1 for
@@ -139,6 +139,17 @@ static inline uint8_t *shmcoll__msg_data(struct shmcoll_node *n, const struct sh
 	return shmcoll__msg(n, n->rank, t->d->step)->data;
 }
 void shmcoll__msg_commit(struct shmcoll_node *n, struct shmcoll_task *t, size_t len);
+
+/* This rank's own data space for the task's step, for len bytes (at most msg_max): its
+ * message's data, or beyond SHMCOLL_INLINE_MAX its slot of the second ring. Scratch for a
+ * rank that published its message with no data: nobody reads data a message does not carry,
+ * and the message guard freed it. */
+static inline uint8_t *shmcoll__msg_scratch(struct shmcoll_node *n, const struct shmcoll_task *t,
+                                            size_t len)
+{
+	return len > SHMCOLL_INLINE_MAX ? shmcoll__msg_big(n, n->rank, t->d->step)
+	                                : shmcoll__msg_data(n, t);
+}
 
 /* The len a peer committed with the message data await_msg gave. */
 static inline uint32_t shmcoll__msg_len(const uint8_t *data)
