@@ -214,6 +214,18 @@ struct shmcoll_arena_hdr {
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t probed;
 	_Atomic uint32_t probe_sleepers;
 	_Atomic uint32_t cma_failed;
+	/* The copy probe (lib/core/cma.c) at create. copy_probe: rank 0, before it counts
+	 * itself attached, 1 if ranks 0 and 1 are to run it; copy_turn: ranks 0 and 1 in
+	 * turn while it runs, with rank 1's copy_write_ns and copy_addr; copy_staged_ns and
+	 * copy_single_ns: rank 0, before it counts its single-copy verdict (probed), what the
+	 * two ways took, 0 for not measured. */
+	_Alignas(SHMCOLL_LINE) _Atomic uint32_t copy_turn;
+	uint32_t copy_probe;
+	uint32_t copy_write_ns;
+	uint32_t copy_staged_ns;
+	uint32_t copy_single_ns;
+	uint32_t pad2; /* 0 */
+	uint64_t copy_addr;
 	/* any rank: set once to abort the job. */
 	_Alignas(SHMCOLL_LINE) _Atomic uint32_t aborted;
 	/* any rank: set once, at its first point-to-point operation; from then

@@ -362,6 +362,52 @@ Test(tune, a_bad_file_is_reported_and_the_builtin_thresholds_kept, .fini = remov
 	          "%s", seen[1].source);
 }
 
+/* Without a file's or the environment's word on single copies, ranks 0 and 1 race a staged
+ * 256 KiB copy against a single one at create (lib/core/cma.c, the copy probe): every rank takes
+ * rank 0's verdict, says it in its tuning source, and single copies start at 32 KiB exactly when
+ * the verdict says so. Which way it goes depends on the machine; that every rank agrees with
+ * what it says does not. With the ranks outnumbering their CPUs there is no race to time, and no
+ * probe runs; with SHMCOLL_TUNE=none neither (the suites' setting: without_a_file_...). */
+Test(tune, the_copy_probe_decides_alike_on_every_rank, .timeout = 120)
+{
+	const char *tune[2] = {"/nonexistent/probe", "/nonexistent/probe"};
+	struct seen seen[2];
+	const char *at;
+	int r, single;
+	FILE *f;
+
+	TH_PROCESSES_ONLY();
+	f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+	if (f) {
+		int scope = 0;
+
+		if (fscanf(f, "%d", &scope) == 1 && scope >= 1) {
+			fclose(f);
+			cr_skip_test("Yama ptrace_scope %d: no single copies here, so no probe",
+			             scope);
+		}
+		fclose(f);
+	}
+	run_ranks(2, tune, NULL, seen);
+	at = strstr(seen[0].source, "; 256 KiB across cores at create: staged ");
+	cr_assert(at, "no probe on a CPU each: %s", seen[0].source);
+	single = strstr(at, "single copies from 32 KiB blocks for scatter and alltoall") != NULL;
+	cr_assert(single || strstr(at, ": staging"), "%s", seen[0].source);
+	for (r = 0; r < 2; r++) {
+		cr_assert_str_eq(seen[r].source, seen[0].source, "rank %d", r);
+		cr_assert_eq(seen[r].cma_min, single ? 32768u : 0u, "rank %d: %s", r,
+		             seen[r].source);
+	}
+	one_cpu = 1;
+	run_ranks(2, tune, NULL, seen);
+	one_cpu = 0;
+	for (r = 0; r < 2; r++) {
+		cr_assert_null(strstr(seen[r].source, "across cores"), "rank %d: %s", r,
+		               seen[r].source);
+		cr_assert_eq(seen[r].cma_min, 0);
+	}
+}
+
 /* The environment wins over the file, rank by rank, as for any other setting. */
 Test(tune, the_environment_wins_over_the_file, .fini = remove_files, .timeout = 120)
 {

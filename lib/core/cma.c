@@ -25,6 +25,7 @@
  * Every rank only ever reads peers and writes its own memory: a confused peer
  * can make a read fail, never corrupt this process. */
 #include <errno.h>
+#include <sched.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,18 +107,132 @@ static int can_read(const struct shmcoll_node *n, int p)
 	return got == pc->cma_nonce;
 }
 
+/* The copy probe: whether single copies pay on this machine, where nobody said. Staging moves
+ * a block across cores twice (the writer takes back the lines its reader held, the reader pulls
+ * them), a single copy once, through a system call that pins every page. Which wins depends on
+ * the machine: on this VM staging won at every size while one core streamed another's lines at
+ * ~32 GB/s, while with a 60 ns hop single copies made scatter and alltoall 1.2-1.6x faster from
+ * 128 KiB blocks (with buffers rewritten before every call, as applications do; docs/BENCHMARKS.md,
+ * "Single copy"). So ranks 0 and 1 race the two at create with a 256 KiB block (the staging
+ * slot), six rounds: rank 1 rewrites its own buffer, then writes the block into its slot
+ * (timed), and rank 0 copies the slot out (timed) and reads rank 1's buffer with
+ * process_vm_readv (timed). The fastest round of each part counts; where the single copy takes
+ * under 9/10 of the staged write and read together, scatter and alltoall run single copies from
+ * SHMCOLL_CMA_AUTO_MIN (lib/core/algo.h says why not the others). The rounds agree within a few
+ * percent; the 9/10 keeps a machine where the two are even on one side. It runs only where it
+ * can tell: each rank has a CPU (not oversubscribed), the slot holds the block, both may read
+ * each other's memory, and rank 0 was left to choose (no SHMCOLL_CMA_MIN in its environment, no
+ * tuning file setting cma_min_bytes, SHMCOLL_TUNE not "none"). About 0.4 ms at create, given up
+ * after COPY_PROBE_NS. */
+#define COPY_PROBE_BYTES  (256u << 10)
+#define COPY_PROBE_ROUNDS 6
+#define COPY_PROBE_NS     (20 * 1000 * 1000)
+#define COPY_STOP         UINT32_MAX
+
+int shmcoll__cma_probe_wanted(const struct shmcoll_node *n)
+{
+	return n->size >= 2 && !n->cma.min && n->arena.lay.slot_stride >= COPY_PROBE_BYTES;
+}
+
+/* Until copy_turn is want: 0, or -1 when the peer gave up or the time did. */
+static int copy_wait(_Atomic uint32_t *turn, uint32_t want, int64_t deadline)
+{
+	for (unsigned i = 1;; i++) {
+		uint32_t v = load_acquire(turn);
+
+		if (v == want)
+			return 0;
+		if (v == COPY_STOP)
+			return -1;
+		if (i % 64 == 0) {
+			if (shmcoll__now_ns() > deadline)
+				return -1;
+			sched_yield(); /* a CPU each, but never a spin without a yield */
+		}
+		cpu_relax();
+	}
+}
+
+static uint32_t ns_since(int64_t t0, uint32_t best)
+{
+	int64_t d = shmcoll__now_ns() - t0;
+
+	return d > 0 && d < (int64_t)best ? (uint32_t)d : best;
+}
+
+/* Ranks 0 and 1. Rank 0 fills copy_staged_ns and copy_single_ns where every round ran. */
+static void copy_probe(struct shmcoll_node *n)
+{
+	struct shmcoll_arena_hdr *h = n->arena.hdr;
+	uint8_t *block = n->arena.base + n->arena.lay.slot_off + n->arena.lay.slot_stride;
+	int64_t deadline = shmcoll__now_ns() + COPY_PROBE_NS, t0;
+	uint32_t i, write = UINT32_MAX, read = UINT32_MAX, single = UINT32_MAX;
+	uint8_t *mine = malloc(COPY_PROBE_BYTES);
+	struct iovec l = {mine, COPY_PROBE_BYTES}, r = {NULL, COPY_PROBE_BYTES};
+	pid_t pid = (pid_t)shmcoll__ctrl(&n->arena, 1)->proc.pid;
+
+	if (!mine)
+		goto stop;
+	memset(mine, 0, COPY_PROBE_BYTES); /* its pages are there before the timing */
+	if (n->rank == 1)
+		h->copy_addr = (uint64_t)(uintptr_t)mine;
+	for (i = 1; i <= COPY_PROBE_ROUNDS; i++) {
+		if (n->rank == 1) {
+			if (copy_wait(&h->copy_turn, 2 * i - 2, deadline))
+				goto stop;
+			memset(mine, (int)i, COPY_PROBE_BYTES);
+			t0 = shmcoll__now_ns();
+			memset(block, (int)i, COPY_PROBE_BYTES);
+			h->copy_write_ns = ns_since(t0, UINT32_MAX);
+			store_release(&h->copy_turn, 2 * i - 1);
+			continue;
+		}
+		if (copy_wait(&h->copy_turn, 2 * i - 1, deadline))
+			goto stop;
+		if (h->copy_write_ns < write)
+			write = h->copy_write_ns;
+		t0 = shmcoll__now_ns();
+		memcpy(mine, block, COPY_PROBE_BYTES);
+		read = ns_since(t0, read);
+		r.iov_base = (void *)(uintptr_t)h->copy_addr;
+		t0 = shmcoll__now_ns();
+		if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)COPY_PROBE_BYTES)
+			goto stop;
+		single = ns_since(t0, single);
+		store_release(&h->copy_turn, 2 * i);
+	}
+	/* Rank 1 keeps its buffer until rank 0 has read it for the last time. */
+	if (n->rank == 1 && copy_wait(&h->copy_turn, 2 * COPY_PROBE_ROUNDS, deadline))
+		goto stop;
+	if (n->rank == 0 && write != UINT32_MAX && read != UINT32_MAX && single != UINT32_MAX) {
+		h->copy_staged_ns = write + read < UINT32_MAX - 1 ? write + read + 1 : UINT32_MAX;
+		h->copy_single_ns = single + 1;
+	}
+	free(mine);
+	return;
+stop:
+	store_release(&h->copy_turn, COPY_STOP);
+	free(mine);
+}
+
 int shmcoll__cma_agree(struct shmcoll_node *n)
 {
 	struct shmcoll_arena_hdr *h = n->arena.hdr;
 	struct shmcoll_waiter w = n->waiter;
 	int p, ok = n->st.me->cma_addr != 0, rc;
+	uint32_t staged, single;
+	int pays;
 
 	for (p = 0; ok && p < n->size; p++)
 		if (p != n->rank && !can_read(n, p))
 			ok = 0;
 	if (!ok)
 		store_relaxed(&h->cma_failed, 1);
-	/* seq_cst: whoever sees the final count sees cma_failed too. */
+	/* Alike on ranks 0 and 1: what rank 0 asked, the CPU union, both control blocks. */
+	if (n->rank <= 1 && h->copy_probe && !n->waiter.oversubscribed &&
+	    shmcoll__ctrl(&n->arena, 0)->cma_addr && shmcoll__ctrl(&n->arena, 1)->cma_addr)
+		copy_probe(n);
+	/* seq_cst: whoever sees the final count sees cma_failed and the probe's times too. */
 	if (fetch_add_seqcst(&h->probed, 1) + 1 == (uint32_t)n->size)
 		shmcoll__wake_all(&h->probed);
 	w.oversubscribed = 1;
@@ -125,6 +240,22 @@ int shmcoll__cma_agree(struct shmcoll_node *n)
 	if (rc < 0)
 		return rc;
 	n->cma.ok = n->size > 1 && !load_relaxed(&h->cma_failed);
+	staged = h->copy_staged_ns;
+	single = h->copy_single_ns;
+	pays = (uint64_t)single * 10 < (uint64_t)staged * 9;
+	if (staged && single && n->cma.ok) {
+		size_t len = strlen(n->tune_source);
+
+		if (!n->cma.min && pays) {
+			n->cma.min = SHMCOLL_CMA_AUTO_MIN;
+			n->cma.probed = 1;
+		}
+		snprintf(
+		    n->tune_source + len, sizeof(n->tune_source) - len,
+		    "; 256 KiB across cores at create: staged %.1f us, single copy %.1f us: %s",
+		    staged / 1000.0, single / 1000.0,
+		    pays ? "single copies from 32 KiB blocks for scatter and alltoall" : "staging");
+	}
 	return 0;
 }
 

@@ -17,8 +17,15 @@ int shmcoll__cma_offer(struct shmcoll_cma *cma, char *err, size_t errlen);
 /* Before the rank counts itself attached: writes the nonce and its address into its
  * control block. */
 void shmcoll__cma_show(struct shmcoll_node *n);
+/* Rank 0, before it counts itself attached, with its tuning taken: whether ranks 0 and 1 are
+ * to time cross-core copies at create (cma.c, the copy probe). */
+int shmcoll__cma_probe_wanted(const struct shmcoll_node *n);
 /* Once all are attached: probes every peer and waits for every rank's verdict, then sets
- * cma.ok alike on every rank (or returns the error of the wait). */
+ * cma.ok alike on every rank (or returns the error of the wait). Where rank 0 asked for the
+ * copy probe, ranks 0 and 1 time cross-core copies first, and every rank whose environment
+ * did not set SHMCOLL_CMA_MIN takes single copies from SHMCOLL_CMA_AUTO_MIN where they were
+ * slow; the tuning source (tune_source) says what was measured. */
+#define SHMCOLL_CMA_AUTO_MIN ((size_t)32 << 10)
 int shmcoll__cma_agree(struct shmcoll_node *n);
 
 /* Copies len bytes at address addr of rank p's memory into dst (process_vm_readv, resumed

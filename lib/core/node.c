@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/core/cma.h"
 #include "lib/core/env.h"
 #include "lib/core/topo.h"
 
@@ -144,6 +145,10 @@ int shmcoll__node_create(const struct shmcoll_node_cfg *cfg, struct shmcoll_node
 
 		tune_load(&f, n->arena.hdr->tuned_source, sizeof(n->arena.hdr->tuned_source));
 		memcpy(n->arena.hdr->tuned, &f, sizeof(f));
+		/* The copy probe where neither this environment nor a file chose single copies,
+		 * and SHMCOLL_TUNE did not ask for the built-in thresholds alone. */
+		n->arena.hdr->copy_probe =
+		    shmcoll__tunefile_path() && !f.cma_min && shmcoll__cma_probe_wanted(n);
 	}
 	shmcoll__arena_join(&n->arena, (uint32_t)n->rank);
 
