@@ -15,6 +15,7 @@
 struct opts {
 	int sel; /* one op, or -1 for all */
 	int sync;
+	int dirty;
 	int header;
 	int symmetric;
 	int fit;
@@ -51,6 +52,10 @@ void bench_coll_usage(FILE *f)
 	    "      --max-bytes N     largest size (default 64M); sizes double from the smallest\n"
 	    "      --sync            a barrier after every call, only the call timed (OSU style);\n"
 	    "                        default: back-to-back calls after one barrier (nccl-tests)\n"
+	    "      --dirty           before every timed call each rank rewrites the buffer it\n"
+	    "                        gives (one store a line, outside the timed span), as an\n"
+	    "                        application does: a buffer a peer read stays no copy of\n"
+	    "                        its cache (default: the same buffer, unchanged)\n"
 	    "      --impl LABEL      first CSV column (default shmcoll)\n"
 	    "      --iters-scale F   scale the iteration counts (default 1)\n"
 	    "      --no-header       leave out the CSV header\n"
@@ -92,6 +97,8 @@ static int parse(int argc, char **argv, struct opts *o)
 			return -1;
 		} else if (!strcmp(a, "--sync")) {
 			o->sync = 1;
+		} else if (!strcmp(a, "--dirty")) {
+			o->dirty = 1;
 		} else if (!strcmp(a, "--no-header")) {
 			o->header = 0;
 		} else if (!strcmp(a, "--symmetric")) {
@@ -297,7 +304,12 @@ static double time_size(const struct coll *c, const struct opts *o, struct bench
                         size_t bytes, size_t count)
 {
 	long warm, iters = bench_sweep_iters(bytes, o->iscale, &warm), i;
-	double t = 0.0, t0, lat, maxlat = 0.0, alg;
+	double t = 0.0, t0, lat, maxlat = 0.0, alg, spent = 0.0;
+	int in_rbuf = 0;
+	size_t src_len = o->dirty ? bench_sweep_src(op, count, shmcoll_dtype_size(c->dtype),
+	                                            c->rank, c->size, &in_rbuf)
+	                          : 0;
+	void *src = in_rbuf ? c->rbuf : c->sbuf;
 	int rc;
 
 	for (i = 0; i < warm; i++) {
@@ -313,13 +325,17 @@ static double time_size(const struct coll *c, const struct opts *o, struct bench
 	if (!o->sync) {
 		t0 = bench_now();
 		for (i = 0; i < iters; i++) {
+			if (src_len)
+				spent += bench_sweep_dirty(src, src_len);
 			rc = run_op(c, op, count);
 			if (rc != 0)
 				op_failed(c, op, bytes, rc);
 		}
-		t = bench_now() - t0;
+		t = bench_now() - t0 - spent;
 	} else {
 		for (i = 0; i < iters; i++) {
+			if (src_len)
+				bench_sweep_dirty(src, src_len);
 			t0 = bench_now();
 			rc = run_op(c, op, count);
 			t += bench_now() - t0;
@@ -439,6 +455,10 @@ int bench_coll_main(int argc, char **argv)
 		o.minb = esize;
 	if (o.maxb > SIZE_MAX / 2 - 64 * esize)
 		return bench_usage_exit(bench_usage_error("--max-bytes %zu is too large", o.maxb));
+	if (o.dirty && o.busy.dist)
+		return bench_usage_exit(
+		    bench_usage_error("--dirty rewrites buffers between timed spans, which --dist "
+		                      "and --hog leave none"));
 	/* A line through one point is any line: refuse before anything is timed. */
 	if (o.fit && o.sel == OP_BARRIER)
 		return bench_usage_exit(

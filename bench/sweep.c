@@ -207,3 +207,33 @@ double bench_now(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+size_t bench_sweep_src(int op, size_t count, size_t esize, int me, int P, int *in_rbuf)
+{
+	*in_rbuf = op == OP_BCAST;
+	switch (op) {
+	case OP_ALLREDUCE:
+	case OP_REDUCE:
+	case OP_REDUCE_SCATTER:
+	case OP_ALLTOALL:
+		return count * esize;
+	case OP_ALLGATHER:
+	case OP_GATHER:
+		return count / (size_t)P * esize;
+	case OP_BCAST:
+	case OP_SCATTER:
+		return me == 0 ? count * esize : 0;
+	default:
+		return 0;
+	}
+}
+
+double bench_sweep_dirty(void *buf, size_t n)
+{
+	volatile uint8_t *p = buf;
+	double t0 = bench_now();
+
+	for (size_t i = 0; i < n; i += 64)
+		p[i] = p[i];
+	return bench_now() - t0;
+}

@@ -51,6 +51,18 @@ int bench_sweep_count(int op, size_t bytes, size_t esize, int P, size_t *count);
  * and the warm-up calls before them (a tenth, plus 2). */
 long bench_sweep_iters(size_t bytes, double scale, long *warm);
 
+/* --dirty: the buffer a rank gives in a call of op with count elements of esize bytes, as
+ * its length in bytes (0: it gives none: the non-roots of bcast and scatter, barrier), and in
+ * *in_rbuf whether that is its receive buffer (bcast's root) rather than its send buffer. */
+size_t bench_sweep_src(int op, size_t count, size_t esize, int me, int P, int *in_rbuf);
+
+/* --dirty: makes the n bytes at buf this rank's own again, as an application's writes before a
+ * call do: one store per 64-byte line, the value already there (the inputs stay what the
+ * checks expect). A peer that read them in the call before - a single copy out of this
+ * buffer - holds copies those stores take back. Returns the seconds it took, which the
+ * benchmarks take off the calls' time. */
+double bench_sweep_dirty(void *buf, size_t n);
+
 /* nccl-tests' bus bandwidth factor of op at P ranks. */
 double bench_sweep_busbw(int op, int P);
 

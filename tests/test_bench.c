@@ -916,6 +916,31 @@ Test(bench, coll_dist_beside_busy_processes)
 	cleanup(&r);
 }
 
+/* --dirty (a store a line into every source buffer before each timed call): every op runs, its
+ * calls checked as without it, a row per size, at P = 2 and 3; refused beside --dist, which
+ * times every call alone. */
+Test(bench, coll_dirty)
+{
+	const char *args[] = {"--op", "all",     "--min-bytes",   "8",    "--max-bytes",
+	                      "64K",  "--dirty", "--iters-scale", "0.05", NULL};
+	const char *dist[] = {"--op", "bcast", "--dirty", "--dist", NULL};
+	struct run r;
+	int p;
+
+	for (p = 2; p <= 3; p++) {
+		run_bench(&r, p, -1, NULL, args);
+		cr_assert_eq(exit_code(&r), 0, "P=%d: exit %d; stderr:\n%s", p, exit_code(&r),
+		             r.err);
+		cr_assert(strstr(r.out, ",bcast,") && strstr(r.out, ",65536,"), "P=%d:\n%s", p,
+		          r.out);
+		cleanup(&r);
+	}
+	run_bench(&r, 2, -1, NULL, dist);
+	cr_assert_eq(exit_code(&r), 2, "exit %d; stderr:\n%s", exit_code(&r), r.err);
+	cr_assert(strstr(r.err, "--dirty rewrites buffers between timed spans"), "%s", r.err);
+	cleanup(&r);
+}
+
 Test(bench, coll_refuses_bad_busy_options)
 {
 	static const struct {

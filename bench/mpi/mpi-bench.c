@@ -55,6 +55,7 @@ static const char *const mpi_names[OP_COUNT] = {
 struct opts {
 	int sel; /* one op, or -1 for all */
 	int sync;
+	int dirty;
 	int header;
 	int fit;
 	size_t minb, maxb;
@@ -91,6 +92,10 @@ static void usage(FILE *f)
 	    "      --max-bytes N     largest size (default 64M); sizes double from the smallest\n"
 	    "      --sync            a barrier after every call, only the call timed (OSU style);\n"
 	    "                        default: back-to-back calls after one barrier (nccl-tests)\n"
+	    "      --dirty           before every timed call each rank rewrites the buffer it\n"
+	    "                        gives (one store a line, outside the timed span), as an\n"
+	    "                        application does: a buffer a peer read stays no copy of\n"
+	    "                        its cache (default: the same buffer, unchanged)\n"
 	    "      --impl LABEL      first CSV column (default " DEFAULT_IMPL ")\n"
 	    "      --iters-scale F   scale the iteration counts (default 1)\n"
 	    "      --no-header       leave out the CSV header\n");
@@ -178,6 +183,8 @@ static int parse(int argc, char **argv, struct opts *o, int print)
 			return -1;
 		} else if (!strcmp(a, "--sync")) {
 			o->sync = 1;
+		} else if (!strcmp(a, "--dirty")) {
+			o->dirty = 1;
 		} else if (!strcmp(a, "--no-header")) {
 			o->header = 0;
 		} else if (!strcmp(a, "--fit")) {
@@ -359,7 +366,11 @@ static double time_size(const struct coll *c, const struct opts *o, int op, size
                         size_t count)
 {
 	long warm, iters = bench_sweep_iters(bytes, o->iscale, &warm), i;
-	double t = 0.0, t0, lat, maxlat = 0.0, alg;
+	double t = 0.0, t0, lat, maxlat = 0.0, alg, spent = 0.0;
+	int in_rbuf = 0;
+	size_t src_len =
+	    o->dirty ? bench_sweep_src(op, count, ESIZE, c->rank, c->size, &in_rbuf) : 0;
+	void *src = in_rbuf ? c->rbuf : c->sbuf;
 	int rc;
 
 	for (i = 0; i < warm; i++) {
@@ -375,13 +386,17 @@ static double time_size(const struct coll *c, const struct opts *o, int op, size
 	if (!o->sync) {
 		t0 = bench_now();
 		for (i = 0; i < iters; i++) {
+			if (src_len)
+				spent += bench_sweep_dirty(src, src_len);
 			rc = run_op(c, op, count);
 			if (rc != MPI_SUCCESS)
 				call_failed(c->rank, mpi_names[op], bytes, rc);
 		}
-		t = bench_now() - t0;
+		t = bench_now() - t0 - spent;
 	} else {
 		for (i = 0; i < iters; i++) {
+			if (src_len)
+				bench_sweep_dirty(src, src_len);
 			t0 = bench_now();
 			rc = run_op(c, op, count);
 			t += bench_now() - t0;
@@ -440,6 +455,9 @@ static int coll_main(int argc, char **argv, int rank, int size)
 		return rc < 0 ? 0 : rc;
 	if (o.minb < ESIZE) /* as coll.c: at least one element */
 		o.minb = ESIZE;
+	if (o.dirty && o.busy.dist)
+		return usage_error(c.rank == 0, "--dirty rewrites buffers between timed spans, "
+		                                "which --dist leaves none");
 	/* coll.c's refusals of --fit, before anything is timed. */
 	if (o.fit && o.sel == OP_BARRIER)
 		return usage_error(c.rank == 0, "--fit needs an op with a size; barrier has none");

@@ -60,12 +60,13 @@ static inline int shmcoll__algo_reduction(const struct shmcoll_node *n, uint32_t
 /* Whether a call of kind whose blocks are block_bytes runs the single-copy protocol (cma.c):
  * only where every rank can (cma.ok, the same on all) and SHMCOLL_ALGO, SHMCOLL_CMA_MIN, the
  * tuning file or the copy probe at create asks for it, so every rank that makes the same call
- * decides alike. The probe's choice (cma.probed) holds for scatter and alltoall only: there a
- * single copy replaces both of staging's copies and nobody waits longer for it, while a bcast
- * or gather root that could run ahead of its readers, or read while they copy, waits for
- * their single copies instead (with buffers rewritten before every call, P=2, 60 ns hop:
- * scatter and alltoall 1.2-1.6x faster with single copies from 128 KiB blocks, bcast 0.24-0.83x,
- * gather 0.40-0.99x; docs/BENCHMARKS.md, "Single copy"). */
+ * decides alike. The probe's choice (cma.probed) holds for alltoall only, the one collective
+ * whose single copies were faster than staging however the caller rewrote its buffers between
+ * calls (P=2, 60 ns hop, 64 KiB-4 MiB: 1.1-1.55x with a store a line, 1.1-1.4x with memset).
+ * Elsewhere the benchmark's unchanged buffer flatters them: the reader keeps the lines it copied,
+ * and the owner's next writes must take them back. With the buffer rewritten a line at a time,
+ * scatter ran 0.53-0.70x, bcast 0.24-0.83x and gather 0.40-0.99x of staging, where a root
+ * waits for its readers' copies instead of running ahead (docs/BENCHMARKS.md, "Single copy"). */
 static inline int shmcoll__cma_pick(const struct shmcoll_node *n, uint32_t kind, size_t block_bytes)
 {
 	int algo = n->tune.algo[kind];
@@ -74,7 +75,7 @@ static inline int shmcoll__cma_pick(const struct shmcoll_node *n, uint32_t kind,
 		return 0;
 	if (algo == ALGO_CMA)
 		return 1;
-	if (n->cma.probed && kind != KIND_SCATTER && kind != KIND_ALLTOALL)
+	if (n->cma.probed && kind != KIND_ALLTOALL)
 		return 0;
 	return algo == ALGO_AUTO && n->cma.min && block_bytes >= n->cma.min;
 }
