@@ -473,13 +473,13 @@ Test(coll, rooted_inline_run_ahead, .timeout = 300)
 	}
 }
 
-/* The second ring (shm/arena.h, SHMCOLL_MSG_BIG): rooted calls at and around each message
- * size a layout may have (1 KiB, SHMCOLL_MSG_DATA_MID, SHMCOLL_MSG_DATA_MAX), so one call
+/* The second ring (shm/arena.h, SHMCOLL_MSG_BIG): rooted calls and alltoall at and around each
+ * message size a layout may have (1 KiB, SHMCOLL_MSG_DATA_MID, SHMCOLL_MSG_DATA_MAX), so one call
  * travels inline and the next of one byte more is staged, with rank 0 running ahead of the
  * others through whole rings of them; reduce in place, whose root folds in its own message
  * slot; every value checked on every rank. Run in the default arena (32 KiB slots), in one of
  * 4 MiB (4 KiB slots from 4 ranks on) and in the least one (1 KiB messages, no second ring). */
-#define EDGE_MAX   (SHMCOLL_MSG_DATA_MAX + 1)
+#define EDGE_MAX   (2 * SHMCOLL_MSG_DATA_MAX)
 #define EDGE_CALLS 200
 
 static const size_t edge_bytes[] = {1024,
@@ -518,15 +518,24 @@ static int edges_body(shmcoll_comm *c, int rank, void *arg)
 		for (q = 0; rc == 0 && q < n; q++)
 			if (b[q] != edge_value(i, 0, q))
 				rc = 3;
-		/* scatter of n bytes in all: each rank's block n / P */
+		/* scatter of n bytes in all from rank i % P: each rank's block n / P (the root's
+		 * own block stays out of its message, so a root in the middle sends two pieces) */
 		each = n / (size_t)P;
-		for (q = 0; rank == 0 && q < each * (size_t)P; q++)
+		for (q = 0; rank == i % P && q < each * (size_t)P; q++)
 			b[q] = edge_value(i, (int)(q / each), q % each);
-		if (rc == 0 && shmcoll_scatter(b, r, each, SHMCOLL_UINT8, 0, c) != 0)
+		if (rc == 0 && shmcoll_scatter(b, r, each, SHMCOLL_UINT8, i % P, c) != 0)
 			rc = 4;
 		for (q = 0; rc == 0 && q < each; q++)
 			if (r[q] != edge_value(i, rank, q))
 				rc = 5;
+		/* alltoall of n bytes a rank: block p of rank s is (s, p)'s */
+		for (q = 0; q < each * (size_t)P; q++)
+			b[q] = edge_value(i, rank * 16 + (int)(q / each), q % each);
+		if (rc == 0 && shmcoll_alltoall(b, r, each, SHMCOLL_UINT8, c) != 0)
+			rc = 11;
+		for (q = 0; rc == 0 && q < each * (size_t)P; q++)
+			if (r[q] != edge_value(i, (int)(q / each) * 16 + rank, q % each))
+				rc = 12;
 		/* gather of n bytes a rank to rank 1 */
 		for (q = 0; q < n; q++)
 			b[q] = edge_value(i, rank, q);

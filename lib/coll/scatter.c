@@ -1,7 +1,8 @@
 /* scatter.c - rank r gets block r of the root's sendbuf.
  *
- * Inline (the whole sendbuf of at most SHMCOLL_INLINE_MAX bytes): it travels in the root's
- * message; each other rank copies its block.
+ * Inline (the blocks of the other ranks, at most the layout's msg_max bytes): they travel in
+ * the root's message, in rank order without the root's own, which the root copies itself;
+ * each other rank copies its block from there.
  *
  * Flat protocol, for each chunk of n elements of a block, n at most
  * slot_half / (size * elemsize):
@@ -43,7 +44,9 @@ guard:
 	if (rc)
 		return shmcoll__suspend(t, AT_GUARD, rc);
 	if (n->rank == t->root) {
-		shmcoll__msg_publish(n, t, t->send, bytes * (size_t)n->size);
+		/* Every block but the root's own, in rank order. */
+		shmcoll__msg_publish2(n, t, t->send, (size_t)t->root * bytes, own + bytes,
+		                      (size_t)(n->size - 1 - t->root) * bytes);
 		if (t->recv != own)
 			shmcoll__copy_out(t->recv, own, bytes);
 		return 0;
@@ -53,7 +56,7 @@ peer:
 	rc = shmcoll__await_msg(n, t, t->root, &m);
 	if (rc)
 		return shmcoll__suspend(t, AT_PEER, rc);
-	shmcoll__copy_out(t->recv, m + (size_t)n->rank * bytes, bytes);
+	shmcoll__copy_out(t->recv, m + (size_t)(n->rank - (n->rank > t->root)) * bytes, bytes);
 	shmcoll__msg_seen(n, t);
 	return 0;
 }
@@ -171,7 +174,7 @@ void shmcoll__scatter_init(struct shmcoll_node *n, struct shmcoll_task *t, const
 	                         recv, recvcount))
 		return;
 	bytes = recvcount * t->es;
-	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes * (size_t)n->size)) {
+	if (shmcoll__algo_inline(n, ALGO_FLAT, bytes * (size_t)(n->size - 1))) {
 		t->advance = scatter_inline;
 	} else if (shmcoll__cma_pick(n, KIND_SCATTER, bytes)) {
 		t->algo = ALGO_CMA;

@@ -120,15 +120,21 @@ int shmcoll__await_from(struct shmcoll_node *n, struct shmcoll_task *t, int from
 int shmcoll__check_peers(struct shmcoll_node *n, struct shmcoll_task *t, uint64_t src_bytes);
 int shmcoll__check_rank(struct shmcoll_node *n, struct shmcoll_task *t, int p, uint64_t src_bytes);
 
-/* The inline path of single-step calls whose contribution fits SHMCOLL_INLINE_MAX bytes
- * (struct shmcoll_msg). msg_publish writes this rank's message for the task's call (len 0
- * for a rank with nothing to give, which still describes its call) and publishes the step.
+/* The inline path of single-step calls whose contribution fits the layout's msg_max bytes
+ * (struct shmcoll_msg, shm/arena.h). msg_publish writes this rank's message for the task's
+ * call (len 0 for a rank with nothing to give, which still describes its call) and publishes
+ * the step; msg_publish2 the same with data in two pieces, one after the other.
  * await_msg gives rank p's data for that step once it is there, having checked its call
  * word (-EPROTO for a mismatch). Blocking, it spins on the message line itself (one
  * transfer brings stamp, call word and data) before the ordinary wait on seq. */
 #define SHMCOLL_MSG_SPINS 4096
-void shmcoll__msg_publish(struct shmcoll_node *n, struct shmcoll_task *t, const void *data,
-                          size_t len);
+void shmcoll__msg_publish2(struct shmcoll_node *n, struct shmcoll_task *t, const void *a,
+                           size_t alen, const void *b, size_t blen);
+static inline void shmcoll__msg_publish(struct shmcoll_node *n, struct shmcoll_task *t,
+                                        const void *data, size_t len)
+{
+	shmcoll__msg_publish2(n, t, data, len, NULL, 0);
+}
 int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, const uint8_t **data);
 
 /* msg_publish in two halves, for a message built in place rather than copied in: msg_data
