@@ -6,15 +6,16 @@
  * written before recvbuf, so in place works.
  *
  * Flat protocol, for each chunk of n elements of a block, n at most
- * slot_half / (size * elemsize):
- *   1. Each rank copies chunk k of every block q of sendbuf to position q of its staging half
- *      for this step, unless sendbuf is in its symmetric heap and not in place (then peers
- *      read its blocks in place).
+ * slot_half / ((size - 1) * elemsize):
+ *   1. Each rank copies chunk k of every peer's block q of sendbuf to position q (q - 1 past
+ *      its own) of its staging half for this step, unless sendbuf is in its symmetric heap and
+ *      not in place (then peers read its blocks in place).
  *   2. Every rank publishes the step and waits for every peer's; the first chunk checks the
  *      peers' descriptors.
- *   3. Rank r copies position r (or block r) of every rank p into block p of its recvbuf. In
- *      place (sendbuf == recvbuf) works because the chunk of every block was staged in step 1
- *      before step 3 overwrites it.
+ *   3. Rank r copies its position (or block r) of every peer p into block p of its recvbuf,
+ *      and its own block from sendbuf. In place (sendbuf == recvbuf) works because the chunk
+ *      of every block was staged in step 1 before step 3 overwrites it, and its own block is
+ *      where it belongs.
  *   Halves are reused two steps later as in allreduce.c; a final step when anyone was read
  *   in place.
  *
@@ -131,7 +132,8 @@ end:
 static int alltoall_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	size_t es = t->es, bytes = t->count * es, total = bytes * (size_t)n->size;
-	size_t cap = shmcoll__chunk_elems(n, es, (size_t)n->size);
+	size_t cap = shmcoll__chunk_elems(n, es, shmcoll__peer_parts(n));
+	size_t mine = (size_t)n->rank * bytes;
 	int p, rc;
 
 	switch (t->head.at) {
@@ -153,20 +155,29 @@ guard:
 		t->step = n->st.seq + 1;
 		t->len = min_size(cap, t->count - t->off);
 		if (t->d->src_off == NO_OFF)
-			shmcoll__stage_split(shmcoll__slot(n, n->rank, t->step), t->send,
-			                     (size_t)n->size, bytes, t->off * es, t->len * es);
+			shmcoll__stage_others(shmcoll__slot(n, n->rank, t->step), t->send,
+			                      (size_t)n->size, (size_t)n->rank, bytes, t->off * es,
+			                      t->len * es);
 		shmcoll__publish_next(n, t->off == 0 ? t->d : NULL);
 	step:
 		rc = shmcoll__await_from(n, t, STEP_ALL, t->off == 0, total);
 		if (rc)
 			return shmcoll__suspend(t, AT_STEP, rc);
-		for (p = 0; p < n->size; p++)
+		for (p = 0; p < n->size; p++) {
+			if (p == n->rank) { /* in place it is there already */
+				if (t->send != t->recv)
+					shmcoll__copy_out(t->recv + mine + t->off * es,
+					                  t->send + mine + t->off * es,
+					                  t->len * es);
+				continue;
+			}
 			shmcoll__copy_out(t->recv + (size_t)p * bytes + t->off * es,
 			                  n->st.zc[p]
-			                      ? n->st.zc[p] + (size_t)n->rank * bytes + t->off * es
+			                      ? n->st.zc[p] + mine + t->off * es
 			                      : shmcoll__slot(n, p, t->step) +
-			                            (size_t)n->rank * t->len * es,
+			                            (size_t)(n->rank - (n->rank > p)) * t->len * es,
 			                  t->len * es);
+		}
 	}
 	if (!shmcoll__zc_any(n, -1))
 		return 0;

@@ -5,9 +5,10 @@
  * each other rank copies its block from there.
  *
  * Flat protocol, for each chunk of n elements of a block, n at most
- * slot_half / (size * elemsize):
- *   1. The root copies chunk k of every block q to position q of its staging half for this
- *      step, unless sendbuf is in its symmetric heap (then the others read it in place).
+ * slot_half / ((size - 1) * elemsize):
+ *   1. The root copies chunk k of every other rank's block q to position q (q - 1 past the
+ *      root) of its staging half for this step, unless sendbuf is in its symmetric heap (then
+ *      the others read it in place).
  *   2. Every rank publishes the step; the others wait for the root's; the first chunk checks
  *      its descriptor.
  *   3. Each other rank copies its position (or block) into recvbuf; the root copies its own
@@ -104,7 +105,7 @@ end:
 static int scatter_flat(struct shmcoll_node *n, struct shmcoll_task *t)
 {
 	size_t es = t->es, bytes = t->count * es, total = bytes * (size_t)n->size;
-	size_t cap = shmcoll__chunk_elems(n, es, (size_t)n->size);
+	size_t cap = shmcoll__chunk_elems(n, es, shmcoll__peer_parts(n));
 	const uint8_t *own = n->rank == t->root ? t->send + (size_t)t->root * bytes : NULL;
 	int rc, is_root = n->rank == t->root;
 
@@ -133,8 +134,9 @@ guard:
 			rc = shmcoll__await_guard(n, t);
 			if (rc)
 				return shmcoll__suspend(t, AT_STAGE, rc);
-			shmcoll__stage_split(shmcoll__slot(n, n->rank, t->step), t->send,
-			                     (size_t)n->size, bytes, t->off * es, t->len * es);
+			shmcoll__stage_others(shmcoll__slot(n, n->rank, t->step), t->send,
+			                      (size_t)n->size, (size_t)t->root, bytes, t->off * es,
+			                      t->len * es);
 		}
 		shmcoll__publish_next(n, t->off == 0 ? t->d : NULL);
 	step:
@@ -146,13 +148,13 @@ guard:
 				shmcoll__copy_out(t->recv + t->off * es, own + t->off * es,
 				                  t->len * es);
 		} else {
-			shmcoll__copy_out(t->recv + t->off * es,
-			                  n->st.zc[t->root]
-			                      ? n->st.zc[t->root] + (size_t)n->rank * bytes +
-			                            t->off * es
-			                      : shmcoll__slot(n, t->root, t->step) +
-			                            (size_t)n->rank * t->len * es,
-			                  t->len * es);
+			shmcoll__copy_out(
+			    t->recv + t->off * es,
+			    n->st.zc[t->root]
+			        ? n->st.zc[t->root] + (size_t)n->rank * bytes + t->off * es
+			        : shmcoll__slot(n, t->root, t->step) +
+			              (size_t)(n->rank - (n->rank > t->root)) * t->len * es,
+			    t->len * es);
 		}
 	}
 	/* Every rank knows whether the root was read in place: the root from its own

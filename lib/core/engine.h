@@ -59,6 +59,23 @@ static inline void shmcoll__stage_split(uint8_t *slot, const uint8_t *src, size_
 		memcpy(slot + q * len, src + q * block + off, len);
 }
 
+/* stage_split of the parts blocks but block skip: the others in order, block q at position
+ * q - (q > skip). For the collectives in which the writer keeps its own block (scatter's root,
+ * alltoall): it copies that from src itself, and its readers' chunks grow by a part. */
+static inline void shmcoll__stage_others(uint8_t *slot, const uint8_t *src, size_t parts,
+                                         size_t skip, size_t block, size_t off, size_t len)
+{
+	shmcoll__stage_split(slot, src, skip, block, off, len);
+	shmcoll__stage_split(slot + skip * len, src + (skip + 1) * block, parts - 1 - skip, block,
+	                     off, len);
+}
+
+/* Parts of a chunk of those collectives: the peers' blocks (at least one). */
+static inline size_t shmcoll__peer_parts(const struct shmcoll_node *n)
+{
+	return n->size > 1 ? (size_t)n->size - 1 : 1;
+}
+
 /* Begins the task's call, whose first step is the next one: builds its call word and
  * descriptor from the task (kind, dtype, op, root, count, algo) and sets t->d. Both stay private
  * until that step publishes them, so the line peers poll changes once per step, not twice. Staged
