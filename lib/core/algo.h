@@ -60,13 +60,16 @@ static inline int shmcoll__algo_reduction(const struct shmcoll_node *n, uint32_t
 /* Whether a call of kind whose blocks are block_bytes runs the single-copy protocol (cma.c):
  * only where every rank can (cma.ok, the same on all) and SHMCOLL_ALGO, SHMCOLL_CMA_MIN, the
  * tuning file or the copy probe at create asks for it, so every rank that makes the same call
- * decides alike. The probe's choice (cma.probed) holds for alltoall only, the one collective
- * whose single copies were faster than staging however the caller rewrote its buffers between
- * calls (P=2, 60 ns hop, 64 KiB-4 MiB: 1.1-1.55x with a store a line, 1.1-1.4x with memset).
- * Elsewhere the benchmark's unchanged buffer flatters them: the reader keeps the lines it copied,
- * and the owner's next writes must take them back. With the buffer rewritten a line at a time,
+ * decides alike. The probe's choice (cma.probed) holds for alltoall from cma.min and for
+ * allgather from SHMCOLL_CMA_AUTO_ALLGATHER_MIN only: the calls whose single copies were
+ * faster than staging with the buffers rewritten between calls (P=2, 60 ns hop: alltoall
+ * 1.1-1.55x from 64 KiB, allgather 1.13x from 2 MiB blocks and 0.80-0.96x below). Elsewhere the
+ * benchmark's unchanged buffer flatters them: the reader keeps the lines it copied, and the
+ * owner's next writes must take them back. With the buffer rewritten a line at a time,
  * scatter ran 0.53-0.70x, bcast 0.24-0.83x and gather 0.40-0.99x of staging, where a root
  * waits for its readers' copies instead of running ahead (docs/BENCHMARKS.md, "Single copy"). */
+#define SHMCOLL_CMA_AUTO_ALLGATHER_MIN ((size_t)2 << 20)
+
 static inline int shmcoll__cma_pick(const struct shmcoll_node *n, uint32_t kind, size_t block_bytes)
 {
 	int algo = n->tune.algo[kind];
@@ -75,9 +78,13 @@ static inline int shmcoll__cma_pick(const struct shmcoll_node *n, uint32_t kind,
 		return 0;
 	if (algo == ALGO_CMA)
 		return 1;
-	if (n->cma.probed && kind != KIND_ALLTOALL)
+	if (algo != ALGO_AUTO || !n->cma.min)
 		return 0;
-	return algo == ALGO_AUTO && n->cma.min && block_bytes >= n->cma.min;
+	if (!n->cma.probed)
+		return block_bytes >= n->cma.min;
+	if (kind == KIND_ALLTOALL)
+		return block_bytes >= n->cma.min;
+	return kind == KIND_ALLGATHER && block_bytes >= SHMCOLL_CMA_AUTO_ALLGATHER_MIN;
 }
 
 /* The protocol of a barrier or bcast: SHMCOLL_ALGO's, else the tree from tree_min ranks on (or the

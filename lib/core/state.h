@@ -24,7 +24,7 @@ struct shmcoll_p2p_op;
 struct shmcoll_cma {
 	int ok;         /* every rank can read every peer's memory: the same on every rank */
 	size_t min;     /* SHMCOLL_CMA_MIN: single copies from this block size on; 0: none */
-	int probed;     /* min is the copy probe's choice (cma.c): for alltoall only */
+	int probed;     /* min is the copy probe's choice (cma.c): alltoall, allgather (algo.h) */
 	uint64_t nonce; /* what peers read here to prove they can */
 };
 
