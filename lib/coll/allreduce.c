@@ -44,8 +44,9 @@ guard:
 	shmcoll__msg_publish(n, t, t->send, t->count * t->es);
 	for (t->p = 0; t->p < n->size; t->p++) {
 		if (t->p == n->rank) {
-			n->st.srcs[t->p] =
-			    t->send != t->recv ? t->send : shmcoll__msg(n, t->p, t->d->step)->data;
+			n->st.srcs[t->p] = t->send != t->recv
+			                       ? t->send
+			                       : shmcoll__msg_mine(n, t, t->count * t->es);
 			continue;
 		}
 	peer:

@@ -241,7 +241,7 @@ static size_t message(const struct shmcoll_node *n, const struct shmcoll_task *t
  * its staging half), and its need. 0 or -EPROTO. */
 static int take_first(struct shmcoll_node *n, struct shmcoll_task *t, int p, const uint8_t *m)
 {
-	uint32_t head, len = shmcoll__msg_len(m);
+	uint32_t head, len = shmcoll__msg_len(n, t, p);
 	struct ventry e;
 	size_t es = t->es, table = VHEAD_BYTES + (size_t)n->size * sizeof(e), off;
 	const uint8_t *data;

@@ -113,7 +113,7 @@ guard:
 			return shmcoll__suspend(t, AT_PEER, rc);
 		want = t->rcounts[t->p] * es;
 		shmcoll__msg_prefetch(m, 0, want);
-		len = shmcoll__msg_len(m);
+		len = shmcoll__msg_len(n, t, t->p);
 		if (len <= SHMCOLL_INLINE_MAX) {
 			if (len != want)
 				return mismatch(n, t, len / es);

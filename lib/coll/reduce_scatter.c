@@ -48,7 +48,7 @@ guard:
 	shmcoll__msg_publish(n, t, t->send, (size_t)n->size * t->count * t->es);
 	for (t->p = 0; t->p < n->size; t->p++) {
 		if (t->p == n->rank) {
-			m = shmcoll__msg(n, t->p, t->d->step)->data;
+			m = shmcoll__msg_mine(n, t, (size_t)n->size * t->count * t->es);
 		} else {
 		peer:
 			rc = shmcoll__await_msg(n, t, t->p, &m);

@@ -55,7 +55,7 @@ guard:
 	shmcoll__msg_publish(n, t, t->send, total);
 	for (t->p = 0; t->p < n->size; t->p++) {
 		if (t->p == n->rank) {
-			m = shmcoll__msg(n, t->p, t->d->step)->data;
+			m = shmcoll__msg_mine(n, t, total);
 		} else {
 		peer:
 			rc = shmcoll__await_msg(n, t, t->p, &m);

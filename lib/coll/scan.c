@@ -46,7 +46,7 @@ guard:
 	shmcoll__msg_publish(n, t, t->send, t->count * t->es);
 	for (t->p = 0; t->p < folded(n, t); t->p++) {
 		if (t->p == n->rank) {
-			m = shmcoll__msg(n, t->p, t->d->step)->data;
+			m = shmcoll__msg_mine(n, t, t->count * t->es);
 		} else {
 		peer:
 			rc = shmcoll__await_msg(n, t, t->p, &m);

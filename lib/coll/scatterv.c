@@ -181,7 +181,7 @@ root:
 	if (rc)
 		return shmcoll__suspend(t, AT_ROOT, rc);
 	shmcoll__msg_seen(n, t);
-	len = shmcoll__msg_len(m);
+	len = shmcoll__msg_len(n, t, t->root);
 	if (len & SHMCOLL_MSG_EVEN) {
 		off = shmcoll__even_offset(n, m, t->root, (uint32_t)len, t->scount * es);
 		if (off == SIZE_MAX) {

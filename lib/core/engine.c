@@ -381,7 +381,7 @@ void shmcoll__msg_publish2(struct shmcoll_node *n, struct shmcoll_task *t, const
 	uint8_t *to = m->data;
 	size_t len = alen + blen, flags = 0;
 
-	if (len > SHMCOLL_INLINE_MAX) { /* at most msg_max: shmcoll__algo_inline */
+	if (shmcoll__msg_in_big(n, t, len)) { /* at most msg_max: shmcoll__algo_inline */
 		to = shmcoll__msg_big(n, n->rank, t->d->step);
 		flags = SHMCOLL_MSG_BIG;
 	}
