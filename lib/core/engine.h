@@ -35,7 +35,8 @@ static inline struct shmcoll_msg *shmcoll__msg(const struct shmcoll_node *n, int
 }
 
 /* Rank's data slot for step in the second ring (shm/arena.h, SHMCOLL_MSG_BIG): where a
- * message's data longer than SHMCOLL_INLINE_MAX is, up to the layout's msg_max bytes. */
+ * message's data is when msg_publish put it there (shmcoll__msg_in_big), up to the layout's
+ * msg_max bytes. */
 static inline uint8_t *shmcoll__msg_big(const struct shmcoll_node *n, int rank, uint32_t step)
 {
 	return (uint8_t *)shmcoll__ctrl(&n->arena, (uint32_t)rank) + n->arena.lay.msg_big_off +
