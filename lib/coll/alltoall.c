@@ -63,7 +63,7 @@ guard:
 		if (rc)
 			return shmcoll__suspend(t, AT_PEER, rc);
 		shmcoll__copy_out(t->recv + (size_t)t->p * bytes,
-		                  m + (size_t)(n->rank - (n->rank > t->p)) * bytes, bytes);
+		                  m + shmcoll__pos_without(n->rank, t->p) * bytes, bytes);
 	}
 	/* Every peer has begun this call: it has read all we wrote before. */
 	n->st.clean = n->st.seq - 1;
@@ -175,7 +175,7 @@ guard:
 			                  n->st.zc[p]
 			                      ? n->st.zc[p] + mine + t->off * es
 			                      : shmcoll__slot(n, p, t->step) +
-			                            (size_t)(n->rank - (n->rank > p)) * t->len * es,
+			                            shmcoll__pos_without(n->rank, p) * t->len * es,
 			                  t->len * es);
 		}
 	}

@@ -262,7 +262,7 @@ static int take_first(struct shmcoll_node *n, struct shmcoll_task *t, int p, con
 		return 0;
 	}
 	/* This rank's block, if p's blocks were all as long as the one this rank expects. */
-	shmcoll__msg_prefetch(m, table + (size_t)(n->rank - (n->rank > p)) * t->rcounts[p] * es,
+	shmcoll__msg_prefetch(m, table + shmcoll__pos_without(n->rank, p) * t->rcounts[p] * es,
 	                      t->rcounts[p] * es);
 	memcpy(&head, m, VHEAD_BYTES);
 	if ((head >> 1) > t->nchunks)

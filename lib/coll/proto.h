@@ -129,7 +129,7 @@ static inline size_t shmcoll__even_pack(const struct shmcoll_node *n, uint8_t *d
 static inline size_t shmcoll__even_offset(const struct shmcoll_node *n, const uint8_t *m, int p,
                                           uint32_t len, size_t want)
 {
-	size_t off = (size_t)(n->rank - (n->rank > p)) * want;
+	size_t off = shmcoll__pos_without(n->rank, p) * want;
 
 	shmcoll__msg_prefetch(m, off, want);
 	if (want > SHMCOLL_INLINE_MAX ||

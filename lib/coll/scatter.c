@@ -57,7 +57,7 @@ peer:
 	rc = shmcoll__await_msg(n, t, t->root, &m);
 	if (rc)
 		return shmcoll__suspend(t, AT_PEER, rc);
-	shmcoll__copy_out(t->recv, m + (size_t)(n->rank - (n->rank > t->root)) * bytes, bytes);
+	shmcoll__copy_out(t->recv, m + shmcoll__pos_without(n->rank, t->root) * bytes, bytes);
 	shmcoll__msg_seen(n, t);
 	return 0;
 }
@@ -153,7 +153,7 @@ guard:
 			    n->st.zc[t->root]
 			        ? n->st.zc[t->root] + (size_t)n->rank * bytes + t->off * es
 			        : shmcoll__slot(n, t->root, t->step) +
-			              (size_t)(n->rank - (n->rank > t->root)) * t->len * es,
+			              shmcoll__pos_without(n->rank, t->root) * t->len * es,
 			    t->len * es);
 		}
 	}

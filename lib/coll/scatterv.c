@@ -193,7 +193,7 @@ root:
 		return 0;
 	}
 	/* This rank's block, if every peer's were as long as its own. */
-	shmcoll__msg_prefetch(m, table + (size_t)(n->rank - (n->rank > t->root)) * t->scount * es,
+	shmcoll__msg_prefetch(m, table + shmcoll__pos_without(n->rank, t->root) * t->scount * es,
 	                      t->scount * es);
 	memcpy(&head, m, HEAD_BYTES);
 	if (head == HEAD_INLINE) {

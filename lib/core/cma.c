@@ -25,8 +25,8 @@
  * Every rank only ever reads peers and writes its own memory: a confused peer
  * can make a read fail, never corrupt this process. */
 #include <errno.h>
-#include <sched.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,19 +113,18 @@ static int can_read(const struct shmcoll_node *n, int p)
  * the machine: on this VM staging won at every size while one core streamed another's lines at
  * ~32 GB/s, while with a 60 ns hop single copies made alltoall 1.1-1.55x faster from 32 KiB
  * blocks and allgather 1.13x from 2 MiB ones, with the buffers rewritten before every call as
- * applications do (lib/core/algo.h
- * says why the other collectives stage anyway; docs/BENCHMARKS.md, "Single copy"). So ranks 0
- * and 1 race the two at create with a 256 KiB block (the staging slot), six rounds: rank 1
+ * applications do (lib/core/algo.h says why the other collectives stage anyway;
+ * docs/BENCHMARKS.md, "Single copy"). So ranks 0 and 1 race the two at create with a 256 KiB
+ * block (the staging slot), six rounds: rank 1
  * rewrites its own buffer, then writes the block into its slot (timed), and rank 0 copies the
  * slot out (timed) and reads rank 1's buffer with process_vm_readv (timed). The fastest round of
  * each part counts; where the single copy takes under 9/10 of the staged write and read
  * together, alltoall runs single copies from SHMCOLL_CMA_AUTO_MIN blocks and allgather from
- * SHMCOLL_CMA_AUTO_ALLGATHER_MIN. The rounds agree within a few
- * percent; the 9/10 keeps a machine where the two are even on one side. It runs only where it
- * can tell: each rank has a CPU (not oversubscribed), the slot holds the block, both may read
- * each other's memory, and rank 0 was left to choose (no SHMCOLL_CMA_MIN in its environment, no
- * tuning file setting cma_min_bytes, SHMCOLL_TUNE not "none"). About 1 ms at create, given up
- * after COPY_PROBE_NS. */
+ * SHMCOLL_CMA_AUTO_ALLGATHER_MIN. The rounds agree within a few percent; the 9/10 keeps a machine
+ * where the two are even on one side. It runs only where it can tell: each rank has a CPU (not
+ * oversubscribed), the slot holds the block, both may read each other's memory, and rank 0 was left
+ * to choose (no SHMCOLL_CMA_MIN in its environment, no tuning file setting cma_min_bytes,
+ * SHMCOLL_TUNE not "none"). About 1.2 ms at create, given up after COPY_PROBE_NS. */
 #define COPY_PROBE_BYTES  (256u << 10)
 #define COPY_PROBE_ROUNDS 6
 #define COPY_PROBE_NS     (20 * 1000 * 1000)

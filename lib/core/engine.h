@@ -60,9 +60,17 @@ static inline void shmcoll__stage_split(uint8_t *slot, const uint8_t *src, size_
 		memcpy(slot + q * len, src + q * block + off, len);
 }
 
+/* Where rank q's block lies among the blocks of every rank but skip, in rank order: what a
+ * writer that leaves its own block out publishes (scatter's root, alltoall, the even v-forms). */
+static inline size_t shmcoll__pos_without(int q, int skip)
+{
+	return (size_t)(q - (q > skip));
+}
+
 /* stage_split of the parts blocks but block skip: the others in order, block q at position
- * q - (q > skip). For the collectives in which the writer keeps its own block (scatter's root,
- * alltoall): it copies that from src itself, and its readers' chunks grow by a part. */
+ * shmcoll__pos_without(q, skip). For the collectives in which the writer keeps its own block
+ * (scatter's root, alltoall): it copies that from src itself, and its readers' chunks grow by a
+ * part. */
 static inline void shmcoll__stage_others(uint8_t *slot, const uint8_t *src, size_t parts,
                                          size_t skip, size_t block, size_t off, size_t len)
 {
