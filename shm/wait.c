@@ -162,13 +162,21 @@ int shmcoll__pace_contended(int64_t now)
 	return load_relaxed(&contended_until) > now;
 }
 
+/* Whether the process's last look found the peer on its CPU (shmcoll__pace_look). */
+_Atomic int shmcoll__pace_peer_was_here;
+
 int shmcoll__pace_peer_here(const struct shmcoll_cpus *cpus)
 {
-	/* The rseq area's copy: ~2 ns, paid only by a wait that spun this far. */
+	/* The rseq area's copy: ~2 ns, paid only by a wait that spun this far (or
+	 * did not find its word at once, while the peer was here). */
 	int cpu = sched_getcpu() + 1; /* 0: not known */
+	int here;
 
 	store_relaxed(cpus->mine, cpu);
-	return cpu > 0 && load_relaxed(cpus->theirs) == cpu;
+	here = cpu > 0 && load_relaxed(cpus->theirs) == cpu;
+	if (load_relaxed(&shmcoll__pace_peer_was_here) != here)
+		store_relaxed(&shmcoll__pace_peer_was_here, here);
+	return here;
 }
 
 int shmcoll__pace_yield(int64_t waited_ns, int64_t now)
@@ -204,12 +212,14 @@ int shmcoll__wait_geq_on(const struct shmcoll_waiter *w, _Atomic uint32_t *word,
 	/* Spin relaxed, order once: the acquire fence after the loop pairs
 	 * with the release store in shmcoll__publish(). */
 	if (!w->oversubscribed) {
+		int look = shmcoll__pace_look();
+
 		for (i = 0; i < SPIN_ITERS; i++) {
 			if (seq_reached(load_relaxed(word), want)) {
 				fence_acquire();
 				return 0;
 			}
-			if (i == SHMCOLL_PACE_LOOK && cpus && shmcoll__pace_peer_here(cpus))
+			if (i == look && cpus && shmcoll__pace_peer_here(cpus))
 				break;
 			if (w->poll && (i + 1) % SHMCOLL_POLL_SPINS == 0)
 				w->poll(w->poll_ctx, 0);

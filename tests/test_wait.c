@@ -206,6 +206,27 @@ Test(wait, pace_stops_spinning_for_a_peer_on_this_cpu)
 	cr_assert(shmcoll__pace_peer_here(&cpus));
 }
 
+/* A wait looks at its first spin while the last look found the peer here, and at
+ * SHMCOLL_PACE_LOOK again once one finds it elsewhere. */
+Test(wait, pace_looks_at_once_while_the_peer_was_here)
+{
+	_Atomic int32_t mine = 0, theirs = 0;
+	const struct shmcoll_cpus cpus = {&mine, &theirs};
+	int c = pin_first_cpu();
+
+	store_relaxed(&theirs, c + 2);
+	cr_assert(!shmcoll__pace_peer_here(&cpus));
+	cr_assert_eq(shmcoll__pace_look(), SHMCOLL_PACE_LOOK);
+	store_relaxed(&theirs, c + 1);
+	cr_assert(shmcoll__pace_peer_here(&cpus));
+	cr_assert_eq(shmcoll__pace_look(), 0, "a peer found here is looked for at once");
+	cr_assert(shmcoll__pace_peer_here(&cpus));
+	cr_assert_eq(shmcoll__pace_look(), 0);
+	store_relaxed(&theirs, c + 2);
+	cr_assert(!shmcoll__pace_peer_here(&cpus));
+	cr_assert_eq(shmcoll__pace_look(), SHMCOLL_PACE_LOOK, "elsewhere: spin first again");
+}
+
 Test(wait, pace_yields_only_at_first)
 {
 	/* Past the yielding time a turn sleeps, without yielding. */

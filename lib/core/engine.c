@@ -415,12 +415,14 @@ int shmcoll__await_msg(struct shmcoll_node *n, struct shmcoll_task *t, int p, co
 		 * budget, or once the peer is seen to have last run on this CPU (shm/wait.h's
 		 * pace), the ordinary wait on seq (yield, futex, timeout, abort) takes over; seq
 		 * is published after the message, so the message is there then. */
+		int look = shmcoll__pace_look();
+
 		for (i = 0; i < (n->waiter.oversubscribed ? 0 : SHMCOLL_MSG_SPINS); i++) {
 			if (load_relaxed(&m->stamp) == step) {
 				got = 1;
 				break;
 			}
-			if (i == SHMCOLL_PACE_LOOK) {
+			if (i == look) {
 				struct shmcoll_cpus cpus = shmcoll__cpus_with(n, p);
 
 				if (shmcoll__pace_peer_here(&cpus))

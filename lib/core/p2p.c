@@ -1165,12 +1165,13 @@ int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready
 	int64_t start, now, checked, slice;
 	uint32_t b;
 	int i, rc, others, spins = w->oversubscribed ? 1 : SPIN_ITERS; /* one look, then */
+	int look = peer >= 0 && peer != n->rank ? shmcoll__pace_look() : -1;
 
 	for (i = 0; i < spins; i++) {
 		shmcoll__node_progress(n);
 		if (ready(arg))
 			return 0;
-		if (i == SHMCOLL_PACE_LOOK && peer >= 0 && peer != n->rank) {
+		if (i == look) {
 			struct shmcoll_cpus cpus = shmcoll__cpus_with(n, peer);
 
 			if (shmcoll__pace_peer_here(&cpus))
