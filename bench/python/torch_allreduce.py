@@ -8,7 +8,8 @@ float32 SUM, every call timed on its own.
 Every rank joins the default group (shmcoll) and a gloo group over the same ranks. For each
 size, --reps blocks of each backend alternate (which goes first alternates too); a block is
 a barrier then calls timed one by one on rank 0. Prints per size the median, p10 and p99 of
-the calls of each backend and gloo's median over shmcoll's. --hog N starts N busy processes
+the calls of each backend and gloo's median over shmcoll's, and, not pinned, how often the
+ranks were all on one CPU when looked at. --hog N starts N busy processes
 beside the job, free to run on any core (--hog alone: one per core; a loaded machine). --ddp times DistributedDataParallel training
 steps of a small MLP instead (three layers, --width wide, batch 64), the backends
 alternating in blocks of steps: gloo, shmcoll as it is (each bucket's all-reduce returns at
@@ -168,6 +169,23 @@ def report(a, rows):
                     r + (int(a.pin), int(a.hog), a.nproc, "ddp" if a.ddp else "allreduce")))
 
 
+# How often the launching process looks where the ranks run (not pinned, the scheduler places
+# them: beside busy processes two ranks sharing one CPU was what made a run slow, 48-88% of the
+# looks in one sitting; docs/BENCHMARKS.md, "Two ranks on one CPU").
+PLACE_EVERY_S = 0.1
+
+
+def cpu_of(pid):
+    """The CPU process pid last ran on (field 39 of /proc/PID/stat), or None once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[36]) if len(fields) > 36 else None
+
+
 def hog():
     os.nice(0)
     while True:
@@ -202,10 +220,20 @@ def main():
         for h in hogs:
             h.start()
     try:
-        mp.spawn(worker, args=(a, port), nprocs=a.nproc, join=True)
+        job = mp.spawn(worker, args=(a, port), nprocs=a.nproc, join=False)
+        together = looks = 0
+        while not job.join(timeout=PLACE_EVERY_S):
+            cpus = [cpu_of(p.pid) for p in job.processes]
+            if None not in cpus:
+                looks += 1
+                together += len(set(cpus)) == 1
     finally:
         for h in hogs:
             h.kill()
+    if looks and not a.pin:
+        print("# the ranks were all on one CPU in %d of %d looks (every %g s): where the"
+              " scheduler put them, which decides a busy machine's medians"
+              % (together, looks, PLACE_EVERY_S))
     return 0
 
 
