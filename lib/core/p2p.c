@@ -1165,7 +1165,7 @@ int shmcoll__node_wait_until(struct shmcoll_node *n, const char *fn, int (*ready
 	int64_t start, now, checked, slice;
 	uint32_t b;
 	int i, rc, others, spins = w->oversubscribed ? 1 : SPIN_ITERS; /* one look, then */
-	int look = peer >= 0 && peer != n->rank ? shmcoll__pace_look() : -1;
+	int look = spins > 1 && peer >= 0 && peer != n->rank ? shmcoll__pace_look() : -1;
 
 	for (i = 0; i < spins; i++) {
 		shmcoll__node_progress(n);
