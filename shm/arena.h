@@ -128,6 +128,15 @@ static_assert(sizeof(struct shmcoll_msg) % 64 == 0, "a message is whole 64-byte 
 static_assert(offsetof(struct shmcoll_msg, data) + 32 <= 64,
               "the stamp, call word and 32 bytes of data share the first line");
 
+/* The 64-byte lines [p, p + len) touches, by address: returns the first line's, *end the
+ * address past the last. A message's data starts part-way into its first line, so counting
+ * 64-byte steps from the data instead would leave out a range's last line. */
+static inline uintptr_t shmcoll__lines(const void *p, size_t len, uintptr_t *end)
+{
+	*end = (uintptr_t)p + len;
+	return (uintptr_t)p & ~(uintptr_t)63;
+}
+
 /* Inline messages per rank (msg_ring), a power of two: how many small calls a
  * rank can run ahead of its slowest reader. 16 by default: a reader then
  * rarely polls the writer's lines, and a writer whose readers lag does not

@@ -164,6 +164,35 @@ Test(arena, message_ring_depth_follows_the_room)
 	cr_assert_eq(shmcoll__arena_validate(&h, l.total_bytes, 2, err, sizeof(err)), -EPROTO);
 }
 
+/* How many 64-byte lines the prefetches of [p, p + len) visit (shmcoll__lines). */
+static int lines_of(const void *p, size_t len)
+{
+	uintptr_t end, a = shmcoll__lines(p, len, &end);
+	int k = 0;
+
+	for (; a < end; a += 64)
+		k++;
+	return k;
+}
+
+/* A message's data starts 32 bytes into its first line: a range of it is counted in lines by
+ * address, so that a prefetch reaches its last line (counted in 64-byte steps from the data,
+ * 64 bytes of data were one line, and a gather root's second line came late). */
+Test(arena, message_data_ranges_count_lines_by_address)
+{
+	static struct shmcoll_msg m;
+
+	cr_assert_eq(offsetof(struct shmcoll_msg, data), 32);
+	cr_assert_eq(lines_of(m.data, 32), 1);
+	cr_assert_eq(lines_of(m.data, 33), 2);
+	cr_assert_eq(lines_of(m.data, 64), 2);
+	cr_assert_eq(lines_of(m.data, 96), 2);
+	cr_assert_eq(lines_of(m.data, 97), 3);
+	cr_assert_eq(lines_of(m.data + 32, 64), 1);
+	cr_assert_eq(lines_of(m.data + 40, 64), 2);
+	cr_assert_eq(shmcoll__lines(m.data + 40, 8, &(uintptr_t){0}), (uintptr_t)&m + 64);
+}
+
 Test(arena, layout_fits_a_given_size)
 {
 	static const size_t sizes[] = {96 << 10, 100000, 1 << 20, 64 << 20};

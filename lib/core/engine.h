@@ -229,9 +229,35 @@ static inline void *shmcoll__memcpy_call(void *dst, const void *src, size_t n)
  * prefetch. */
 static inline void shmcoll__msg_prefetch(const uint8_t *m, size_t off, size_t len)
 {
+	uintptr_t a, end;
+
 	if (len && off + len <= SHMCOLL_INLINE_MAX)
-		for (size_t i = off & ~(size_t)63; i < off + len; i += 64)
-			__builtin_prefetch(m + i);
+		for (a = shmcoll__lines(m + off, len, &end); a < end; a += 64)
+			__builtin_prefetch((const void *)a);
+}
+
+/* A gather root, done copying writer p's block of len bytes at off in its message of this
+ * call: starts the transfer of the same range of p's next message past its first line. The
+ * non-roots run ahead of the root by up to the ring (16 calls), so the root is the slower
+ * side and that message is there already; its lines then arrive while the root finishes this
+ * call. The first line, with the stamp, is read by one load a call at a fixed stride, which
+ * the CPU's own prefetcher follows; the lines after it are read by memcpy at no stride it
+ * can see, so each was a cross-core transfer on the root's path (64 bytes a rank: 0.12-0.16
+ * against 0.05 us a call with 32, docs/BENCHMARKS.md). Inline messages only: data in the
+ * second ring is read in larger copies that the CPU's streamer follows. Not for bcast,
+ * scatter or reduce, whose readers are not always the slower side: measured there, a
+ * 256-byte bcast was 0.7x (the reader's prefetch pulls lines its root is writing). */
+static inline void shmcoll__msg_prefetch_next(const struct shmcoll_node *n,
+                                              const struct shmcoll_task *t, int p, size_t off,
+                                              size_t len)
+{
+	const struct shmcoll_msg *next = shmcoll__msg(n, p, t->d->step + 1);
+	uintptr_t end, a = shmcoll__lines(next->data + off, len, &end);
+
+	if (shmcoll__msg(n, p, t->d->step)->len & SHMCOLL_MSG_BIG)
+		return;
+	for (a = a > (uintptr_t)next ? a : (uintptr_t)next + 64; a < end; a += 64)
+		__builtin_prefetch((const void *)a);
 }
 
 /* After publishing its message: puts every rank's block of bytes bytes, in rank order, into
