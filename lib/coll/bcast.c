@@ -65,6 +65,7 @@ peer:
 	if (rc)
 		return shmcoll__suspend(t, AT_PEER, rc);
 	shmcoll__copy_out(t->recv, m, t->count * t->es);
+	shmcoll__msg_prefetch_next(n, t, t->root, 0, t->count * t->es, SHMCOLL_MSG_PREFETCH_MAX);
 	shmcoll__msg_seen(n, t);
 	return 0;
 }

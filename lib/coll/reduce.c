@@ -64,6 +64,10 @@ guard:
 		n->st.srcs[t->root] = tmp;
 	}
 	t->reduce(t->recv, n->st.srcs, n->size, t->count);
+	for (t->p = 0; t->p < n->size; t->p++)
+		if (t->p != t->root)
+			shmcoll__msg_prefetch_next(n, t, t->p, 0, t->count * t->es,
+			                           SHMCOLL_MSG_PREFETCH_MAX);
 	return 0;
 }
 

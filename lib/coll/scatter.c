@@ -58,6 +58,8 @@ peer:
 	if (rc)
 		return shmcoll__suspend(t, AT_PEER, rc);
 	shmcoll__copy_out(t->recv, m + shmcoll__pos_without(n->rank, t->root) * bytes, bytes);
+	shmcoll__msg_prefetch_next(n, t, t->root, shmcoll__pos_without(n->rank, t->root) * bytes,
+	                           bytes, SHMCOLL_MSG_PREFETCH_MAX);
 	shmcoll__msg_seen(n, t);
 	return 0;
 }

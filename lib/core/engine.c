@@ -483,7 +483,7 @@ int shmcoll__await_msg_gather(struct shmcoll_node *n, struct shmcoll_task *t, co
 			return rc;
 		memcpy(block, m, bytes);
 		if (t->root >= 0)
-			shmcoll__msg_prefetch_next(n, t, t->k, 0, bytes);
+			shmcoll__msg_prefetch_next(n, t, t->k, 0, bytes, SHMCOLL_INLINE_MAX);
 	}
 	t->k = 0;
 	/* Every peer has begun this call: it has read all we wrote before. */

@@ -236,26 +236,41 @@ static inline void shmcoll__msg_prefetch(const uint8_t *m, size_t off, size_t le
 			__builtin_prefetch((const void *)a);
 }
 
-/* A gather root, done copying writer p's block of len bytes at off in its message of this
- * call: starts the transfer of the same range of p's next message past its first line. The
- * non-roots run ahead of the root by up to the ring (16 calls), so the root is the slower
- * side and that message is there already; its lines then arrive while the root finishes this
- * call. The first line, with the stamp, is read by one load a call at a fixed stride, which
- * the CPU's own prefetcher follows; the lines after it are read by memcpy at no stride it
- * can see, so each was a cross-core transfer on the root's path (64 bytes a rank: 0.12-0.16
- * against 0.05 us a call with 32, docs/BENCHMARKS.md). Inline messages only: data in the
- * second ring is read in larger copies that the CPU's streamer follows. Not for bcast,
- * scatter or reduce, whose readers are not always the slower side: measured there, a
- * 256-byte bcast was 0.7x (the reader's prefetch pulls lines its root is writing). */
+/* How much of the next message bcast's, scatter's and reduce's readers prefetch
+ * (shmcoll__msg_prefetch_next): data to the end of its fourth line. Prefetching all of it
+ * made a bcast of 256 B 0.83x and a reduce of 512 B-1 KiB 0.70-0.73x, and with this bound
+ * neither was slower (P=2, 60 ns hop, docs/BENCHMARKS.md); their readers are not always the
+ * slower side, and a prefetch of a message still being written takes its lines from under
+ * the writer. A gather root, always behind its writers, prefetches the whole block. */
+#define SHMCOLL_MSG_PREFETCH_MAX (4 * 64 - offsetof(struct shmcoll_msg, data))
+
+/* A rooted call's reader, done with writer p's message of this call, of which it read the
+ * len bytes at off: starts the transfer of the same range of p's next message, from its
+ * second line and up to data offset upto. A rooted writer runs ahead of its readers by up to
+ * the ring (16 calls), so where the reader is the slower side (a gather's or reduce's root,
+ * and often a bcast's or scatter's readers) that message is there already, and its lines
+ * arrive while the reader finishes this call. The first line, with the stamp, is left out:
+ * the reader loads it once a call at the ring's fixed stride, which the CPU's own prefetcher
+ * follows; the lines after it are read by memcpy or a kernel at no stride it can see, so each
+ * was a cross-core transfer on the call's path (a gather root with 64 bytes a rank: 0.12-0.16
+ * against 0.05 us a call with 32). Where the next message is not written yet, the prefetch
+ * fetches lines its writer takes back when it writes them, as it would have anyway. Data in
+ * the second ring is read in longer copies, which the CPU's streamer follows: not here. */
 static inline void shmcoll__msg_prefetch_next(const struct shmcoll_node *n,
                                               const struct shmcoll_task *t, int p, size_t off,
-                                              size_t len)
+                                              size_t len, size_t upto)
 {
-	const struct shmcoll_msg *next = shmcoll__msg(n, p, t->d->step + 1);
-	uintptr_t end, a = shmcoll__lines(next->data + off, len, &end);
+	const struct shmcoll_msg *next;
+	uintptr_t a, end;
 
+	if (off + len <= 64 - offsetof(struct shmcoll_msg, data) || off >= upto)
+		return;
+	if (off + len > upto)
+		len = upto - off;
 	if (shmcoll__msg(n, p, t->d->step)->len & SHMCOLL_MSG_BIG)
 		return;
+	next = shmcoll__msg(n, p, t->d->step + 1);
+	a = shmcoll__lines(next->data + off, len, &end);
 	for (a = a > (uintptr_t)next ? a : (uintptr_t)next + 64; a < end; a += 64)
 		__builtin_prefetch((const void *)a);
 }
