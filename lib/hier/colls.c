@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "lib/coll/coll.h"
+#include "lib/core/engine.h"
 #include "lib/hier/impl.h"
 
 #define CHUNK_BYTES SHMCOLL_HIER_CHUNK_BYTES
@@ -661,7 +662,7 @@ gather_home:
 			return hier__oom(h, t->fn, (size_t)N * block);
 		for (q = 0, k = 0; q < N; q++) {
 			dst = lr == 0 ? t->recv + (size_t)q * block
-			              : t->bufs + (size_t)(q - (q > nr)) * block;
+			              : t->bufs + shmcoll__pos_without(q, nr) * block;
 			if (q != nr)
 				t->x[k++] =
 				    (struct shmcoll_xfer){q, XFER_RECV, dst, block, t->call, 0};
@@ -759,7 +760,7 @@ move2:
 	if (lead) {
 		for (q = 0, k = 0; q < N; q++) {
 			src = lr == 0 ? t->send + (size_t)q * block
-			              : t->bufs + (size_t)(q - (q > nr)) * block;
+			              : t->bufs + shmcoll__pos_without(q, nr) * block;
 			if (q != nr)
 				t->x[k++] = (struct shmcoll_xfer){q,     XFER_SEND, (void *)src,
 				                                  block, t->call,   0};
