@@ -27,7 +27,7 @@ static SHMCOLL_HOT int reduce_inline(struct shmcoll_node *n, struct shmcoll_task
 {
 	const uint8_t *m;
 	uint8_t *tmp;
-	int rc;
+	int p, rc;
 
 	switch (t->head.at) {
 	case AT_GUARD:
@@ -64,9 +64,9 @@ guard:
 		n->st.srcs[t->root] = tmp;
 	}
 	t->reduce(t->recv, n->st.srcs, n->size, t->count);
-	for (t->p = 0; t->p < n->size; t->p++)
-		if (t->p != t->root)
-			shmcoll__msg_prefetch_next(n, t, t->p, 0, t->count * t->es,
+	for (p = 0; p < n->size; p++)
+		if (p != t->root)
+			shmcoll__msg_prefetch_next(n, t, p, 0, t->count * t->es,
 			                           SHMCOLL_MSG_PREFETCH_MAX);
 	return 0;
 }

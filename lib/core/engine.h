@@ -260,19 +260,11 @@ static inline void shmcoll__msg_prefetch_next(const struct shmcoll_node *n,
                                               const struct shmcoll_task *t, int p, size_t off,
                                               size_t len, size_t upto)
 {
-	const struct shmcoll_msg *next;
-	uintptr_t a, end;
+	const size_t second = 64 - offsetof(struct shmcoll_msg, data); /* the data's 2nd line */
+	size_t from = off > second ? off : second, to = off + len < upto ? off + len : upto;
 
-	if (off + len <= 64 - offsetof(struct shmcoll_msg, data) || off >= upto)
-		return;
-	if (off + len > upto)
-		len = upto - off;
-	if (shmcoll__msg(n, p, t->d->step)->len & SHMCOLL_MSG_BIG)
-		return;
-	next = shmcoll__msg(n, p, t->d->step + 1);
-	a = shmcoll__lines(next->data + off, len, &end);
-	for (a = a > (uintptr_t)next ? a : (uintptr_t)next + 64; a < end; a += 64)
-		__builtin_prefetch((const void *)a);
+	if (to > from && !(shmcoll__msg(n, p, t->d->step)->len & SHMCOLL_MSG_BIG))
+		shmcoll__msg_prefetch(shmcoll__msg(n, p, t->d->step + 1)->data, from, to - from);
 }
 
 /* After publishing its message: puts every rank's block of bytes bytes, in rank order, into
